@@ -1,0 +1,427 @@
+/*
+ * libtrellis: EXL3 trellis-quantized linear layers on NVIDIA GPUs, with a
+ * bit-exact CPU reference.
+ *
+ * One public header. It never requires cuda_runtime.h: CUDA streams are
+ * passed as opaque `void *` (a cudaStream_t; NULL is the legacy default
+ * stream). All fp16 and bf16 values on the host side are raw bit patterns in
+ * uint16_t.
+ *
+ * Conventions
+ *   - Every entry point returns a trellis_status. On failure a readable detail
+ *     message (which argument, what was expected, what was given) is kept per
+ *     thread and read with trellis_last_error(). The library never prints and
+ *     never aborts.
+ *   - Structs the caller fills carry `struct_size` as their first member; set
+ *     it with the matching *_init() call so newer libraries can grow them.
+ *   - Objects the library owns are opaque (trellis_file, trellis_model,
+ *     trellis_plan).
+ */
+#ifndef TRELLIS_H
+#define TRELLIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TRELLIS_API
+#elif defined(TRELLIS_BUILDING_LIBRARY)
+#define TRELLIS_API __attribute__((visibility("default")))
+#else
+#define TRELLIS_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define TRELLIS_VERSION_MAJOR 0
+#define TRELLIS_VERSION_MINOR 1
+#define TRELLIS_VERSION_PATCH 0
+#define TRELLIS_VERSION_NUMBER                                                 \
+  (TRELLIS_VERSION_MAJOR * 10000 + TRELLIS_VERSION_MINOR * 100 +               \
+   TRELLIS_VERSION_PATCH)
+#define TRELLIS_VERSION_STRING "0.1.0"
+
+/* TRELLIS_VERSION_NUMBER of the library actually linked. */
+TRELLIS_API int trellis_version_number(void);
+TRELLIS_API const char *trellis_version_string(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status codes and errors                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum trellis_status {
+  TRELLIS_OK = 0,
+  TRELLIS_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, bad enum, misuse */
+  TRELLIS_ERR_OUT_OF_MEMORY = 2,    /* a host or device allocation failed */
+  TRELLIS_ERR_IO = 3,               /* open/read/write/mmap failed */
+  TRELLIS_ERR_FORMAT = 4,           /* malformed file: header, JSON, offsets */
+  TRELLIS_ERR_DTYPE = 5,            /* a tensor or buffer has the wrong dtype */
+  TRELLIS_ERR_SHAPE = 6,            /* a tensor or problem has the wrong shape */
+  TRELLIS_ERR_NOT_FOUND = 7,        /* named tensor, layer or file missing */
+  TRELLIS_ERR_UNSUPPORTED = 8,      /* valid request this build cannot do */
+  TRELLIS_ERR_WORKSPACE = 9,        /* workspace missing or too small */
+  TRELLIS_ERR_BUFFER = 10,          /* a caller buffer missing/small/misaligned */
+  TRELLIS_ERR_NO_DEVICE = 11,       /* no CUDA device, or built without CUDA */
+  TRELLIS_ERR_ARCH = 12,            /* no kernel image for this GPU's arch */
+  TRELLIS_ERR_CUDA = 13,            /* a CUDA runtime or cuBLASLt call failed */
+  TRELLIS_ERR_NOT_PREPARED = 14,    /* plan used before trellis_plan_prepare */
+  TRELLIS_ERR_INTERNAL = 15
+} trellis_status;
+
+/* "TRELLIS_ERR_SHAPE" etc.; "TRELLIS_ERR_UNKNOWN" for out-of-range codes. */
+TRELLIS_API const char *trellis_status_name(trellis_status status);
+/* A short English description of the status. */
+TRELLIS_API const char *trellis_status_string(trellis_status status);
+/* Detail message of the last failing call on this thread ("" if none). The
+ * pointer stays valid until the next library call on this thread. */
+TRELLIS_API const char *trellis_last_error(void);
+/* Clears this thread's detail message. */
+TRELLIS_API void trellis_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Numeric types                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum trellis_dtype {
+  TRELLIS_F16 = 0,
+  TRELLIS_BF16 = 1,
+  TRELLIS_F32 = 2
+} trellis_dtype;
+
+TRELLIS_API size_t trellis_dtype_size(trellis_dtype dtype); /* 0 if invalid */
+TRELLIS_API const char *trellis_dtype_name(trellis_dtype dtype);
+
+/* Round-to-nearest-even conversions (NaN stays NaN, overflow goes to inf). */
+TRELLIS_API uint16_t trellis_f32_to_f16(float value);
+TRELLIS_API float trellis_f16_to_f32(uint16_t bits);
+TRELLIS_API uint16_t trellis_f32_to_bf16(float value);
+TRELLIS_API float trellis_bf16_to_f32(uint16_t bits);
+
+/* ------------------------------------------------------------------------ */
+/* The EXL3 format                                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef enum trellis_codebook {
+  TRELLIS_CB_3INST = 0,
+  TRELLIS_CB_MCG = 1,
+  TRELLIS_CB_MUL1 = 2
+} trellis_codebook;
+
+TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
+
+#define TRELLIS_MIN_BITS 1
+#define TRELLIS_MAX_BITS 8
+#define TRELLIS_TILE 16     /* weight tile is 16 x 16 */
+#define TRELLIS_HBLOCK 128  /* Hadamard block, and required k/n multiple */
+
+/* fp16 bits of the codebook value of one 16-bit trellis state. */
+TRELLIS_API uint16_t trellis_codebook_value(trellis_codebook cb,
+                                            uint32_t state);
+/* The whole codebook: 65536 fp16 values indexed by state (built once,
+ * thread-safe). NULL for an invalid codebook. */
+TRELLIS_API const uint16_t *trellis_codebook_table(trellis_codebook cb);
+
+/* Decodes one tile: `tile` holds 16*bits int16 words exactly as stored; `out`
+ * receives the 16x16 fp16 weights row-major (out[16*r + c], r = input row). */
+TRELLIS_API trellis_status trellis_decode_tile(const int16_t *tile, int bits,
+                                               trellis_codebook cb,
+                                               uint16_t out[256]);
+
+/* Expands legacy packed sign bits (bit j of word w -> element 16w+j; 1 means
+ * -1) into `count` fp16 values of +-1. */
+TRELLIS_API trellis_status trellis_expand_signs(const int16_t *packed,
+                                                int64_t count, uint16_t *out);
+
+/* One EXL3 linear layer. Pointers are host memory for the CPU functions and
+ * device memory for the plan API. Exactly one of suh/su and one of svh/sv is
+ * set. */
+typedef struct trellis_weight {
+  uint32_t struct_size;     /* sizeof(trellis_weight) */
+  int64_t k;                /* in_features, multiple of 128 */
+  int64_t n;                /* out_features, multiple of 128 */
+  int bits;                 /* K, 1..8 */
+  trellis_codebook codebook;
+  const int16_t *trellis;   /* [k/16][n/16][16*bits] */
+  const uint16_t *suh;      /* fp16 [k], or NULL when su is used */
+  const uint16_t *svh;      /* fp16 [n], or NULL when sv is used */
+  const int16_t *su;        /* legacy packed signs [k/16], or NULL */
+  const int16_t *sv;        /* legacy packed signs [n/16], or NULL */
+  const uint16_t *bias;     /* fp16 [n], or NULL */
+} trellis_weight;
+
+TRELLIS_API void trellis_weight_init(trellis_weight *w);
+/* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook and
+ * that exactly one sign form per side is present. Does not touch the data. */
+TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
+/* Bytes of the trellis payload: k*n*bits/8. */
+TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
+
+/* W_hat, fp16 [k][n] row-major, bit-exact. */
+TRELLIS_API trellis_status trellis_decode_weight(const trellis_weight *w,
+                                                 uint16_t *w_hat);
+/* Original-basis weight diag(s_in) * Hblk * W_hat * Hblk * diag(s_out), fp32
+ * [k][n] row-major, computed in fp32 (bias not included). */
+TRELLIS_API trellis_status trellis_dense_weight(const trellis_weight *w,
+                                                float *dense);
+
+/* ------------------------------------------------------------------------ */
+/* CPU reference forward                                                     */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * y[m][n] = Hblk(Hblk(x * s_in) . W_hat) * s_out + bias, where
+ *   - the rotated input is rounded to fp16 exactly as the GPU does:
+ *     a = fp16(x * s_in); fp32 butterflies; * 1/sqrt(128); RNE to fp16;
+ *   - the product accumulates in fp32 (fp16 x fp16 products are exact);
+ *   - the output rotation runs in fp32; fp16/bf16 outputs round once at the
+ *     end, after svh and bias.
+ * The weight is decoded tile by tile through the codebook table; no W_hat is
+ * materialised. Work is split over `threads` threads (0 = one per core).
+ * `workspace` must hold trellis_cpu_workspace_size() bytes.
+ */
+TRELLIS_API size_t trellis_cpu_workspace_size(const trellis_weight *w,
+                                              int64_t m, int threads);
+TRELLIS_API trellis_status
+trellis_cpu_forward(const trellis_weight *w, const void *x,
+                    trellis_dtype x_dtype, int64_t m, void *y,
+                    trellis_dtype y_dtype, void *workspace,
+                    size_t workspace_bytes, int threads);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints: safetensors files and EXL3 model directories                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum trellis_tensor_dtype {
+  TRELLIS_T_BOOL = 0,
+  TRELLIS_T_U8,
+  TRELLIS_T_I8,
+  TRELLIS_T_I16,
+  TRELLIS_T_U16,
+  TRELLIS_T_I32,
+  TRELLIS_T_U32,
+  TRELLIS_T_I64,
+  TRELLIS_T_U64,
+  TRELLIS_T_F16,
+  TRELLIS_T_BF16,
+  TRELLIS_T_F32,
+  TRELLIS_T_F64,
+  TRELLIS_T_F8_E4M3,
+  TRELLIS_T_F8_E5M2
+} trellis_tensor_dtype;
+
+TRELLIS_API const char *trellis_tensor_dtype_name(trellis_tensor_dtype dt);
+TRELLIS_API size_t trellis_tensor_dtype_size(trellis_tensor_dtype dt);
+
+#define TRELLIS_MAX_DIMS 8
+
+typedef struct trellis_tensor {
+  const char *name;          /* owned by the file/model */
+  trellis_tensor_dtype dtype;
+  int ndim;
+  int64_t shape[TRELLIS_MAX_DIMS];
+  const void *data;          /* inside the mapped file */
+  size_t nbytes;
+} trellis_tensor;
+
+/* One memory-mapped .safetensors file, strictly validated at open. */
+typedef struct trellis_file trellis_file;
+
+TRELLIS_API trellis_status trellis_file_open(const char *path,
+                                             trellis_file **out);
+/* Same validation over a caller-owned buffer (kept, not copied). */
+TRELLIS_API trellis_status trellis_file_open_memory(const void *data,
+                                                    size_t size,
+                                                    trellis_file **out);
+TRELLIS_API void trellis_file_close(trellis_file *f);
+TRELLIS_API size_t trellis_file_tensor_count(const trellis_file *f);
+TRELLIS_API trellis_status trellis_file_tensor(const trellis_file *f,
+                                               size_t index,
+                                               trellis_tensor *out);
+TRELLIS_API trellis_status trellis_file_find(const trellis_file *f,
+                                             const char *name,
+                                             trellis_tensor *out);
+
+/* quantization_config of config.json (all fields optional in the file). */
+typedef struct trellis_quant_config {
+  int present;           /* 1 when config.json had a quantization_config */
+  char quant_method[32]; /* "exl3" */
+  char version[32];
+  double bits;           /* average bits per weight, 0 if absent */
+  int head_bits;         /* 0 if absent */
+  char codebook[16];     /* "mcg", "mul1", "3inst" or "" */
+  char out_scales[16];
+  int64_t calibration_rows, calibration_cols;
+} trellis_quant_config;
+
+/* A model: a single .safetensors file, or a directory holding
+ * model.safetensors or model.safetensors.index.json shards, and config.json. */
+typedef struct trellis_model trellis_model;
+
+typedef enum trellis_sign_form {
+  TRELLIS_SIGNS_SCALED = 0, /* suh/svh fp16 vectors */
+  TRELLIS_SIGNS_LEGACY = 1  /* packed su/sv bits */
+} trellis_sign_form;
+
+typedef struct trellis_layer {
+  const char *name;          /* prefix, e.g. "model.layers.0.mlp.up_proj" */
+  trellis_weight weight;     /* host pointers into the mapped files */
+  trellis_sign_form signs;
+  int has_bias;
+} trellis_layer;
+
+TRELLIS_API trellis_status trellis_model_open(const char *path,
+                                              trellis_model **out);
+TRELLIS_API void trellis_model_close(trellis_model *m);
+TRELLIS_API const trellis_quant_config *
+trellis_model_quant_config(const trellis_model *m);
+/* EXL3 layers, sorted by name. */
+TRELLIS_API size_t trellis_model_layer_count(const trellis_model *m);
+TRELLIS_API trellis_status trellis_model_layer(const trellis_model *m,
+                                               size_t index,
+                                               trellis_layer *out);
+TRELLIS_API trellis_status trellis_model_find_layer(const trellis_model *m,
+                                                    const char *name,
+                                                    trellis_layer *out);
+/* Tensors not part of any EXL3 layer (norms, embeddings, ...). */
+TRELLIS_API size_t trellis_model_other_count(const trellis_model *m);
+TRELLIS_API trellis_status trellis_model_other(const trellis_model *m,
+                                               size_t index,
+                                               trellis_tensor *out);
+/* Any tensor by full name, across shards. */
+TRELLIS_API trellis_status trellis_model_find_tensor(const trellis_model *m,
+                                                     const char *name,
+                                                     trellis_tensor *out);
+
+/* ------------------------------------------------------------------------ */
+/* GPU: devices, weights                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* 1 when the library was built with CUDA, else 0. */
+TRELLIS_API int trellis_cuda_built(void);
+/* Number of usable CUDA devices (0 when none or built without CUDA). */
+TRELLIS_API int trellis_cuda_device_count(void);
+
+/* Copies a host weight to one device allocation on the current device and
+ * fills `device` with device pointers (legacy su/sv are kept as given). Free
+ * with trellis_weight_free_device(). */
+TRELLIS_API trellis_status trellis_weight_upload(const trellis_weight *host,
+                                                 trellis_weight *device);
+TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
+
+/* ------------------------------------------------------------------------ */
+/* GPU: plan / prepare / run                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * External H128 rotation. Must compute, for each of `rows` rows of `cols`
+ * (multiple of 128) elements:
+ *     out = RNE(H128blk(in * pre_scale) * post_scale)
+ * with H128 normalised by 1/sqrt(128). pre_scale/post_scale are fp16 device
+ * vectors of length `cols`, or NULL for 1. Dtypes are fixed per stage:
+ *     input rotation : in = x in the plan's input dtype, out = fp16,
+ *                      pre_scale = suh, post_scale = NULL;
+ *     output rotation: in = fp32 GEMM sums, out = fp32, pre_scale = NULL,
+ *                      post_scale = svh (bias is added by the library).
+ * Launch work on `stream` only; never synchronise. Return TRELLIS_OK or an
+ * error, which run() passes back.
+ */
+typedef trellis_status (*trellis_h128_fn)(const void *in, trellis_dtype in_dtype,
+                                          void *out, trellis_dtype out_dtype,
+                                          const uint16_t *pre_scale,
+                                          const uint16_t *post_scale,
+                                          int64_t rows, int64_t cols,
+                                          void *stream, void *user_data);
+
+/* The library's own rotation, with the callback's signature and contract. */
+TRELLIS_API trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
+                                             void *out, trellis_dtype out_dtype,
+                                             const uint16_t *pre_scale,
+                                             const uint16_t *post_scale,
+                                             int64_t rows, int64_t cols,
+                                             void *stream, void *user_data);
+
+typedef enum trellis_path {
+  TRELLIS_PATH_NONE = 0,
+  TRELLIS_PATH_FUSED = 1,   /* fused K6/MCG small-M kernel, zero workspace */
+  TRELLIS_PATH_GENERIC = 2, /* rotation + decode-GEMM + rotation */
+  TRELLIS_PATH_DENSE = 3    /* generic: decode to W_hat + cuBLASLt (large M) */
+} trellis_path;
+
+TRELLIS_API const char *trellis_path_name(trellis_path path);
+
+/* Plan flags. */
+#define TRELLIS_PLAN_FORCE_GENERIC 0x1u /* never take the fused path */
+#define TRELLIS_PLAN_FORCE_DECODE 0x2u  /* generic never takes the dense path */
+#define TRELLIS_PLAN_FORCE_DENSE 0x4u   /* generic always takes the dense path */
+
+typedef struct trellis_plan_desc {
+  uint32_t struct_size;         /* sizeof(trellis_plan_desc) */
+  int64_t max_m;                /* largest m any run will pass */
+  trellis_dtype input_dtype;    /* x: F16, BF16 or F32 */
+  trellis_dtype output_dtype;   /* y: F16, BF16 or F32 */
+  trellis_dtype compute_dtype;  /* F16 (default) or BF16 */
+  trellis_h128_fn h128;         /* external rotation, or NULL */
+  void *h128_user_data;
+  uint32_t flags;               /* TRELLIS_PLAN_* */
+  int split_k;                  /* forced split-K factor; 0 = automatic */
+} trellis_plan_desc;
+
+TRELLIS_API void trellis_plan_desc_init(trellis_plan_desc *d);
+
+typedef struct trellis_plan trellis_plan;
+
+/* Buffer sizes in bytes a run with `m` rows needs. Every size comes from the
+ * same layout function run() uses to carve the buffers. */
+typedef struct trellis_buffer_sizes {
+  uint32_t struct_size;
+  trellis_path path;        /* the path run() takes for this m */
+  size_t rotated_bytes;     /* fp16 [m][k] rotated input (always needed) */
+  size_t input_f16_bytes;   /* fp16 [m][k] staging when x is not fp16 */
+  size_t output_f16_bytes;  /* fp16 [m][n] staging when y is bf16 (fused) */
+  size_t workspace_bytes;   /* generic scratch; 0 on the fused path */
+} trellis_buffer_sizes;
+
+typedef struct trellis_buffers {
+  uint32_t struct_size;     /* sizeof(trellis_buffers) */
+  void *rotated;
+  size_t rotated_bytes;
+  void *input_f16;
+  size_t input_f16_bytes;
+  void *output_f16;
+  size_t output_f16_bytes;
+  void *workspace;
+  size_t workspace_bytes;
+} trellis_buffers;
+
+TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
+
+/* The weight's pointers must be device memory and stay valid for the plan's
+ * life. Uses the current CUDA device. */
+TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
+                                               const trellis_plan_desc *desc,
+                                               trellis_plan **out);
+TRELLIS_API void trellis_plan_destroy(trellis_plan *plan);
+/* Path and buffer sizes for m (1..max_m). */
+TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
+                                              int64_t m,
+                                              trellis_buffer_sizes *out);
+/* One-time host work: kernel attributes, occupancy, per-plan locks. */
+TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
+/* Never allocates, synchronises or sets attributes; safe to capture into a
+ * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE. */
+TRELLIS_API trellis_status trellis_run(const trellis_plan *plan, const void *x,
+                                       int64_t m, void *y,
+                                       const trellis_buffers *buffers,
+                                       void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRELLIS_H */

@@ -1,0 +1,51 @@
+/* Internal helpers shared by every module of the library. */
+#ifndef TRELLIS_INTERNAL_H
+#define TRELLIS_INTERNAL_H
+
+#include "trellis.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TRELLIS_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define TRELLIS_PRINTF(a, b)
+#endif
+
+/* Records a detail message for this thread and returns `status`. Use as
+ * `return trellis_fail(TRELLIS_ERR_SHAPE, "k = %lld is not ...", k);` */
+trellis_status trellis_fail(trellis_status status, const char *fmt, ...)
+    TRELLIS_PRINTF(2, 3);
+trellis_status trellis_failv(trellis_status status, const char *fmt,
+                             va_list ap);
+/* Prepends "context: " to the current detail message (for callers that add
+ * a file or tensor name to an error from below) and returns `status`. */
+trellis_status trellis_fail_prefix(trellis_status status, const char *fmt,
+                                   ...) TRELLIS_PRINTF(2, 3);
+
+/* Overflow-checked size arithmetic: return 0 on overflow. */
+int trellis_mul_size(size_t a, size_t b, size_t *out);
+int trellis_add_size(size_t a, size_t b, size_t *out);
+
+#define TRELLIS_CHECK_STRUCT(ptr, type, what)                                  \
+  do {                                                                         \
+    if ((ptr) == NULL)                                                         \
+      return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL", what);   \
+    if ((ptr)->struct_size < sizeof(type))                                     \
+      return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,                        \
+                          "%s: struct_size %u < %zu (call the *_init "         \
+                          "function first)",                                   \
+                          what, (unsigned)(ptr)->struct_size, sizeof(type));   \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,5 @@
+#include "internal.h"
+
+int trellis_version_number(void) { return TRELLIS_VERSION_NUMBER; }
+
+const char *trellis_version_string(void) { return TRELLIS_VERSION_STRING; }
