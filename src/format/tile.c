@@ -1,0 +1,160 @@
+/* Tile decoding: tail-biting trellis windows and the in-tile permutation. */
+#include "format/tile.h"
+
+#include "core/internal.h"
+#include "format/codebook.h"
+
+#define MAX_W32 (8 * TRELLIS_MAX_BITS)
+
+/* The tile's 32-bit words (w32[j] = u16[2j] | u16[2j+1] << 16), with one
+ * wrapped word on each side so that every window is inside two adjacent
+ * words: ext[0] = w32[last], ext[1 + j] = w32[j], ext[8K + 1] = w32[0]. */
+static void load_extended_words(const int16_t *tile, int bits,
+                                uint32_t ext[MAX_W32 + 2]) {
+  const int words = 8 * bits;
+  for (int j = 0; j < words; j++) {
+    uint32_t lo = (uint16_t)tile[2 * j];
+    uint32_t hi = (uint16_t)tile[2 * j + 1];
+    ext[1 + j] = lo | (hi << 16);
+  }
+  ext[0] = ext[words];
+  ext[words + 1] = ext[1];
+}
+
+/* State i = the 16 stream bits ending (exclusive) at bit K*(i+1), read
+ * MSB-first within 32-bit words and cyclic over the tile. In `ext`, stream
+ * bit p sits at extended bit p + 32, so the window starts at K*(i+1) + 16. */
+static inline uint32_t window_state(const uint32_t *ext, int bits, int i) {
+  const unsigned start = (unsigned)(bits * (i + 1) + 16);
+  const unsigned word = start >> 5;
+  const unsigned offset = start & 31u;
+  const uint64_t pair = ((uint64_t)ext[word] << 32) | ext[word + 1];
+  return (uint32_t)(pair >> (48u - offset)) & 0xFFFFu;
+}
+
+void trellis_tile_states(const int16_t *tile, int bits, uint16_t states[256]) {
+  uint32_t ext[MAX_W32 + 2];
+  load_extended_words(tile, bits, ext);
+  for (int i = 0; i < 256; i++)
+    states[i] = (uint16_t)window_state(ext, bits, i);
+}
+
+/* i = 8*lane + j; rows 2q, 2q+1, 2q+8, 2q+9 (q = lane % 4) at column
+ * lane / 4, then the same rows at column lane / 4 + 8. */
+static inline int tile_offset(int i) {
+  const int lane = i >> 3, j = i & 7;
+  const int row = 2 * (lane & 3) + (j & 1) + 8 * ((j >> 1) & 1);
+  const int col = (lane >> 2) + 8 * (j >> 2);
+  return 16 * row + col;
+}
+
+void trellis_tile_position(int i, int *row, int *col) {
+  const int offset = tile_offset(i & 255);
+  *row = offset >> 4;
+  *col = offset & 15;
+}
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define ALWAYS_INLINE inline
+#endif
+
+/* The hot decode of the CPU forward. Writing i = 32g + u, the window of
+ * state i starts at extended bit 32*K*g + K*(u+1) + 16, i.e. word K*g plus a
+ * constant that depends on u only, and its position is
+ * tile_offset(u) + g. With K a constant and u unrolled every shift and
+ * offset is an immediate. */
+static ALWAYS_INLINE void decode_f32_fixed(const uint32_t *ext, const int bits,
+                                           const float *table, float out[256]) {
+  for (int g = 0; g < 8; g++) {
+    const uint32_t *words = ext + bits * g;
+#if defined(__GNUC__)
+#pragma GCC unroll 32
+#endif
+    for (int u = 0; u < 32; u++) {
+      const int start = bits * (u + 1) + 16;
+      const uint64_t pair =
+          ((uint64_t)words[start >> 5] << 32) | words[(start >> 5) + 1];
+      const uint32_t state = (uint32_t)(pair >> (48 - (start & 31))) & 0xFFFFu;
+      out[tile_offset(u) + g] = table[state];
+    }
+  }
+}
+
+void trellis_tile_decode_f32(const int16_t *tile, int bits, const float *table,
+                             float out[256]) {
+  uint32_t ext[MAX_W32 + 2];
+  load_extended_words(tile, bits, ext);
+  switch (bits) {
+  case 1:
+    decode_f32_fixed(ext, 1, table, out);
+    break;
+  case 2:
+    decode_f32_fixed(ext, 2, table, out);
+    break;
+  case 3:
+    decode_f32_fixed(ext, 3, table, out);
+    break;
+  case 4:
+    decode_f32_fixed(ext, 4, table, out);
+    break;
+  case 5:
+    decode_f32_fixed(ext, 5, table, out);
+    break;
+  case 6:
+    decode_f32_fixed(ext, 6, table, out);
+    break;
+  case 7:
+    decode_f32_fixed(ext, 7, table, out);
+    break;
+  default:
+    decode_f32_fixed(ext, 8, table, out);
+    break;
+  }
+}
+
+static trellis_status check_bits(int bits) {
+  if (bits < TRELLIS_MIN_BITS || bits > TRELLIS_MAX_BITS)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "bits: expected %d..%d bits per weight, got %d",
+                        TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, bits);
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_decode_tile(const int16_t *tile, int bits,
+                                   trellis_codebook cb, uint16_t out[256]) {
+  if (tile == NULL || out == NULL)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "decode_tile: %s is NULL",
+                        tile ? "out" : "tile");
+  trellis_status st = check_bits(bits);
+  if (st != TRELLIS_OK)
+    return st;
+  const uint16_t *table = trellis_codebook_table(cb);
+  if (table == NULL)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "codebook: expected 0 (3inst), 1 (mcg) or 2 (mul1), "
+                        "got %d",
+                        (int)cb);
+  uint32_t ext[MAX_W32 + 2];
+  load_extended_words(tile, bits, ext);
+  for (int i = 0; i < 256; i++)
+    out[tile_offset(i)] = table[window_state(ext, bits, i)];
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_expand_signs(const int16_t *packed, int64_t count,
+                                    uint16_t *out) {
+  if (count < 0)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "expand_signs: count must be >= 0, got %lld",
+                        (long long)count);
+  if (count > 0 && (packed == NULL || out == NULL))
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "expand_signs: %s is NULL", packed ? "out" : "packed");
+  for (int64_t e = 0; e < count; e++) {
+    const uint16_t word = (uint16_t)packed[e >> 4];
+    out[e] = ((word >> (e & 15)) & 1u) ? 0xBC00u : 0x3C00u;
+  }
+  return TRELLIS_OK;
+}
