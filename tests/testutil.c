@@ -1,1 +1,387 @@
+/* Shared test helpers (see testutil.h). */
 #include "testutil.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* -------------------------------------------------------------- paths -- */
+
+char *tu_join(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b);
+  int slash = la > 0 && a[la - 1] != '/';
+  char *p = malloc(la + (size_t)slash + lb + 1);
+  assert_non_null(p);
+  memcpy(p, a, la);
+  if (slash)
+    p[la] = '/';
+  memcpy(p + la + slash, b, lb + 1);
+  return p;
+}
+
+char *tu_tv_path(const char *name) { return tu_join(TU_TV_DIR, name); }
+
+static char tmp_dir[64];
+
+/* Removes a directory tree (only what the tests created). */
+static void remove_tree(const char *path) {
+  struct stat sb;
+  if (lstat(path, &sb) != 0)
+    return;
+  if (S_ISDIR(sb.st_mode)) {
+    DIR *d = opendir(path);
+    if (d) {
+      struct dirent *e;
+      while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+          continue;
+        char *child = malloc(strlen(path) + strlen(e->d_name) + 2);
+        if (!child)
+          break;
+        sprintf(child, "%s/%s", path, e->d_name);
+        remove_tree(child);
+        free(child);
+      }
+      closedir(d);
+    }
+    rmdir(path);
+  } else {
+    unlink(path);
+  }
+}
+
+static void remove_tmpdir(void) {
+  if (tmp_dir[0])
+    remove_tree(tmp_dir);
+}
+
+const char *tu_tmpdir(void) {
+  if (!tmp_dir[0]) {
+    strcpy(tmp_dir, "/tmp/trellis-test-XXXXXX");
+    if (!mkdtemp(tmp_dir)) {
+      tmp_dir[0] = '\0';
+      fail_msg("mkdtemp failed");
+    }
+    atexit(remove_tmpdir);
+  }
+  return tmp_dir;
+}
+
+char *tu_tmp_path(const char *name) { return tu_join(tu_tmpdir(), name); }
+
+void tu_write_file(const char *path, const void *data, size_t size) {
+  FILE *f = fopen(path, "wb");
+  if (!f)
+    fail_msg("cannot create %s", path);
+  int ok = size == 0 || fwrite(data, 1, size, f) == size;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok)
+    fail_msg("cannot write %s", path);
+}
+
+uint8_t *tu_read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    fail_msg("cannot open %s", path);
+  size_t cap = 1 << 16, len = 0;
+  uint8_t *buf = malloc(cap);
+  assert_non_null(buf);
+  for (;;) {
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (len < cap)
+      break;
+    cap *= 2;
+    buf = realloc(buf, cap);
+    assert_non_null(buf);
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (err)
+    fail_msg("cannot read %s", path);
+  *size = len;
+  return buf;
+}
+
+/* ------------------------------------------------------- test vectors -- */
+
+static void copy_field(char *dst, size_t cap, json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  if (!json_is_string(v) || json_string_length(v) >= cap)
+    fail_msg("manifest: case field '%s' missing or too long", key);
+  memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+}
+
+static int64_t int_field(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  if (!json_is_integer(v))
+    fail_msg("manifest: case field '%s' is not an integer", key);
+  return (int64_t)json_integer_value(v);
+}
+
+static int bool_field(json_t *obj, const char *key) {
+  json_t *v = json_object_get(obj, key);
+  if (!json_is_boolean(v))
+    fail_msg("manifest: case field '%s' is not a boolean", key);
+  return json_is_true(v);
+}
+
+static trellis_codebook codebook_of(const char *s) {
+  if (!strcmp(s, "3inst"))
+    return TRELLIS_CB_3INST;
+  if (!strcmp(s, "mcg"))
+    return TRELLIS_CB_MCG;
+  if (!strcmp(s, "mul1"))
+    return TRELLIS_CB_MUL1;
+  fail_msg("manifest: unknown codebook '%s'", s);
+  return TRELLIS_CB_3INST;
+}
+
+size_t tv_load_manifest(tv_case **cases) {
+  char *path = tu_tv_path("manifest.json");
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  if (!root)
+    fail_msg("%s: %s", path, err.text);
+  free(path);
+  json_t *list = json_object_get(root, "cases");
+  assert_true(json_is_array(list));
+  size_t n = json_array_size(list);
+  assert_true(n > 0);
+  tv_case *cs = calloc(n, sizeof *cs);
+  assert_non_null(cs);
+  for (size_t i = 0; i < n; i++) {
+    json_t *c = json_array_get(list, i);
+    char cb[16];
+    copy_field(cs[i].name, sizeof cs[i].name, c, "name");
+    copy_field(cs[i].layer, sizeof cs[i].layer, c, "layer");
+    copy_field(cb, sizeof cb, c, "codebook");
+    cs[i].codebook = codebook_of(cb);
+    cs[i].k = int_field(c, "k");
+    cs[i].n = int_field(c, "n");
+    cs[i].m = int_field(c, "m");
+    cs[i].bits = (int)int_field(c, "bits");
+    cs[i].legacy_signs = bool_field(c, "legacy_signs");
+    cs[i].bias = bool_field(c, "bias");
+  }
+  json_decref(root);
+  *cases = cs;
+  return n;
+}
+
+static void find_ref(trellis_file *f, const char *name, trellis_tensor *t) {
+  trellis_status st = trellis_file_find(f, name, t);
+  if (st != TRELLIS_OK)
+    fail_msg("ref tensor %s: %s", name, trellis_last_error());
+}
+
+void tv_open(const tv_case *c, tv_loaded *out) {
+  memset(out, 0, sizeof *out);
+  char stem[160];
+  snprintf(stem, sizeof stem, "%s.safetensors", c->name);
+  char *path = tu_tv_path(stem);
+  trellis_status st = trellis_model_open(path, &out->model);
+  free(path);
+  if (st != TRELLIS_OK)
+    fail_msg("%s: %s", c->name, trellis_last_error());
+  st = trellis_model_find_layer(out->model, c->layer, &out->layer);
+  if (st != TRELLIS_OK)
+    fail_msg("%s: %s", c->name, trellis_last_error());
+  snprintf(stem, sizeof stem, "%s.ref.safetensors", c->name);
+  path = tu_tv_path(stem);
+  st = trellis_file_open(path, &out->ref);
+  free(path);
+  if (st != TRELLIS_OK)
+    fail_msg("%s: %s", c->name, trellis_last_error());
+  find_ref(out->ref, "x", &out->x);
+  find_ref(out->ref, "w_hat", &out->w_hat);
+  find_ref(out->ref, "w_dense", &out->w_dense);
+  find_ref(out->ref, "y", &out->y);
+}
+
+void tv_close(tv_loaded *t) {
+  trellis_model_close(t->model);
+  trellis_file_close(t->ref);
+  memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------ metrics -- */
+
+double tu_rel_l2(const float *got, const float *ref, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)got[i] - (double)ref[i];
+    num += d * d;
+    den += (double)ref[i] * (double)ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+double tu_max_abs_diff(const float *got, const float *ref, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)got[i] - (double)ref[i]);
+    if (!(d <= m)) /* NaN propagates */
+      m = d;
+  }
+  return m;
+}
+
+double tu_max_abs(const float *v, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)v[i]);
+    if (!(d <= m))
+      m = d;
+  }
+  return m;
+}
+
+int tu_all_finite(const float *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i]))
+      return 0;
+  return 1;
+}
+
+void tu_f16_to_f32(const uint16_t *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = trellis_f16_to_f32(src[i]);
+}
+
+void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = trellis_bf16_to_f32(src[i]);
+}
+
+/* ---------------------------------------------------------------- RNG -- */
+
+void tu_rng_seed(tu_rng *r, uint64_t seed) { r->state = seed; }
+
+uint64_t tu_rng_next(tu_rng *r) {
+  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+float tu_rng_float(tu_rng *r) {
+  return (float)(tu_rng_next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+float tu_rng_uniform(tu_rng *r, float lo, float hi) {
+  return lo + (hi - lo) * tu_rng_float(r);
+}
+
+void tu_rng_fill_f32(tu_rng *r, float *dst, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = tu_rng_uniform(r, lo, hi);
+}
+
+void tu_rng_fill_f16(tu_rng *r, uint16_t *dst, size_t n, float lo, float hi) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = trellis_f32_to_f16(tu_rng_uniform(r, lo, hi));
+}
+
+/* ----------------------------------------------- safetensors builders -- */
+
+uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,
+                       const void *data, size_t data_size, size_t *size) {
+  size_t hlen = strlen(header);
+  size_t total = 8 + hlen + data_size;
+  uint8_t *buf = calloc(total ? total : 1, 1);
+  assert_non_null(buf);
+  for (int i = 0; i < 8; i++)
+    buf[i] = (uint8_t)(length_field >> (8 * i));
+  memcpy(buf + 8, header, hlen);
+  if (data && data_size)
+    memcpy(buf + 8 + hlen, data, data_size);
+  *size = total;
+  return buf;
+}
+
+uint8_t *tu_st_raw(const char *header, const void *data, size_t data_size,
+                   size_t *size) {
+  return tu_st_raw_len(strlen(header), header, data, data_size, size);
+}
+
+/* Appends printf output to a growing string. */
+static void append(char **s, size_t *len, size_t *cap, const char *fmt, ...) {
+  va_list ap;
+  for (;;) {
+    va_start(ap, fmt);
+    int n = vsnprintf(*s + *len, *cap - *len, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0);
+    if ((size_t)n < *cap - *len) {
+      *len += (size_t)n;
+      return;
+    }
+    *cap = 2 * *cap + (size_t)n;
+    *s = realloc(*s, *cap);
+    assert_non_null(*s);
+  }
+}
+
+uint8_t *tu_st_build(const tu_st_tensor *t, size_t count, size_t *size) {
+  size_t cap = 256, len = 0, off = 0;
+  char *h = malloc(cap);
+  assert_non_null(h);
+  h[0] = '\0';
+  append(&h, &len, &cap, "{");
+  for (size_t i = 0; i < count; i++) {
+    append(&h, &len, &cap, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+           i ? "," : "", t[i].name, t[i].dtype);
+    for (int d = 0; d < t[i].ndim; d++)
+      append(&h, &len, &cap, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
+    append(&h, &len, &cap, "],\"data_offsets\":[%zu,%zu]}", off,
+           off + t[i].nbytes);
+    off += t[i].nbytes;
+  }
+  append(&h, &len, &cap, "}");
+  while (len % 8)
+    append(&h, &len, &cap, " ");
+  uint8_t *buf = tu_st_raw(h, NULL, off, size);
+  off = 0;
+  for (size_t i = 0; i < count; i++) {
+    if (t[i].data && t[i].nbytes)
+      memcpy(buf + 8 + len + off, t[i].data, t[i].nbytes);
+    off += t[i].nbytes;
+  }
+  free(h);
+  return buf;
+}
+
+/* ------------------------------------------------------------ asserts -- */
+
+void tu_assert_status_at(trellis_status got, trellis_status want,
+                         const char *file, int line) {
+  if (got != want)
+    fail_msg("%s:%d: got %s, want %s (last error: %s)", file, line,
+             trellis_status_name(got), trellis_status_name(want),
+             trellis_last_error());
+}
+
+void tu_assert_error_has_at(const char *needle, const char *file, int line) {
+  const char *msg = trellis_last_error();
+  if (!strstr(msg, needle))
+    fail_msg("%s:%d: error message \"%s\" does not contain \"%s\"", file, line,
+             msg, needle);
+}
+
+/* ---------------------------------------------------------------- GPU -- */
+
+int tu_gpu_available(void) { return trellis_cuda_device_count() > 0; }
+
+void tu_require_gpu(void) {
+  if (!tu_gpu_available()) {
+    fprintf(stderr, "no usable CUDA device (built with CUDA: %d): skipping\n",
+            trellis_cuda_built());
+    exit(77);
+  }
+}

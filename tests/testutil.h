@@ -1,5 +1,158 @@
-/* Shared helpers for the test programs (placeholder: the IO work fills it). */
+/* Shared helpers for the cmocka test programs.
+ *
+ * Include order in a test file:
+ *     #include <stdarg.h> / <stddef.h> / <setjmp.h> / <stdint.h>
+ *     #include <cmocka.h>
+ *     #include "testutil.h"
+ * (testutil.h includes those four headers and cmocka.h itself, so including
+ * only "testutil.h" is enough.)
+ *
+ * Helpers that "assert" use cmocka's assertions: call them from inside a
+ * running test. Every pointer returned as "malloc'd" is freed by the caller
+ * with free().
+ *
+ * Compile definitions (set by tests/CMakeLists.txt):
+ *   TRELLIS_TEST_DATA  tests/data (TU_TV_DIR is its testvectors folder)
+ *   TRELLIS_CLI_PATH   the built `trellis` command-line tool
+ */
 #ifndef TRELLIS_TESTUTIL_H
 #define TRELLIS_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
 #include "trellis.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TU_TV_DIR TRELLIS_TEST_DATA "/testvectors"
+#define TU_TOY_MODEL TU_TV_DIR "/toy-exl3-model"
+
+/* ------------------------------------------------------------- paths -- */
+
+/* "a/b" (no doubled '/'); malloc'd. */
+char *tu_join(const char *a, const char *b);
+/* TU_TV_DIR "/" name; malloc'd. */
+char *tu_tv_path(const char *name);
+
+/* A per-process temporary directory (mkdtemp under /tmp), created on first
+ * use and removed with its contents at exit. */
+const char *tu_tmpdir(void);
+/* tu_tmpdir() "/" name; malloc'd. */
+char *tu_tmp_path(const char *name);
+
+/* Writes (creates/truncates) a file; asserts on failure. */
+void tu_write_file(const char *path, const void *data, size_t size);
+/* Reads a whole file; asserts on failure. malloc'd; *size gets the length. */
+uint8_t *tu_read_file(const char *path, size_t *size);
+
+/* ------------------------------------------------------ test vectors -- */
+
+typedef struct tv_case {
+  char name[96];   /* file stem: NAME.safetensors, NAME.ref.safetensors */
+  char layer[128]; /* layer prefix inside NAME.safetensors */
+  int64_t k, n, m;
+  int bits;
+  trellis_codebook codebook;
+  int legacy_signs, bias; /* 0 or 1 */
+} tv_case;
+
+/* Loads testvectors/manifest.json; *cases is malloc'd. Asserts on failure. */
+size_t tv_load_manifest(tv_case **cases);
+
+typedef struct tv_loaded {
+  trellis_model *model;   /* NAME.safetensors */
+  trellis_layer layer;    /* c->layer, host pointers into the model */
+  trellis_file *ref;      /* NAME.ref.safetensors */
+  trellis_tensor x;       /* F16 [m, k] */
+  trellis_tensor w_hat;   /* F16 [k, n] */
+  trellis_tensor w_dense; /* F32 [k, n] */
+  trellis_tensor y;       /* F32 [m, n] */
+} tv_loaded;
+
+/* Opens one case (asserts on failure, printing trellis_last_error()). */
+void tv_open(const tv_case *c, tv_loaded *out);
+void tv_close(tv_loaded *t);
+
+/* ------------------------------------------------------------ metrics -- */
+
+/* ||got - ref|| / ||ref|| in double (||got - ref|| when ref is all zero). */
+double tu_rel_l2(const float *got, const float *ref, size_t n);
+double tu_max_abs_diff(const float *got, const float *ref, size_t n);
+double tu_max_abs(const float *v, size_t n);
+int tu_all_finite(const float *v, size_t n);
+/* fp16/bf16 bit arrays -> float (dst may not alias src). */
+void tu_f16_to_f32(const uint16_t *src, float *dst, size_t n);
+void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+
+/* ---------------------------------------------------------------- RNG -- */
+
+/* splitmix64: deterministic across platforms. */
+typedef struct tu_rng {
+  uint64_t state;
+} tu_rng;
+
+void tu_rng_seed(tu_rng *r, uint64_t seed);
+uint64_t tu_rng_next(tu_rng *r);
+/* Uniform in [0, 1) with 24 random bits. */
+float tu_rng_float(tu_rng *r);
+/* Uniform in [lo, hi). */
+float tu_rng_uniform(tu_rng *r, float lo, float hi);
+/* n uniform values in [lo, hi), as float or as fp16 bits. */
+void tu_rng_fill_f32(tu_rng *r, float *dst, size_t n, float lo, float hi);
+void tu_rng_fill_f16(tu_rng *r, uint16_t *dst, size_t n, float lo, float hi);
+
+/* ---------------------------------------------- safetensors builders -- */
+
+/* One tensor to serialise; dtype is the safetensors string ("F16", ...). */
+typedef struct tu_st_tensor {
+  const char *name;
+  const char *dtype;
+  int ndim;
+  int64_t shape[TRELLIS_MAX_DIMS];
+  const void *data; /* nbytes bytes, or NULL for zeros */
+  size_t nbytes;
+} tu_st_tensor;
+
+/* A valid safetensors image of `count` tensors laid out in order, header
+ * padded with spaces to a multiple of 8. malloc'd; *size gets the length. */
+uint8_t *tu_st_build(const tu_st_tensor *t, size_t count, size_t *size);
+/* A raw image: 8-byte length of `header` (strlen), header, then `data_size`
+ * bytes of `data` (zeros when data is NULL). For hand-made bad headers. */
+uint8_t *tu_st_raw(const char *header, const void *data, size_t data_size,
+                   size_t *size);
+/* Same with an explicit header length field (may lie about the header). */
+uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,
+                       const void *data, size_t data_size, size_t *size);
+
+/* Asserts `got == want`; on mismatch fails printing both status names and
+ * trellis_last_error(). */
+#define tu_assert_status(got, want)                                            \
+  tu_assert_status_at((got), (want), __FILE__, __LINE__)
+void tu_assert_status_at(trellis_status got, trellis_status want,
+                         const char *file, int line);
+/* Asserts that trellis_last_error() contains `needle`. */
+#define tu_assert_error_has(needle)                                            \
+  tu_assert_error_has_at((needle), __FILE__, __LINE__)
+void tu_assert_error_has_at(const char *needle, const char *file, int line);
+
+/* ---------------------------------------------------------------- GPU -- */
+
+/* 1 when trellis_cuda_device_count() > 0. */
+int tu_gpu_available(void);
+/* Call first in main() of a gpu_*.c test: exits 77 (CTest "skipped") when
+ * there is no usable CUDA device. */
+void tu_require_gpu(void);
+#define TU_REQUIRE_GPU() tu_require_gpu()
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -1,0 +1,412 @@
+/* EXL3 layer discovery (EXL3-FORMAT §1, §5).
+ *
+ * A group `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `<p>.mcg|mul1`,
+ * `<p>.bias`) is one layer. Once `<p>.trellis` exists the group must be a
+ * complete, consistent layer: a missing sign tensor is an error, never a
+ * silent fall-back to "other" tensors.
+ *
+ * Choices:
+ *   - A marker whose value differs from the built-in multiplier is rejected
+ *     (TRELLIS_ERR_UNSUPPORTED): such files come from exllamav3's
+ *     experimental 2025-05..10 era, where the value selected the codebook's
+ *     multiplier; decoding them with the constant would give silently wrong
+ *     weights.
+ *   - Mixed sign forms (suh with sv, or su with svh) are accepted; the layer
+ *     reports TRELLIS_SIGNS_LEGACY when either side is legacy.
+ *   - A tensor misaligned for its element type (possible when a writer does
+ *     not pad the header to 8 bytes) is copied to aligned memory. */
+#include "io/layers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The members of one group, NULL when absent. */
+typedef struct group {
+  const trellis_tensor *trellis, *suh, *su, *svh, *sv, *mcg, *mul1, *bias,
+      *scale;
+} group;
+
+static const trellis_tensor *find(const trellis_tensor *ts, size_t n, char *key,
+                                  size_t plen, const char *suffix) {
+  strcpy(key + plen, suffix);
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(key, ts[mid].name);
+    if (c == 0)
+      return &ts[mid];
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
+
+static void shape_str(const trellis_tensor *t, char *buf, size_t cap) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < t->ndim && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
+                             (long long)t->shape[i]);
+  if (used < cap)
+    snprintf(buf + used, cap - used, "]");
+}
+
+/* ------------------------------------------------------------- owning -- */
+
+static int own(trellis_layer_set *s, void *p) {
+  if (!p)
+    return 0;
+  if (s->owned_count == s->owned_cap) {
+    size_t cap = s->owned_cap ? 2 * s->owned_cap : 16;
+    void **grown = realloc(s->owned, cap * sizeof *grown);
+    if (!grown) {
+      free(p);
+      return 0;
+    }
+    s->owned = grown;
+    s->owned_cap = cap;
+  }
+  s->owned[s->owned_count++] = p;
+  return 1;
+}
+
+/* The tensor's data, or an aligned copy of it when misaligned. */
+static const void *aligned_data(trellis_layer_set *s, const trellis_tensor *t,
+                                size_t align) {
+  if ((uintptr_t)t->data % align == 0)
+    return t->data;
+  void *copy = malloc(t->nbytes ? t->nbytes : 1);
+  if (!own(s, copy))
+    return NULL;
+  memcpy(copy, t->data, t->nbytes);
+  return copy;
+}
+
+/* ------------------------------------------------------------- checks -- */
+
+static trellis_status check_vector(const char *label, const char *prefix,
+                                   const trellis_tensor *t, const char *what,
+                                   trellis_tensor_dtype dtype, int64_t len,
+                                   const char *why) {
+  if (t->dtype != dtype)
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "%s: layer '%s': %s has dtype %s, expected %s", label,
+                        prefix, what, trellis_tensor_dtype_name(t->dtype),
+                        trellis_tensor_dtype_name(dtype));
+  if (t->ndim != 1 || t->shape[0] != len) {
+    char sh[96];
+    shape_str(t, sh, sizeof sh);
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "%s: layer '%s': %s has shape %s, expected [%lld] (%s)",
+                        label, prefix, what, sh, (long long)len, why);
+  }
+  return TRELLIS_OK;
+}
+
+static trellis_status check_marker(const char *label, const char *prefix,
+                                   const trellis_tensor *t, const char *what,
+                                   uint32_t expected) {
+  if (t->dtype != TRELLIS_T_I32)
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "%s: layer '%s': %s marker has dtype %s, expected I32",
+                        label, prefix, what,
+                        trellis_tensor_dtype_name(t->dtype));
+  if (!(t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1))) {
+    char sh[96];
+    shape_str(t, sh, sizeof sh);
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "%s: layer '%s': %s marker has shape %s, expected [] "
+                        "or [1]",
+                        label, prefix, what, sh);
+  }
+  const uint8_t *b = t->data;
+  uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+               (uint32_t)b[3] << 24;
+  if (v != expected)
+    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
+                        "%s: layer '%s': %s marker value 0x%08X differs from "
+                        "the built-in multiplier 0x%08X (non-default "
+                        "codebook multipliers are not supported)",
+                        label, prefix, what, (unsigned)v, (unsigned)expected);
+  return TRELLIS_OK;
+}
+
+/* Exclusive pairs, the required members, and the scale leftover. */
+static trellis_status check_members(const char *label, const char *prefix,
+                                    const group *g) {
+  if (g->scale)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': tensor '%s' is present, but scale is "
+                        "no longer used",
+                        label, prefix, g->scale->name);
+  if (g->mcg && g->mul1)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': both mcg and mul1 codebook markers "
+                        "are present",
+                        label, prefix);
+  if (g->suh && g->su)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': both suh and legacy su are present",
+                        label, prefix);
+  if (g->svh && g->sv)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': both svh and legacy sv are present",
+                        label, prefix);
+  if (!g->suh && !g->su)
+    return trellis_fail(TRELLIS_ERR_NOT_FOUND,
+                        "%s: layer '%s': has a trellis but tensor '%s.suh' "
+                        "(or legacy '%s.su') is missing",
+                        label, prefix, prefix, prefix);
+  if (!g->svh && !g->sv)
+    return trellis_fail(TRELLIS_ERR_NOT_FOUND,
+                        "%s: layer '%s': has a trellis but tensor '%s.svh' "
+                        "(or legacy '%s.sv') is missing",
+                        label, prefix, prefix, prefix);
+  return TRELLIS_OK;
+}
+
+/* trellis: I16 [k/16, n/16, 16*K], K in 1..8, k and n multiples of 128. */
+static trellis_status check_trellis(const char *label, const char *prefix,
+                                    const trellis_tensor *t,
+                                    trellis_weight *w) {
+  char sh[96];
+  shape_str(t, sh, sizeof sh);
+  if (t->dtype != TRELLIS_T_I16)
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "%s: layer '%s': trellis has dtype %s, expected I16",
+                        label, prefix, trellis_tensor_dtype_name(t->dtype));
+  if (t->ndim != 3)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "%s: layer '%s': trellis has shape %s, expected 3 "
+                        "dimensions [k/16, n/16, 16*K]",
+                        label, prefix, sh);
+  int64_t last = t->shape[2];
+  if (last % 16 != 0 || last / 16 < TRELLIS_MIN_BITS ||
+      last / 16 > TRELLIS_MAX_BITS)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "%s: layer '%s': trellis last dim %lld is not 16*K "
+                        "for K in 1..8",
+                        label, prefix, (long long)last);
+  const int64_t limit = INT64_MAX / TRELLIS_TILE;
+  for (int d = 0; d < 2; d++) {
+    int64_t tiles = t->shape[d];
+    if (tiles <= 0 || tiles > limit ||
+        (tiles * TRELLIS_TILE) % TRELLIS_HBLOCK != 0)
+      return trellis_fail(
+          TRELLIS_ERR_SHAPE,
+          "%s: layer '%s': trellis shape %s gives %s = %lld, "
+          "which is not a positive multiple of %d",
+          label, prefix, sh, d ? "n" : "k",
+          (long long)(tiles > limit ? tiles : tiles * TRELLIS_TILE),
+          TRELLIS_HBLOCK);
+  }
+  w->k = t->shape[0] * TRELLIS_TILE;
+  w->n = t->shape[1] * TRELLIS_TILE;
+  w->bits = (int)(last / 16);
+  return TRELLIS_OK;
+}
+
+static trellis_status check_signs(const char *label, const char *prefix,
+                                  const group *g, const trellis_weight *w) {
+  trellis_status st = TRELLIS_OK;
+  if (g->suh)
+    st = check_vector(label, prefix, g->suh, "suh", TRELLIS_T_F16, w->k,
+                      "k from the trellis");
+  else
+    st = check_vector(label, prefix, g->su, "su", TRELLIS_T_I16, w->k / 16,
+                      "k/16 packed sign words");
+  if (st != TRELLIS_OK)
+    return st;
+  if (g->svh)
+    return check_vector(label, prefix, g->svh, "svh", TRELLIS_T_F16, w->n,
+                        "n from the trellis");
+  return check_vector(label, prefix, g->sv, "sv", TRELLIS_T_I16, w->n / 16,
+                      "n/16 packed sign words");
+}
+
+static trellis_status check_bias(const char *label, const char *prefix,
+                                 const trellis_tensor *b, int64_t n) {
+  if (b->dtype != TRELLIS_T_F16 && b->dtype != TRELLIS_T_F32)
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "%s: layer '%s': bias has dtype %s, expected F16 (or "
+                        "F32)",
+                        label, prefix, trellis_tensor_dtype_name(b->dtype));
+  return check_vector(label, prefix, b, "bias", b->dtype, n, "n");
+}
+
+/* --------------------------------------------------------- assembling -- */
+
+/* F32 bias -> F16 copy owned by the set. */
+static const uint16_t *bias_f16(trellis_layer_set *s, const trellis_tensor *b) {
+  size_t n = (size_t)b->shape[0];
+  uint16_t *out = malloc(n ? n * sizeof *out : 1);
+  if (!own(s, out))
+    return NULL;
+  const uint8_t *src = b->data;
+  for (size_t i = 0; i < n; i++) {
+    float v;
+    memcpy(&v, src + 4 * i, 4);
+    out[i] = trellis_f32_to_f16(v);
+  }
+  return out;
+}
+
+/* Points the weight at the group's data (realigned copies where needed). */
+static trellis_status attach(trellis_layer_set *s, const char *label,
+                             const char *prefix, const group *g,
+                             trellis_layer *L) {
+  const trellis_tensor *src[5] = {g->trellis, g->suh, g->su, g->svh, g->sv};
+  const void *p[5] = {NULL};
+  for (int i = 0; i < 5; i++)
+    if (src[i] && !(p[i] = aligned_data(s, src[i], 2)))
+      goto oom;
+  trellis_weight *w = &L->weight;
+  w->trellis = p[0];
+  w->suh = p[1];
+  w->su = p[2];
+  w->svh = p[3];
+  w->sv = p[4];
+  if (g->bias) {
+    w->bias = g->bias->dtype == TRELLIS_T_F32 ? bias_f16(s, g->bias)
+                                              : aligned_data(s, g->bias, 2);
+    if (!w->bias)
+      goto oom;
+  }
+  size_t len = strlen(prefix) + 1;
+  char *name = malloc(len);
+  if (!own(s, name))
+    goto oom;
+  memcpy(name, prefix, len);
+  L->name = name;
+  L->has_bias = g->bias != NULL;
+  L->signs = (g->su || g->sv) ? TRELLIS_SIGNS_LEGACY : TRELLIS_SIGNS_SCALED;
+  return TRELLIS_OK;
+oom:
+  return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                      "%s: layer '%s': out of memory", label, prefix);
+}
+
+static trellis_status build_layer(trellis_layer_set *s, const char *label,
+                                  const char *prefix, const group *g,
+                                  trellis_layer *L) {
+  memset(L, 0, sizeof *L);
+  trellis_weight *w = &L->weight;
+  w->struct_size = sizeof *w;
+  trellis_status st = check_members(label, prefix, g);
+  if (st == TRELLIS_OK)
+    st = check_trellis(label, prefix, g->trellis, w);
+  if (st == TRELLIS_OK)
+    st = check_signs(label, prefix, g, w);
+  if (st == TRELLIS_OK && g->mcg)
+    st = check_marker(label, prefix, g->mcg, "mcg", TRELLIS_MCG_MARKER);
+  if (st == TRELLIS_OK && g->mul1)
+    st = check_marker(label, prefix, g->mul1, "mul1", TRELLIS_MUL1_MARKER);
+  if (st == TRELLIS_OK && g->bias)
+    st = check_bias(label, prefix, g->bias, w->n);
+  if (st != TRELLIS_OK)
+    return st;
+  w->codebook = g->mcg    ? TRELLIS_CB_MCG
+                : g->mul1 ? TRELLIS_CB_MUL1
+                          : TRELLIS_CB_3INST;
+  return attach(s, label, prefix, g, L);
+}
+
+static void claim(const trellis_tensor *base, const trellis_tensor *t,
+                  unsigned char *claimed) {
+  if (t)
+    claimed[t - base] = 1;
+}
+
+static int cmp_layers(const void *a, const void *b) {
+  return strcmp(((const trellis_layer *)a)->name,
+                ((const trellis_layer *)b)->name);
+}
+
+static const char suffix_trellis[] = ".trellis";
+#define SUFFIX_TRELLIS_LEN (sizeof suffix_trellis - 1)
+
+static int is_trellis(const char *name, size_t *plen) {
+  size_t len = strlen(name);
+  if (len < SUFFIX_TRELLIS_LEN ||
+      strcmp(name + len - SUFFIX_TRELLIS_LEN, suffix_trellis) != 0)
+    return 0;
+  *plen = len - SUFFIX_TRELLIS_LEN;
+  return 1;
+}
+
+/* Fills one layer per `.trellis` tensor; marks their members claimed. */
+static trellis_status find_layers(trellis_layer_set *s,
+                                  const trellis_tensor *ts, size_t n,
+                                  const char *label, unsigned char *claimed) {
+  for (size_t i = 0; i < n; i++) {
+    size_t plen;
+    if (!is_trellis(ts[i].name, &plen))
+      continue;
+    char *key = malloc(plen + 16); /* room for the longest suffix */
+    if (!key)
+      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
+                          label);
+    memcpy(key, ts[i].name, plen);
+    group g = {.trellis = &ts[i]};
+    g.suh = find(ts, n, key, plen, ".suh");
+    g.su = find(ts, n, key, plen, ".su");
+    g.svh = find(ts, n, key, plen, ".svh");
+    g.sv = find(ts, n, key, plen, ".sv");
+    g.mcg = find(ts, n, key, plen, ".mcg");
+    g.mul1 = find(ts, n, key, plen, ".mul1");
+    g.bias = find(ts, n, key, plen, ".bias");
+    g.scale = find(ts, n, key, plen, ".scale");
+    key[plen] = '\0';
+    trellis_status st = build_layer(s, label, key, &g, &s->layers[s->count]);
+    free(key);
+    if (st != TRELLIS_OK)
+      return st;
+    s->count++;
+    const trellis_tensor *members[] = {g.trellis, g.suh, g.su,   g.svh,
+                                       g.sv,      g.mcg, g.mul1, g.bias};
+    for (size_t j = 0; j < sizeof members / sizeof *members; j++)
+      claim(ts, members[j], claimed);
+  }
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_layers_discover(const trellis_tensor *tensors,
+                                       size_t count, const char *label,
+                                       trellis_layer_set *out) {
+  memset(out, 0, sizeof *out);
+  size_t alloc = count ? count : 1;
+  unsigned char *claimed = calloc(alloc, 1);
+  out->layers = calloc(alloc, sizeof *out->layers);
+  out->others = calloc(alloc, sizeof *out->others);
+  if (!claimed || !out->layers || !out->others) {
+    free(claimed);
+    trellis_layers_free(out);
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate the layer index", label);
+  }
+  trellis_status st = find_layers(out, tensors, count, label, claimed);
+  if (st != TRELLIS_OK) {
+    free(claimed);
+    trellis_layers_free(out);
+    return st;
+  }
+  qsort(out->layers, out->count, sizeof *out->layers, cmp_layers);
+  for (size_t i = 0; i < count; i++)
+    if (!claimed[i])
+      out->others[out->other_count++] = tensors[i];
+  free(claimed);
+  return TRELLIS_OK;
+}
+
+void trellis_layers_free(trellis_layer_set *s) {
+  if (!s)
+    return;
+  for (size_t i = 0; i < s->owned_count; i++)
+    free(s->owned[i]);
+  free(s->owned);
+  free(s->layers);
+  free(s->others);
+  memset(s, 0, sizeof *s);
+}

@@ -1,0 +1,616 @@
+/* EXL3 models: one .safetensors file, or a directory holding
+ * model.safetensors or model.safetensors.index.json shards, plus an optional
+ * config.json with a quantization_config (EXL3-FORMAT §1 "Model level"). */
+#include "io/model.h"
+
+#include "io/layers.h"
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* config.json and the index are small; refuse anything absurd. */
+#define TEXT_FILE_LIMIT ((size_t)256 << 20)
+
+struct trellis_model {
+  char *label; /* the path given to open, for messages */
+  trellis_file **files;
+  size_t file_count;
+  trellis_tensor *tensors; /* every model tensor, sorted by name */
+  size_t count;
+  trellis_layer_set set;
+  trellis_quant_config qc;
+};
+
+static char *dup_str(const char *s) {
+  size_t len = strlen(s) + 1;
+  char *d = malloc(len);
+  if (d)
+    memcpy(d, s, len);
+  return d;
+}
+
+static char *join(const char *dir, const char *name) {
+  size_t a = strlen(dir), b = strlen(name);
+  int slash = a > 0 && dir[a - 1] != '/';
+  char *p = malloc(a + (size_t)slash + b + 1);
+  if (!p)
+    return NULL;
+  memcpy(p, dir, a);
+  if (slash)
+    p[a] = '/';
+  memcpy(p + a + slash, name, b + 1);
+  return p;
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ------------------------------------------------------------- config -- */
+
+static trellis_status get_string(const char *label, json_t *qc,
+                                 const char *field, char *dst, size_t cap) {
+  json_t *v = json_object_get(qc, field);
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (!json_is_string(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: quantization_config.%s is not a string", label,
+                        field);
+  size_t len = json_string_length(v);
+  if (len >= cap || strlen(json_string_value(v)) != len)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: quantization_config.%s is longer than %zu "
+                        "characters",
+                        label, field, cap - 1);
+  memcpy(dst, json_string_value(v), len + 1);
+  return TRELLIS_OK;
+}
+
+static trellis_status get_int(const char *label, json_t *obj, const char *path,
+                              const char *field, int64_t max, int64_t *dst) {
+  json_t *v = json_object_get(obj, field);
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (!json_is_integer(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s is not an integer",
+                        label, path, field);
+  json_int_t x = json_integer_value(v);
+  if (x < 0 || x > max)
+    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s = %lld is out of range",
+                        label, path, field, (long long)x);
+  *dst = (int64_t)x;
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_qc(const char *label, json_t *qc,
+                               trellis_quant_config *out) {
+  static const char *const path = "quantization_config";
+  trellis_status st = get_string(label, qc, "quant_method", out->quant_method,
+                                 sizeof out->quant_method);
+  if (st == TRELLIS_OK)
+    st = get_string(label, qc, "version", out->version, sizeof out->version);
+  if (st == TRELLIS_OK)
+    st = get_string(label, qc, "codebook", out->codebook, sizeof out->codebook);
+  if (st == TRELLIS_OK)
+    st = get_string(label, qc, "out_scales", out->out_scales,
+                    sizeof out->out_scales);
+  if (st != TRELLIS_OK)
+    return st;
+  json_t *bits = json_object_get(qc, "bits");
+  if (bits && !json_is_null(bits)) {
+    if (!json_is_number(bits))
+      return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.bits is not a number",
+                          label, path);
+    out->bits = json_number_value(bits);
+  }
+  int64_t head = 0;
+  st = get_int(label, qc, path, "head_bits", INT_MAX, &head);
+  if (st != TRELLIS_OK)
+    return st;
+  out->head_bits = (int)head;
+  json_t *cal = json_object_get(qc, "calibration");
+  if (!cal || json_is_null(cal))
+    return TRELLIS_OK;
+  if (!json_is_object(cal))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: %s.calibration is not an object", label, path);
+  st = get_int(label, cal, "quantization_config.calibration", "rows", INT64_MAX,
+               &out->calibration_rows);
+  if (st == TRELLIS_OK)
+    st = get_int(label, cal, "quantization_config.calibration", "cols",
+                 INT64_MAX, &out->calibration_cols);
+  return st;
+}
+
+static trellis_status load_json(const char *json, size_t len, const char *label,
+                                json_t **out) {
+  json_error_t err;
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
+  if (!root)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: invalid JSON at line %d, column %d: %s", label,
+                        err.line, err.column, err.text);
+  if (!json_is_object(root)) {
+    json_decref(root);
+    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: not a JSON object", label);
+  }
+  *out = root;
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_quant_config_parse(const char *json, size_t len,
+                                          const char *label,
+                                          trellis_quant_config *out) {
+  memset(out, 0, sizeof *out);
+  json_t *root = NULL;
+  trellis_status st = load_json(json, len, label, &root);
+  if (st != TRELLIS_OK)
+    return st;
+  json_t *qc = json_object_get(root, "quantization_config");
+  if (qc && !json_is_null(qc)) {
+    if (!json_is_object(qc))
+      st = trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: quantization_config is not an object", label);
+    else {
+      out->present = 1;
+      st = parse_qc(label, qc, out);
+    }
+  }
+  json_decref(root);
+  if (st != TRELLIS_OK)
+    memset(out, 0, sizeof *out);
+  return st;
+}
+
+/* -------------------------------------------------------------- index -- */
+
+void trellis_index_free(trellis_index *idx) {
+  if (!idx)
+    return;
+  for (size_t i = 0; i < idx->count; i++)
+    free(idx->tensors[i]);
+  for (size_t i = 0; i < idx->shard_count; i++)
+    free(idx->shards[i]);
+  free(idx->tensors);
+  free(idx->shard);
+  free(idx->shards);
+  memset(idx, 0, sizeof *idx);
+}
+
+/* Shard names are plain file names inside the model directory. */
+static trellis_status check_shard_name(const char *label, const char *tensor,
+                                       json_t *v) {
+  if (!json_is_string(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: weight_map['%s'] is not a string", label, tensor);
+  const char *s = json_string_value(v);
+  if (s[0] == '\0' || strlen(s) != json_string_length(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: weight_map['%s'] is an empty or invalid file name",
+                        label, tensor);
+  if (strchr(s, '/') || strchr(s, '\\') || strstr(s, ".."))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: weight_map['%s'] = '%.200s' leaves the model "
+                        "directory (no '/', '\\' or '..' allowed)",
+                        label, tensor, s);
+  return TRELLIS_OK;
+}
+
+typedef struct pair {
+  const char *tensor, *shard;
+} pair;
+
+static int cmp_pair(const void *a, const void *b) {
+  return strcmp(((const pair *)a)->tensor, ((const pair *)b)->tensor);
+}
+
+/* Unique sorted shard names, then each entry's shard number. */
+static trellis_status fill_index(trellis_index *idx, pair *ps, size_t n) {
+  qsort(ps, n, sizeof *ps, cmp_pair);
+  const char **names = malloc((n ? n : 1) * sizeof *names);
+  if (!names)
+    return TRELLIS_ERR_OUT_OF_MEMORY;
+  for (size_t i = 0; i < n; i++)
+    names[i] = ps[i].shard;
+  qsort(names, n, sizeof *names, cmp_str);
+  size_t u = 0;
+  for (size_t i = 0; i < n; i++)
+    if (u == 0 || strcmp(names[u - 1], names[i]) != 0)
+      names[u++] = names[i];
+  for (size_t i = 0; i < u; i++) {
+    if (!(idx->shards[i] = dup_str(names[i]))) {
+      free(names);
+      return TRELLIS_ERR_OUT_OF_MEMORY;
+    }
+    idx->shard_count++;
+  }
+  free(names);
+  for (size_t i = 0; i < n; i++) {
+    const char *key = ps[i].shard;
+    char **hit = bsearch(&key, idx->shards, u, sizeof *idx->shards, cmp_str);
+    idx->shard[i] = (size_t)(hit - idx->shards);
+    if (!(idx->tensors[i] = dup_str(ps[i].tensor)))
+      return TRELLIS_ERR_OUT_OF_MEMORY;
+    idx->count++;
+  }
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_weight_map(const char *label, json_t *map,
+                                       trellis_index *idx) {
+  size_t n = json_object_size(map), i = 0;
+  size_t alloc = n ? n : 1;
+  pair *ps = malloc(alloc * sizeof *ps);
+  idx->tensors = calloc(alloc, sizeof *idx->tensors);
+  idx->shard = calloc(alloc, sizeof *idx->shard);
+  idx->shards = calloc(alloc, sizeof *idx->shards);
+  if (!ps || !idx->tensors || !idx->shard || !idx->shards) {
+    free(ps);
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(map, key, v) {
+    trellis_status st = check_shard_name(label, key, v);
+    if (st != TRELLIS_OK) {
+      free(ps);
+      return st;
+    }
+    ps[i].tensor = key;
+    ps[i].shard = json_string_value(v);
+    i++;
+  }
+  trellis_status st = fill_index(idx, ps, n);
+  free(ps);
+  if (st != TRELLIS_OK)
+    return trellis_fail(st, "%s: out of memory", label);
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_index_parse(const char *json, size_t len,
+                                   const char *label, trellis_index *out) {
+  memset(out, 0, sizeof *out);
+  json_t *root = NULL;
+  trellis_status st = load_json(json, len, label, &root);
+  if (st != TRELLIS_OK)
+    return st;
+  json_t *map = json_object_get(root, "weight_map");
+  json_t *meta = json_object_get(root, "metadata");
+  if (!map)
+    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: no \"weight_map\"", label);
+  else if (!json_is_object(map))
+    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: weight_map is not an object",
+                      label);
+  else if (meta && !json_is_object(meta) && !json_is_null(meta))
+    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: metadata is not an object",
+                      label);
+  else
+    st = parse_weight_map(label, map, out);
+  json_decref(root);
+  if (st != TRELLIS_OK)
+    trellis_index_free(out);
+  return st;
+}
+
+/* ---------------------------------------------------------- file help -- */
+
+static trellis_status errno_fail(const char *path, const char *what, int e) {
+  char buf[128];
+  if (strerror_r(e, buf, sizeof buf) != 0)
+    buf[0] = '\0';
+  return trellis_fail(e == ENOENT ? TRELLIS_ERR_NOT_FOUND : TRELLIS_ERR_IO,
+                      "%s: %s: %s", path, what, buf);
+}
+
+static trellis_status read_text(const char *path, char **buf, size_t *len) {
+  *buf = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno_fail(path, "cannot open", errno);
+  struct stat sb;
+  trellis_status st = TRELLIS_OK;
+  if (fstat(fd, &sb) != 0)
+    st = errno_fail(path, "cannot stat", errno);
+  else if (!S_ISREG(sb.st_mode))
+    st = trellis_fail(TRELLIS_ERR_IO, "%s: not a regular file", path);
+  else if ((uintmax_t)sb.st_size > TEXT_FILE_LIMIT)
+    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: %lld bytes is too large", path,
+                      (long long)sb.st_size);
+  size_t size = st == TRELLIS_OK ? (size_t)sb.st_size : 0, got = 0;
+  char *p = st == TRELLIS_OK ? malloc(size ? size : 1) : NULL;
+  if (st == TRELLIS_OK && !p)
+    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  while (st == TRELLIS_OK && got < size) {
+    ssize_t r = read(fd, p + got, size - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      st = r < 0 ? errno_fail(path, "read failed", errno)
+                 : trellis_fail(TRELLIS_ERR_IO, "%s: file shrank while read",
+                                path);
+    else
+      got += (size_t)r;
+  }
+  close(fd);
+  if (st != TRELLIS_OK) {
+    free(p);
+    return st;
+  }
+  *buf = p;
+  *len = size;
+  return TRELLIS_OK;
+}
+
+/* 1 if `path` names an existing filesystem entry. */
+static int exists(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0;
+}
+
+/* -------------------------------------------------------------- model -- */
+
+void trellis_model_close(trellis_model *m) {
+  if (!m)
+    return;
+  trellis_layers_free(&m->set);
+  for (size_t i = 0; i < m->file_count; i++)
+    trellis_file_close(m->files[i]);
+  free(m->files);
+  free(m->tensors);
+  free(m->label);
+  free(m);
+}
+
+static trellis_status open_single(trellis_model *m, const char *path) {
+  m->files = calloc(1, sizeof *m->files);
+  if (!m->files)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  trellis_status st = trellis_file_open(path, &m->files[0]);
+  if (st != TRELLIS_OK)
+    return st;
+  m->file_count = 1;
+  const trellis_file *f = m->files[0];
+  m->tensors = malloc((f->count ? f->count : 1) * sizeof *m->tensors);
+  if (!m->tensors)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  memcpy(m->tensors, f->tensors, f->count * sizeof *m->tensors);
+  m->count = f->count;
+  return TRELLIS_OK;
+}
+
+/* Opens every shard once and takes each listed tensor from its shard. */
+static trellis_status open_shards(trellis_model *m, const char *dir,
+                                  const char *index_path,
+                                  const trellis_index *idx) {
+  m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
+  m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
+  if (!m->files || !m->tensors)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  for (size_t i = 0; i < idx->shard_count; i++) {
+    char *p = join(dir, idx->shards[i]);
+    if (!p)
+      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+    trellis_status st = trellis_file_open(p, &m->files[i]);
+    free(p);
+    if (st != TRELLIS_OK)
+      return trellis_fail_prefix(st, "%s: shard '%s'", index_path,
+                                 idx->shards[i]);
+    m->file_count++;
+  }
+  for (size_t i = 0; i < idx->count; i++) {
+    const trellis_file *f = m->files[idx->shard[i]];
+    ptrdiff_t at = trellis_file_index(f, idx->tensors[i]);
+    if (at < 0)
+      return trellis_fail(TRELLIS_ERR_NOT_FOUND,
+                          "%s: tensor '%s' is listed in the index but missing "
+                          "from shard '%s'",
+                          index_path, idx->tensors[i],
+                          idx->shards[idx->shard[i]]);
+    m->tensors[m->count++] = f->tensors[at];
+  }
+  return TRELLIS_OK;
+}
+
+static trellis_status open_index(trellis_model *m, const char *dir,
+                                 const char *index_path) {
+  char *text = NULL;
+  size_t len = 0;
+  trellis_status st = read_text(index_path, &text, &len);
+  if (st != TRELLIS_OK)
+    return st;
+  trellis_index idx;
+  st = trellis_index_parse(text, len, index_path, &idx);
+  free(text);
+  if (st != TRELLIS_OK)
+    return st;
+  st = open_shards(m, dir, index_path, &idx);
+  trellis_index_free(&idx);
+  return st;
+}
+
+static trellis_status open_config(trellis_model *m, const char *dir) {
+  char *path = join(dir, "config.json");
+  if (!path)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  trellis_status st = TRELLIS_OK;
+  if (exists(path)) {
+    char *text = NULL;
+    size_t len = 0;
+    st = read_text(path, &text, &len);
+    if (st == TRELLIS_OK)
+      st = trellis_quant_config_parse(text, len, path, &m->qc);
+    free(text);
+  }
+  free(path);
+  return st;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The directory part of a file path ("." when there is none). */
+static char *dir_of(const char *path) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    return dup_str(".");
+  size_t len = slash == path ? 1 : (size_t)(slash - path);
+  char *d = malloc(len + 1);
+  if (d) {
+    memcpy(d, path, len);
+    d[len] = '\0';
+  }
+  return d;
+}
+
+/* Directory: model.safetensors first (as transformers does), then the
+ * index; config.json is read only in directory form. */
+static trellis_status open_dir(trellis_model *m, const char *dir) {
+  char *single = join(dir, "model.safetensors");
+  char *index = join(dir, "model.safetensors.index.json");
+  trellis_status st;
+  if (!single || !index)
+    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  else if (exists(single))
+    st = open_single(m, single);
+  else if (exists(index))
+    st = open_index(m, dir, index);
+  else
+    st = trellis_fail(TRELLIS_ERR_NOT_FOUND,
+                      "%s: neither model.safetensors nor "
+                      "model.safetensors.index.json found in the directory",
+                      dir);
+  free(single);
+  free(index);
+  if (st == TRELLIS_OK)
+    st = open_config(m, dir);
+  return st;
+}
+
+static trellis_status open_any(trellis_model *m, const char *path) {
+  struct stat sb;
+  if (stat(path, &sb) != 0)
+    return errno_fail(path, "cannot open model", errno);
+  if (S_ISDIR(sb.st_mode))
+    return open_dir(m, path);
+  if (!ends_with(path, ".index.json"))
+    return open_single(m, path);
+  char *dir = dir_of(path);
+  if (!dir)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  trellis_status st = open_index(m, dir, path);
+  free(dir);
+  return st;
+}
+
+trellis_status trellis_model_open(const char *path, trellis_model **out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!path)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  trellis_model *m = calloc(1, sizeof *m);
+  if (!m || !(m->label = dup_str(path))) {
+    free(m);
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  trellis_status st = open_any(m, path);
+  if (st == TRELLIS_OK)
+    st = trellis_layers_discover(m->tensors, m->count, path, &m->set);
+  if (st != TRELLIS_OK) {
+    trellis_model_close(m);
+    return st;
+  }
+  *out = m;
+  return TRELLIS_OK;
+}
+
+/* ------------------------------------------------------------- access -- */
+
+const trellis_quant_config *trellis_model_quant_config(const trellis_model *m) {
+  return m ? &m->qc : NULL;
+}
+
+size_t trellis_model_layer_count(const trellis_model *m) {
+  return m ? m->set.count : 0;
+}
+
+size_t trellis_model_other_count(const trellis_model *m) {
+  return m ? m->set.other_count : 0;
+}
+
+trellis_status trellis_model_layer(const trellis_model *m, size_t index,
+                                   trellis_layer *out) {
+  if (!m || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        m ? "out" : "m");
+  if (index >= m->set.count)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "%s: layer index %zu out of range (%zu layers)",
+                        m->label, index, m->set.count);
+  *out = m->set.layers[index];
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_model_other(const trellis_model *m, size_t index,
+                                   trellis_tensor *out) {
+  if (!m || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        m ? "out" : "m");
+  if (index >= m->set.other_count)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "%s: other-tensor index %zu out of range (%zu)",
+                        m->label, index, m->set.other_count);
+  *out = m->set.others[index];
+  return TRELLIS_OK;
+}
+
+static int cmp_layer_key(const void *key, const void *elem) {
+  return strcmp(key, ((const trellis_layer *)elem)->name);
+}
+
+static int cmp_tensor_key(const void *key, const void *elem) {
+  return strcmp(key, ((const trellis_tensor *)elem)->name);
+}
+
+trellis_status trellis_model_find_layer(const trellis_model *m,
+                                        const char *name, trellis_layer *out) {
+  if (!m || !name || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        !m      ? "m"
+                        : !name ? "name"
+                                : "out");
+  const trellis_layer *L =
+      bsearch(name, m->set.layers, m->set.count, sizeof *L, cmp_layer_key);
+  if (!L)
+    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no EXL3 layer named '%s'",
+                        m->label, name);
+  *out = *L;
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_model_find_tensor(const trellis_model *m,
+                                         const char *name,
+                                         trellis_tensor *out) {
+  if (!m || !name || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        !m      ? "m"
+                        : !name ? "name"
+                                : "out");
+  const trellis_tensor *t =
+      bsearch(name, m->tensors, m->count, sizeof *t, cmp_tensor_key);
+  if (!t)
+    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
+                        m->label, name);
+  *out = *t;
+  return TRELLIS_OK;
+}

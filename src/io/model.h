@@ -1,0 +1,38 @@
+/* Model-directory parsing steps, exposed for tests and the fuzzer. */
+#ifndef TRELLIS_IO_MODEL_H
+#define TRELLIS_IO_MODEL_H
+
+#include "core/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parses config.json text. A missing "quantization_config" leaves `out`
+ * zeroed (present = 0); missing fields (or JSON null) stay zero/empty; a
+ * field of the wrong JSON type, or a string longer than its buffer, is
+ * TRELLIS_ERR_FORMAT naming the field. `label` prefixes messages. */
+trellis_status trellis_quant_config_parse(const char *json, size_t len,
+                                          const char *label,
+                                          trellis_quant_config *out);
+
+/* model.safetensors.index.json: weight_map entries sorted by tensor name. */
+typedef struct trellis_index {
+  size_t count;
+  char **tensors; /* tensor names, sorted (strcmp) and unique */
+  size_t *shard;  /* shards[shard[i]] holds tensors[i] */
+  size_t shard_count;
+  char **shards; /* unique shard file names, sorted */
+} trellis_index;
+
+/* Parses index text. Requires an object "weight_map" of name -> file name;
+ * file names must stay inside the directory (no '/', '\\' or ".."). */
+trellis_status trellis_index_parse(const char *json, size_t len,
+                                   const char *label, trellis_index *out);
+void trellis_index_free(trellis_index *idx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,519 @@
+/* Strictly validated, memory-mapped safetensors files.
+ *
+ * Layout: 8-byte little-endian header length N, N bytes of JSON header, then
+ * the data region. Errors:
+ *   TRELLIS_ERR_IO        open/fstat/mmap failed, not a regular file
+ *   TRELLIS_ERR_NOT_FOUND the file does not exist; find() of an unknown name
+ *   TRELLIS_ERR_DTYPE     a dtype string outside the safetensors whitelist
+ *   TRELLIS_ERR_SHAPE     a negative dimension or more than TRELLIS_MAX_DIMS
+ *   TRELLIS_ERR_FORMAT    everything else: sizes, JSON, fields, offsets,
+ *                         overlaps, gaps, shape x dtype != byte length
+ * Every message starts with the file's path ("<memory>" for buffers) and
+ * names the tensor concerned. */
+#include "io/safetensors.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const struct {
+  const char *name;
+  size_t size;
+} dtype_table[] = {
+    [TRELLIS_T_BOOL] = {"BOOL", 1},       [TRELLIS_T_U8] = {"U8", 1},
+    [TRELLIS_T_I8] = {"I8", 1},           [TRELLIS_T_I16] = {"I16", 2},
+    [TRELLIS_T_U16] = {"U16", 2},         [TRELLIS_T_I32] = {"I32", 4},
+    [TRELLIS_T_U32] = {"U32", 4},         [TRELLIS_T_I64] = {"I64", 8},
+    [TRELLIS_T_U64] = {"U64", 8},         [TRELLIS_T_F16] = {"F16", 2},
+    [TRELLIS_T_BF16] = {"BF16", 2},       [TRELLIS_T_F32] = {"F32", 4},
+    [TRELLIS_T_F64] = {"F64", 8},         [TRELLIS_T_F8_E4M3] = {"F8_E4M3", 1},
+    [TRELLIS_T_F8_E5M2] = {"F8_E5M2", 1},
+};
+#define DTYPE_COUNT (sizeof(dtype_table) / sizeof(dtype_table[0]))
+
+const char *trellis_tensor_dtype_name(trellis_tensor_dtype dt) {
+  if ((unsigned)dt >= DTYPE_COUNT)
+    return "invalid";
+  return dtype_table[dt].name;
+}
+
+size_t trellis_tensor_dtype_size(trellis_tensor_dtype dt) {
+  if ((unsigned)dt >= DTYPE_COUNT)
+    return 0;
+  return dtype_table[dt].size;
+}
+
+const char *trellis_file_label(const trellis_file *f) {
+  return f && f->label ? f->label : "<null>";
+}
+
+/* ------------------------------------------------------------ parsing -- */
+
+/* One header entry while parsing: its tensor plus the raw offsets. */
+typedef struct entry {
+  trellis_tensor t;
+  uint64_t begin, end;
+} entry;
+
+static trellis_status parse_dtype(const char *label, const char *name,
+                                  json_t *v, trellis_tensor_dtype *out) {
+  if (!json_is_string(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': dtype is not a string", label, name);
+  const char *s = json_string_value(v);
+  for (size_t i = 0; i < DTYPE_COUNT; i++) {
+    if (strcmp(s, dtype_table[i].name) == 0) {
+      *out = (trellis_tensor_dtype)i;
+      return TRELLIS_OK;
+    }
+  }
+  return trellis_fail(TRELLIS_ERR_DTYPE,
+                      "%s: tensor '%s': dtype '%.40s' is not a safetensors "
+                      "dtype",
+                      label, name, s);
+}
+
+static trellis_status parse_shape(const char *label, const char *name,
+                                  json_t *v, trellis_tensor *t) {
+  if (!json_is_array(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': shape is not an array", label, name);
+  size_t nd = json_array_size(v);
+  if (nd > TRELLIS_MAX_DIMS)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "%s: tensor '%s': shape has %zu dimensions (at most "
+                        "%d supported)",
+                        label, name, nd, TRELLIS_MAX_DIMS);
+  t->ndim = (int)nd;
+  for (size_t i = 0; i < nd; i++) {
+    json_t *d = json_array_get(v, i);
+    if (!json_is_integer(d))
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: tensor '%s': shape[%zu] is not an integer",
+                          label, name, i);
+    json_int_t x = json_integer_value(d);
+    if (x < 0)
+      return trellis_fail(TRELLIS_ERR_SHAPE,
+                          "%s: tensor '%s': shape[%zu] = %lld is negative",
+                          label, name, i, (long long)x);
+    t->shape[i] = (int64_t)x;
+  }
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_offsets(const char *label, const char *name,
+                                    json_t *v, size_t data_size, entry *e) {
+  if (!json_is_array(v) || json_array_size(v) != 2)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets is not an array "
+                        "[begin, end]",
+                        label, name);
+  json_t *b = json_array_get(v, 0), *en = json_array_get(v, 1);
+  if (!json_is_integer(b) || !json_is_integer(en) ||
+      json_integer_value(b) < 0 || json_integer_value(en) < 0)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets must be two "
+                        "non-negative integers",
+                        label, name);
+  e->begin = (uint64_t)json_integer_value(b);
+  e->end = (uint64_t)json_integer_value(en);
+  if (e->begin > e->end)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets [%llu, %llu] has "
+                        "begin > end",
+                        label, name, (unsigned long long)e->begin,
+                        (unsigned long long)e->end);
+  if (e->end > data_size)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': data_offsets [%llu, %llu] run past "
+                        "the data region (%zu bytes)",
+                        label, name, (unsigned long long)e->begin,
+                        (unsigned long long)e->end, data_size);
+  return TRELLIS_OK;
+}
+
+/* shape x dtype size must equal the byte span (overflow-checked). */
+static trellis_status check_length(const char *label, const entry *e) {
+  size_t bytes = trellis_tensor_dtype_size(e->t.dtype);
+  int ok = 1;
+  for (int i = 0; i < e->t.ndim && ok; i++)
+    ok = trellis_mul_size(bytes, (size_t)e->t.shape[i], &bytes);
+  if (!ok)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': shape x dtype size overflows", label,
+                        e->t.name);
+  if (bytes != e->end - e->begin)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': shape x %s is %zu bytes but "
+                        "data_offsets [%llu, %llu] span %llu",
+                        label, e->t.name, trellis_tensor_dtype_name(e->t.dtype),
+                        bytes, (unsigned long long)e->begin,
+                        (unsigned long long)e->end,
+                        (unsigned long long)(e->end - e->begin));
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_entry(const char *label, const char *name,
+                                  json_t *v, size_t data_size, entry *e) {
+  if (!json_is_object(v))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': entry is not a JSON object", label,
+                        name);
+  static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+  for (size_t i = 0; i < 3; i++)
+    if (!json_object_get(v, fields[i]))
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: tensor '%s': missing field '%s'", label, name,
+                          fields[i]);
+  if (json_object_size(v) != 3) {
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+      if (strcmp(key, "dtype") && strcmp(key, "shape") &&
+          strcmp(key, "data_offsets"))
+        return trellis_fail(TRELLIS_ERR_FORMAT,
+                            "%s: tensor '%s': unexpected field '%.64s'", label,
+                            name, key);
+    }
+  }
+  trellis_status st =
+      parse_dtype(label, name, json_object_get(v, "dtype"), &e->t.dtype);
+  if (st == TRELLIS_OK)
+    st = parse_shape(label, name, json_object_get(v, "shape"), &e->t);
+  if (st == TRELLIS_OK)
+    st = parse_offsets(label, name, json_object_get(v, "data_offsets"),
+                       data_size, e);
+  return st;
+}
+
+static trellis_status check_metadata(const char *label, json_t *meta) {
+  if (!json_is_object(meta))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: __metadata__ is not a JSON object", label);
+  const char *key;
+  json_t *val;
+  json_object_foreach(meta, key, val) {
+    if (!json_is_string(val))
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: __metadata__ value of '%.64s' is not a string",
+                          label, key);
+  }
+  return TRELLIS_OK;
+}
+
+static int cmp_offsets(const void *a, const void *b) {
+  const entry *x = a, *y = b;
+  if (x->begin != y->begin)
+    return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end)
+    return x->end < y->end ? -1 : 1;
+  return 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  const trellis_tensor *x = a, *y = b;
+  return strcmp(x->name, y->name);
+}
+
+/* The data region must be covered exactly once, as the reference library
+ * writes it and requires it: no overlap, no gap, no trailing bytes. */
+static trellis_status check_layout(const char *label, entry *es, size_t n,
+                                   size_t data_size) {
+  qsort(es, n, sizeof *es, cmp_offsets);
+  uint64_t pos = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (es[i].begin < pos)
+      return trellis_fail(
+          TRELLIS_ERR_FORMAT,
+          "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, "
+          "%llu] overlap",
+          label, es[i - 1].t.name, (unsigned long long)es[i - 1].begin,
+          (unsigned long long)es[i - 1].end, es[i].t.name,
+          (unsigned long long)es[i].begin, (unsigned long long)es[i].end);
+    if (es[i].begin > pos)
+      return trellis_fail(
+          TRELLIS_ERR_FORMAT,
+          "%s: tensor '%s': %llu-byte gap before data_offsets "
+          "[%llu, %llu] (the data region must be contiguous)",
+          label, es[i].t.name, (unsigned long long)(es[i].begin - pos),
+          (unsigned long long)es[i].begin, (unsigned long long)es[i].end);
+    pos = es[i].end;
+  }
+  if (pos != data_size)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: %llu trailing bytes after the last tensor are "
+                        "not covered by any tensor",
+                        label, (unsigned long long)(data_size - pos));
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_json(trellis_file *f, const char *hdr, size_t len,
+                                 json_t **out) {
+  json_error_t err;
+  json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &err);
+  if (!root) {
+    if (json_error_code(&err) == json_error_duplicate_key)
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: header: duplicate tensor name (%s)", f->label,
+                          err.text);
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header is not valid JSON at byte %d: %s", f->label,
+                        err.position, err.text);
+  }
+  if (!json_is_object(root)) {
+    json_decref(root);
+    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: header is not a JSON object",
+                        f->label);
+  }
+  *out = root;
+  return TRELLIS_OK;
+}
+
+/* Collects every tensor of the header into f->tensors (sorted by name). */
+static trellis_status parse_tensors(trellis_file *f, json_t *root) {
+  const char *key;
+  json_t *val;
+  size_t n = 0, name_bytes = 0;
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "__metadata__") == 0) {
+      trellis_status st = check_metadata(f->label, val);
+      if (st != TRELLIS_OK)
+        return st;
+      continue;
+    }
+    n++;
+    name_bytes += strlen(key) + 1; /* bounded by the header size */
+  }
+  entry *es = calloc(n ? n : 1, sizeof *es);
+  f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
+  f->names = malloc(name_bytes ? name_bytes : 1);
+  if (!es || !f->tensors || !f->names) {
+    free(es);
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate the index of %zu tensors",
+                        f->label, n);
+  }
+  trellis_status st = TRELLIS_OK;
+  size_t i = 0;
+  char *np = f->names;
+  json_object_foreach(root, key, val) {
+    if (strcmp(key, "__metadata__") == 0)
+      continue;
+    size_t len = strlen(key) + 1;
+    memcpy(np, key, len);
+    es[i].t.name = np;
+    np += len;
+    st = parse_entry(f->label, key, val, f->data_size, &es[i]);
+    if (st != TRELLIS_OK)
+      break;
+    es[i].t.data = f->data + es[i].begin;
+    es[i].t.nbytes = (size_t)(es[i].end - es[i].begin);
+    st = check_length(f->label, &es[i]);
+    if (st != TRELLIS_OK)
+      break;
+    i++;
+  }
+  if (st == TRELLIS_OK)
+    st = check_layout(f->label, es, n, f->data_size);
+  if (st == TRELLIS_OK) {
+    for (i = 0; i < n; i++)
+      f->tensors[i] = es[i].t;
+    qsort(f->tensors, n, sizeof *f->tensors, cmp_names);
+    f->count = n;
+  }
+  free(es);
+  return st;
+}
+
+static trellis_status parse_file(trellis_file *f, const uint8_t *buf,
+                                 size_t size) {
+  if (size == 0)
+    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: file is empty", f->label);
+  if (size < 8)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: file is %zu bytes, too small for the 8-byte "
+                        "header length",
+                        f->label, size);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--)
+    hlen = (hlen << 8) | buf[i];
+  if (hlen > TRELLIS_ST_MAX_HEADER)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header length %llu exceeds the limit of %llu "
+                        "bytes",
+                        f->label, (unsigned long long)hlen,
+                        (unsigned long long)TRELLIS_ST_MAX_HEADER);
+  if (hlen > size - 8)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header length %llu runs past the end of the file "
+                        "(%zu bytes follow the length field; truncated?)",
+                        f->label, (unsigned long long)hlen, size - 8);
+  f->data = buf + 8 + hlen;
+  f->data_size = size - 8 - (size_t)hlen;
+  json_t *root = NULL;
+  trellis_status st = parse_json(f, (const char *)buf + 8, (size_t)hlen, &root);
+  if (st != TRELLIS_OK)
+    return st;
+  st = parse_tensors(f, root);
+  json_decref(root);
+  return st;
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+void trellis_file_close(trellis_file *f) {
+  if (!f)
+    return;
+  if (f->map)
+    munmap(f->map, f->map_size);
+  free(f->tensors);
+  free(f->names);
+  free(f->label);
+  free(f);
+}
+
+static trellis_file *file_new(const char *label) {
+  trellis_file *f = calloc(1, sizeof *f);
+  if (!f)
+    return NULL;
+  size_t len = strlen(label) + 1;
+  f->label = malloc(len);
+  if (!f->label) {
+    free(f);
+    return NULL;
+  }
+  memcpy(f->label, label, len);
+  return f;
+}
+
+trellis_status trellis_file_open_memory(const void *data, size_t size,
+                                        trellis_file **out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!data && size > 0)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "data is NULL but size is %zu", size);
+  trellis_file *f = file_new("<memory>");
+  if (!f)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "cannot allocate a trellis_file");
+  trellis_status st = parse_file(f, data, size);
+  if (st != TRELLIS_OK) {
+    trellis_file_close(f);
+    return st;
+  }
+  *out = f;
+  return TRELLIS_OK;
+}
+
+static trellis_status errno_fail(const char *path, const char *what, int e) {
+  char buf[128];
+  if (strerror_r(e, buf, sizeof buf) != 0)
+    buf[0] = '\0';
+  return trellis_fail(e == ENOENT ? TRELLIS_ERR_NOT_FOUND : TRELLIS_ERR_IO,
+                      "%s: %s: %s", path, what, buf);
+}
+
+/* Maps the whole file read-only; the descriptor is closed again at once. */
+static trellis_status map_file(trellis_file *f, const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return errno_fail(path, "cannot open", errno);
+  struct stat sb;
+  trellis_status st = TRELLIS_OK;
+  if (fstat(fd, &sb) != 0)
+    st = errno_fail(path, "cannot stat", errno);
+  else if (S_ISDIR(sb.st_mode))
+    st = trellis_fail(TRELLIS_ERR_IO, "%s: is a directory", path);
+  else if (!S_ISREG(sb.st_mode))
+    st = trellis_fail(TRELLIS_ERR_IO, "%s: not a regular file", path);
+  else if ((uintmax_t)sb.st_size > SIZE_MAX)
+    st = trellis_fail(TRELLIS_ERR_IO, "%s: file too large to map", path);
+  else if (sb.st_size > 0) {
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED)
+      st = errno_fail(path, "cannot mmap", errno);
+    else {
+      f->map = p;
+      f->map_size = (size_t)sb.st_size;
+    }
+  }
+  close(fd);
+  return st;
+}
+
+trellis_status trellis_file_open(const char *path, trellis_file **out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (!path)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  trellis_file *f = file_new(path);
+  if (!f)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "cannot allocate a trellis_file");
+  trellis_status st = map_file(f, path);
+  if (st == TRELLIS_OK)
+    st = parse_file(f, f->map, f->map_size);
+  if (st != TRELLIS_OK) {
+    trellis_file_close(f);
+    return st;
+  }
+  *out = f;
+  return TRELLIS_OK;
+}
+
+/* ------------------------------------------------------------- access -- */
+
+size_t trellis_file_tensor_count(const trellis_file *f) {
+  return f ? f->count : 0;
+}
+
+trellis_status trellis_file_tensor(const trellis_file *f, size_t index,
+                                   trellis_tensor *out) {
+  if (!f || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        f ? "out" : "f");
+  if (index >= f->count)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "%s: tensor index %zu out of range (%zu tensors)",
+                        f->label, index, f->count);
+  *out = f->tensors[index];
+  return TRELLIS_OK;
+}
+
+ptrdiff_t trellis_file_index(const trellis_file *f, const char *name) {
+  size_t lo = 0, hi = f->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(name, f->tensors[mid].name);
+    if (c == 0)
+      return (ptrdiff_t)mid;
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return -1;
+}
+
+trellis_status trellis_file_find(const trellis_file *f, const char *name,
+                                 trellis_tensor *out) {
+  if (!f || !name || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        !f      ? "f"
+                        : !name ? "name"
+                                : "out");
+  ptrdiff_t i = trellis_file_index(f, name);
+  if (i < 0)
+    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
+                        f->label, name);
+  *out = f->tensors[i];
+  return TRELLIS_OK;
+}

@@ -1,0 +1,36 @@
+/* Internal view of an open safetensors file (the public API only hands out
+ * an opaque trellis_file). */
+#ifndef TRELLIS_IO_SAFETENSORS_H
+#define TRELLIS_IO_SAFETENSORS_H
+
+#include "core/internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Largest accepted JSON header, as in the reference safetensors library. */
+#define TRELLIS_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+
+struct trellis_file {
+  char *label; /* path, or "<memory>", used in messages */
+  void *map;   /* mmap base (NULL for caller memory) */
+  size_t map_size;
+  const uint8_t *data; /* start of the data region */
+  size_t data_size;
+  trellis_tensor *tensors; /* sorted by name (strcmp) */
+  size_t count;
+  char *names; /* one block holding every tensor name */
+};
+
+/* The file's path (or "<memory>"), for callers that build messages. */
+const char *trellis_file_label(const trellis_file *f);
+
+/* Index of `name` in the sorted tensor array, or -1. */
+ptrdiff_t trellis_file_index(const trellis_file *f, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,320 @@
+/* .npy reader/writer: round trips and malformed files. */
+#include "testutil.h"
+
+#include "io/npy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An .npy image from a raw header dict and `data_size` bytes of data. */
+static uint8_t *make_npy(int major, const char *dict, const void *data,
+                         size_t data_size, size_t *size) {
+  size_t dlen = strlen(dict), pre = major == 1 ? 10 : 12;
+  uint8_t *buf = calloc(pre + dlen + data_size + 1, 1);
+  assert_non_null(buf);
+  memcpy(buf, "\x93NUMPY", 6);
+  buf[6] = (uint8_t)major;
+  buf[7] = 0;
+  for (size_t i = 0; i < pre - 8; i++)
+    buf[8 + i] = (uint8_t)(dlen >> (8 * i));
+  memcpy(buf + pre, dict, dlen);
+  if (data && data_size)
+    memcpy(buf + pre + dlen, data, data_size);
+  *size = pre + dlen + data_size;
+  return buf;
+}
+
+static void expect_parse(int major, const char *dict, size_t data_size,
+                         trellis_status want, const char *needle) {
+  size_t size;
+  uint8_t *buf = make_npy(major, dict, NULL, data_size, &size);
+  trellis_npy a;
+  tu_assert_status(trellis_npy_parse(buf, size, &a), want);
+  if (want != TRELLIS_OK) {
+    assert_null(a.data);
+    assert_int_equal(a.ndim, 0);
+    if (needle)
+      tu_assert_error_has(needle);
+  }
+  trellis_npy_free(&a);
+  free(buf);
+}
+
+/* ---------------------------------------------------------- round trip -- */
+
+static void roundtrip(trellis_dtype dt, int ndim, const int64_t *shape) {
+  size_t count = 1;
+  for (int i = 0; i < ndim; i++)
+    count *= (size_t)shape[i];
+  size_t bytes = count * trellis_dtype_size(dt);
+  uint8_t *data = malloc(bytes + 1);
+  assert_non_null(data);
+  tu_rng rng;
+  tu_rng_seed(&rng, 42 + (uint64_t)ndim);
+  if (dt == TRELLIS_F32)
+    tu_rng_fill_f32(&rng, (float *)data, count, -2, 2);
+  else
+    tu_rng_fill_f16(&rng, (uint16_t *)data, count, -2, 2);
+
+  char *path = tu_tmp_path("rt.npy");
+  tu_assert_status(trellis_npy_write(path, dt, ndim, shape, data), TRELLIS_OK);
+  size_t size;
+  uint8_t *file = tu_read_file(path, &size);
+  /* numpy's layout: v1.0, header padded to 64 bytes, ending in '\n'. */
+  assert_memory_equal(file, "\x93NUMPY\x01\x00", 8);
+  size_t hlen = (size_t)file[8] | (size_t)file[9] << 8;
+  assert_int_equal((10 + hlen) % 64, 0);
+  assert_int_equal(file[10 + hlen - 1], '\n');
+  assert_int_equal(size, 10 + hlen + bytes);
+  char want[128];
+  int n = snprintf(want, sizeof want,
+                   "{'descr': '%s', 'fortran_order': "
+                   "False, 'shape': (",
+                   dt == TRELLIS_F16 ? "<f2" : "<f4");
+  for (int i = 0; i < ndim; i++)
+    n += snprintf(want + n, sizeof want - (size_t)n, "%s%lld", i ? ", " : "",
+                  (long long)shape[i]);
+  snprintf(want + n, sizeof want - (size_t)n, "%s), }", ndim == 1 ? "," : "");
+  assert_memory_equal(file + 10, want, strlen(want));
+
+  trellis_npy a;
+  tu_assert_status(trellis_npy_read(path, &a), TRELLIS_OK);
+  assert_int_equal(a.dtype, dt);
+  assert_int_equal(a.ndim, ndim);
+  for (int i = 0; i < ndim; i++)
+    assert_int_equal(a.shape[i], shape[i]);
+  assert_int_equal(a.nbytes, bytes);
+  assert_int_equal(trellis_npy_count(&a), count);
+  if (bytes)
+    assert_memory_equal(a.data, data, bytes);
+  trellis_npy_free(&a);
+  assert_null(a.data);
+  free(file);
+  free(path);
+  free(data);
+}
+
+static void test_roundtrip(void **state) {
+  (void)state;
+  const int64_t s1[] = {7}, s2[] = {3, 5}, s3[] = {2, 3, 4};
+  const int64_t s0[] = {0, 4}, s8[] = {1, 2, 1, 2, 1, 2, 1, 3};
+  const int64_t big[] = {17, 1000};
+  for (int f16 = 0; f16 < 2; f16++) {
+    trellis_dtype dt = f16 ? TRELLIS_F16 : TRELLIS_F32;
+    roundtrip(dt, 1, s1);
+    roundtrip(dt, 2, s2);
+    roundtrip(dt, 3, s3);
+    roundtrip(dt, 0, NULL);
+    roundtrip(dt, 2, s0);
+    roundtrip(dt, 8, s8);
+    roundtrip(dt, 2, big);
+  }
+}
+
+/* Headers numpy (or other writers) emit that must be accepted. */
+static void test_header_variants(void **state) {
+  (void)state;
+  expect_parse(1,
+               "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+               "      \n",
+               24, TRELLIS_OK, NULL);
+  expect_parse(1, "{'shape': (2,), 'descr': '<f2', 'fortran_order': False}", 4,
+               TRELLIS_OK, NULL);
+  expect_parse(1, "{\"descr\":\"<e\",\"fortran_order\":False,\"shape\":(2,)}",
+               4, TRELLIS_OK, NULL);
+  expect_parse(1, "{'descr': '<f', 'fortran_order': False, 'shape': (3L, 2L)}",
+               24, TRELLIS_OK, NULL);
+  expect_parse(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }",
+               8, TRELLIS_OK, NULL);
+  expect_parse(3, "{'descr': '<f2', 'fortran_order': False, 'shape': (), }", 2,
+               TRELLIS_OK, NULL);
+  /* Fortran order is the same layout for 0-d and 1-d arrays. */
+  expect_parse(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", 8,
+               TRELLIS_OK, NULL);
+  expect_parse(1,
+               "{'descr': '<f4', 'fortran_order': False, 'shape': ( 2 , 3 , "
+               ") , }",
+               24, TRELLIS_OK, NULL);
+}
+
+/* ------------------------------------------------------------ malformed -- */
+
+static void test_bad_headers(void **state) {
+  (void)state;
+  static const struct {
+    const char *dict;
+    size_t data;
+    trellis_status want;
+    const char *needle;
+  } bad[] = {
+      {"{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16,
+       TRELLIS_ERR_DTYPE, "descr '<f8' is not supported"},
+      {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8,
+       TRELLIS_ERR_DTYPE, "'>f4'"},
+      {"{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", 2,
+       TRELLIS_ERR_DTYPE, "'|u1'"},
+      {"{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", 4,
+       TRELLIS_ERR_DTYPE, "'<i2'"},
+      {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", 8,
+       TRELLIS_ERR_FORMAT, "descr is not a simple string"},
+      {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24,
+       TRELLIS_ERR_UNSUPPORTED, "fortran_order True"},
+      {"{'descr': '<f4', 'fortran_order': 0, 'shape': (2,), }", 8,
+       TRELLIS_ERR_FORMAT, "fortran_order is not True or False"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (3), }", 12,
+       TRELLIS_ERR_FORMAT, "needs a trailing comma"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", 0,
+       TRELLIS_ERR_FORMAT, "shape entry 0 is not a non-negative integer"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,,), }", 8,
+       TRELLIS_ERR_FORMAT, "shape entry 1"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2 3), }", 24,
+       TRELLIS_ERR_FORMAT, "missing a comma"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.5,), }", 8,
+       TRELLIS_ERR_FORMAT, NULL},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", 8,
+       TRELLIS_ERR_FORMAT, "shape is not a tuple"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,", 8,
+       TRELLIS_ERR_FORMAT, NULL},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(1,1,1,1,1,1,1,1,1), }",
+       4, TRELLIS_ERR_SHAPE, "more than 8 dimensions"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(4611686018427387904, 4611686018427387904), }",
+       0, TRELLIS_ERR_SHAPE, "overflows"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(4611686018427387904,), }",
+       0, TRELLIS_ERR_SHAPE, "overflows"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(99999999999999999999,), }",
+       0, TRELLIS_ERR_FORMAT, "shape entry 0"},
+      {"{'descr': '<f4', 'shape': (2,), }", 8, TRELLIS_ERR_FORMAT,
+       "missing key 'fortran_order'"},
+      {"{'fortran_order': False, 'shape': (2,), }", 8, TRELLIS_ERR_FORMAT,
+       "missing key 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': False}", 4, TRELLIS_ERR_FORMAT,
+       "missing key 'shape'"},
+      {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(1,)}",
+       4, TRELLIS_ERR_FORMAT, "duplicate key 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", 4,
+       TRELLIS_ERR_FORMAT, "unexpected key 'x'"},
+      {"{'descr': '<f4' 'fortran_order': False, 'shape': (1,)}", 4,
+       TRELLIS_ERR_FORMAT, "expected ',' or '}'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (1,)} x", 4,
+       TRELLIS_ERR_FORMAT, "unexpected text after the dict"},
+      {"['descr', '<f4']", 4, TRELLIS_ERR_FORMAT, "not a dict"},
+      {"", 4, TRELLIS_ERR_FORMAT, "not a dict"},
+      {"{'descr: '<f4'}", 4, TRELLIS_ERR_FORMAT, NULL},
+      {"{'de\\scr': '<f4'}", 4, TRELLIS_ERR_FORMAT, NULL},
+      {"{descr: '<f4'}", 4, TRELLIS_ERR_FORMAT, "expected 'key': value"},
+      /* Data length must match the shape exactly. */
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 23,
+       TRELLIS_ERR_FORMAT,
+       "data is 23 bytes but the shape needs 24 "
+       "(truncated)"},
+      {"{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", 5,
+       TRELLIS_ERR_FORMAT, "trailing bytes"},
+      {"{'descr': '<f2', 'fortran_order': False, 'shape': (), }", 0,
+       TRELLIS_ERR_FORMAT, "truncated"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    for (int major = 1; major <= 3; major++)
+      expect_parse(major, bad[i].dict, bad[i].data, bad[i].want, bad[i].needle);
+}
+
+static void test_bad_preamble(void **state) {
+  (void)state;
+  const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}";
+  size_t size;
+  uint8_t *buf = make_npy(1, dict, NULL, 4, &size);
+  trellis_npy a;
+  /* Every truncation fails cleanly. */
+  for (size_t cut = 0; cut < size; cut++) {
+    trellis_status st = trellis_npy_parse(buf, cut, &a);
+    assert_int_equal(st, TRELLIS_ERR_FORMAT);
+    assert_null(a.data);
+  }
+  buf[0] = 'x';
+  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("bad magic");
+  buf[0] = 0x93;
+  buf[6] = 4;
+  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("version 4.0");
+  buf[6] = 0;
+  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  buf[6] = 1;
+  buf[8] = 0xff;
+  buf[9] = 0xff;
+  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("runs past the end");
+  free(buf);
+  buf = make_npy(2, dict, NULL, 4, &size);
+  buf[11] = 0x80; /* 2 GB header */
+  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("runs past the end");
+  free(buf);
+  tu_assert_status(trellis_npy_parse(NULL, 0, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(trellis_npy_parse(NULL, 4, &a),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_npy_parse("x", 1, NULL),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+}
+
+static void test_files(void **state) {
+  (void)state;
+  trellis_npy a;
+  tu_assert_status(trellis_npy_read("/nonexistent/x.npy", &a),
+                   TRELLIS_ERR_NOT_FOUND);
+  tu_assert_error_has("/nonexistent/x.npy");
+  tu_assert_status(trellis_npy_read(tu_tmpdir(), &a), TRELLIS_ERR_IO);
+  tu_assert_status(trellis_npy_read(NULL, &a), TRELLIS_ERR_INVALID_ARGUMENT);
+
+  /* Errors from a file name it. */
+  char *path = tu_tmp_path("bad.npy");
+  size_t size;
+  uint8_t *buf =
+      make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,)}",
+               NULL, 8, &size);
+  tu_write_file(path, buf, size);
+  tu_assert_status(trellis_npy_read(path, &a), TRELLIS_ERR_DTYPE);
+  tu_assert_error_has(path);
+  tu_assert_error_has("'<f8'");
+  free(buf);
+
+  float v[2] = {1, 2};
+  const int64_t shape[9] = {2, 1, 1, 1, 1, 1, 1, 1, 1};
+  const int64_t neg[1] = {-2};
+  tu_assert_status(trellis_npy_write(path, TRELLIS_BF16, 1, shape, v),
+                   TRELLIS_ERR_DTYPE);
+  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 9, shape, v),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, -1, shape, v),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, neg, v),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, shape, NULL),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, NULL, v),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_npy_write(NULL, TRELLIS_F32, 1, shape, v),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(
+      trellis_npy_write("/nonexistent/dir/x.npy", TRELLIS_F32, 1, shape, v),
+      TRELLIS_ERR_NOT_FOUND);
+  tu_assert_error_has("/nonexistent/dir/x.npy");
+  free(path);
+  trellis_npy_free(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_roundtrip),
+      cmocka_unit_test(test_header_variants),
+      cmocka_unit_test(test_bad_headers),
+      cmocka_unit_test(test_bad_preamble),
+      cmocka_unit_test(test_files),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
