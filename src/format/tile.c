@@ -33,7 +33,8 @@ static inline uint32_t window_state(const uint32_t *ext, int bits, int i) {
 }
 
 void trellis_tile_states(const int16_t *tile, int bits, uint16_t states[256]) {
-  uint32_t ext[MAX_W32 + 2];
+  uint32_t ext[MAX_W32 + 2] = {
+      0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
   for (int i = 0; i < 256; i++)
     states[i] = (uint16_t)window_state(ext, bits, i);
@@ -84,7 +85,8 @@ static ALWAYS_INLINE void decode_f32_fixed(const uint32_t *ext, const int bits,
 
 void trellis_tile_decode_f32(const int16_t *tile, int bits, const float *table,
                              float out[256]) {
-  uint32_t ext[MAX_W32 + 2];
+  uint32_t ext[MAX_W32 + 2] = {
+      0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
   switch (bits) {
   case 1:
@@ -136,7 +138,8 @@ trellis_status trellis_decode_tile(const int16_t *tile, int bits,
                         "codebook: expected 0 (3inst), 1 (mcg) or 2 (mul1), "
                         "got %d",
                         (int)cb);
-  uint32_t ext[MAX_W32 + 2];
+  uint32_t ext[MAX_W32 + 2] = {
+      0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
   for (int i = 0; i < 256; i++)
     out[tile_offset(i)] = table[window_state(ext, bits, i)];
