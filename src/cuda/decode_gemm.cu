@@ -1,0 +1,58 @@
+/* Decode-GEMM dispatch by bitrate to the per-K translation units. */
+#include "decode_gemm.cuh"
+
+using trellis::gemm::Params;
+
+#define DECLARE_K(K)                                                                           \
+  extern "C" int trellis_gemm_prepare_k##K(int cb, int bf);                                    \
+  extern "C" int trellis_gemm_launch_k##K(int cb, int bf, int mb, const void *p, dim3 grid,   \
+                                          cudaStream_t s);                                     \
+  extern "C" size_t trellis_gemm_smem_k##K(int mb);
+DECLARE_K(1)
+DECLARE_K(2)
+DECLARE_K(3)
+DECLARE_K(4)
+DECLARE_K(5)
+DECLARE_K(6)
+DECLARE_K(7)
+DECLARE_K(8)
+
+typedef int (*prepare_fn)(int, int);
+typedef int (*launch_fn)(int, int, int, const void *, dim3, cudaStream_t);
+typedef size_t (*smem_fn)(int);
+
+static const prepare_fn kPrepare[8] = {trellis_gemm_prepare_k1, trellis_gemm_prepare_k2,
+                                       trellis_gemm_prepare_k3, trellis_gemm_prepare_k4,
+                                       trellis_gemm_prepare_k5, trellis_gemm_prepare_k6,
+                                       trellis_gemm_prepare_k7, trellis_gemm_prepare_k8};
+static const launch_fn kLaunch[8] = {trellis_gemm_launch_k1, trellis_gemm_launch_k2,
+                                     trellis_gemm_launch_k3, trellis_gemm_launch_k4,
+                                     trellis_gemm_launch_k5, trellis_gemm_launch_k6,
+                                     trellis_gemm_launch_k7, trellis_gemm_launch_k8};
+static const smem_fn kSmem[8] = {trellis_gemm_smem_k1, trellis_gemm_smem_k2, trellis_gemm_smem_k3,
+                                 trellis_gemm_smem_k4, trellis_gemm_smem_k5, trellis_gemm_smem_k6,
+                                 trellis_gemm_smem_k7, trellis_gemm_smem_k8};
+
+extern "C" size_t trellis_gemm_smem_bytes(int bits, int m_blocks) {
+  return kSmem[bits - 1](m_blocks);
+}
+
+extern "C" int trellis_gemm_prepare(int bits, int codebook, int compute_bf16) {
+  return kPrepare[bits - 1](codebook, compute_bf16);
+}
+
+extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
+  Params p;
+  p.trellis = a->trellis;
+  p.rotated = a->rotated;
+  p.partial = a->partial;
+  p.m = a->m;
+  p.k = a->k;
+  p.n = a->n;
+  p.kt_per_split = a->kt_per_split;
+  const int rows_per_cta = 16 * a->m_blocks;
+  dim3 grid((unsigned)(a->n / 128), (unsigned)a->splits,
+            (unsigned)((a->m + rows_per_cta - 1) / rows_per_cta));
+  return kLaunch[a->bits - 1](a->codebook, a->compute_bf16, a->m_blocks, &p, grid,
+                              (cudaStream_t)stream);
+}

@@ -1,0 +1,330 @@
+/* Decode-GEMM of the generic path: partial[s][m][n] = rotated[m][k_s] .
+ * W_hat[k_s][n] for the k-split s, fp32 accumulation on the tensor cores.
+ *
+ * CTA = 8 warps over a 128-column strip (8 tile columns) and a contiguous
+ * range of k. Weights and activations stream through a cp.async ring of
+ * stages, each 8 tile rows deep (128 k). Warps split the strip along n (WN)
+ * and the stage's tile rows along k (WK); k-partners are summed in shared
+ * memory at the end, so results are deterministic. */
+#ifndef TRELLIS_CUDA_DECODE_GEMM_CUH
+#define TRELLIS_CUDA_DECODE_GEMM_CUH
+
+#include "common.cuh"
+#include "kernels.h"
+#include "tile_decode.cuh"
+
+#include <cuda_runtime.h>
+
+namespace trellis {
+namespace gemm {
+
+constexpr int kThreads = 256;
+constexpr int kNT = 8; /* tile columns per CTA (128 outputs) */
+constexpr int kSK = 8; /* tile rows per stage (128 k) */
+constexpr int kApitch = 128 + 8; /* fp16 per A row in smem: +16 B vs bank conflicts */
+
+template <int MB> struct Layout {
+  static constexpr int WN = MB == 1 ? 2 : (MB == 2 ? 4 : 8);
+  static constexpr int WK = 8 / WN;
+  static constexpr int NTW = kNT / WN; /* tile columns per warp */
+  static constexpr int kStages = MB >= 4 ? 3 : 4;
+};
+
+template <int K> __host__ __device__ constexpr int stage_w_bytes() { return kSK * kNT * 32 * K; }
+template <int MB> __host__ __device__ constexpr int stage_a_bytes() { return 16 * MB * kApitch * 2; }
+template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
+  return stage_w_bytes<K>() + stage_a_bytes<MB>();
+}
+template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
+  constexpr int ring = Layout<MB>::kStages * stage_bytes<K, MB>();
+  constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
+  return ring > red ? ring : red;
+}
+
+struct Params {
+  const int16_t *trellis;
+  const uint16_t *rotated;
+  float *partial;
+  int64_t m, k, n;
+  int kt_per_split; /* tile rows per split, multiple of kSK */
+};
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void *smem) {
+  uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(s));
+}
+
+/* Per-thread cp.async streams of one CTA: the addresses of this thread's
+ * 16-byte chunks of a stage are computed once; each issued stage only adds
+ * a constant stride (tile rows are n/16 tiles apart; A advances 128 k). */
+template <int K, int MB> struct Loader {
+  static constexpr int kRowBytes = kNT * 32 * K;       /* one tile row's run */
+  static constexpr int kWChunks = kSK * kRowBytes / 16; /* per stage */
+  static constexpr int kWPer = (kWChunks + kThreads - 1) / kThreads;
+  static constexpr int kAChunks = 16 * MB * 16;         /* 16*MB rows x 128 k */
+  static constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
+
+  const char *wsrc[kWPer];
+  uint32_t wdst[kWPer];
+  const char *asrc[kAPer];
+  uint32_t adst[kAPer];
+  uint32_t asize[kAPer]; /* 16, or 0 to zero-fill rows past m */
+  int64_t wstride;       /* bytes between stages in the payload */
+
+  __device__ __forceinline__ void init(const int16_t *trellis, int64_t n, const uint16_t *rotated,
+                                       int64_t m, int64_t k, int64_t kt0, int nt0, int64_t row0) {
+    const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
+    wstride = kSK * row_stride;
+    const char *wbase = reinterpret_cast<const char *>(trellis) + kt0 * row_stride +
+                        (int64_t)nt0 * (32 * K);
+#pragma unroll
+    for (int i = 0; i < kWPer; ++i) {
+      int c = threadIdx.x + i * kThreads;
+      c = c < kWChunks ? c : kWChunks - 1; /* duplicates are harmless */
+      const int r = c / (kRowBytes / 16), off = (c % (kRowBytes / 16)) * 16;
+      wsrc[i] = wbase + r * row_stride + off;
+      wdst[i] = (uint32_t)(r * kRowBytes + off);
+    }
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i) {
+      int c = threadIdx.x + i * kThreads;
+      c = c < kAChunks ? c : kAChunks - 1;
+      const int r = c >> 4, col = (c & 15) * 8;
+      const bool valid = row0 + r < m;
+      asrc[i] = reinterpret_cast<const char *>(rotated + (valid ? row0 + r : 0) * k + kt0 * 16 +
+                                               col);
+      adst[i] = (uint32_t)(stage_w_bytes<K>() + (r * kApitch + col) * 2);
+      asize[i] = valid ? 16u : 0u;
+    }
+  }
+  /* Stage s (0, 1, 2, ... of this CTA's range) into the buffer at `stage`. */
+  __device__ __forceinline__ void issue_w(uint32_t stage, int s) const {
+#pragma unroll
+    for (int i = 0; i < kWPer; ++i)
+      cp_async16_raw(stage + wdst[i], wsrc[i] + s * wstride, 16u);
+  }
+  __device__ __forceinline__ void issue_a(uint32_t stage, int s) const {
+#pragma unroll
+    for (int i = 0; i < kAPer; ++i)
+      cp_async16_raw(stage + adst[i], asrc[i] + s * 256, asize[i]);
+  }
+};
+
+template <int MB> struct Acc {
+  float v[Layout<MB>::NTW][2][MB][4];
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int a = 0; a < Layout<MB>::NTW; ++a)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int mb = 0; mb < MB; ++mb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            v[a][h][mb][e] = 0.f;
+  }
+};
+
+/* Decodes this warp's tiles of one resident stage and accumulates. */
+template <int K, int CB, int MB, bool BF16>
+__device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc, int lane, int wn,
+                                              int wk) {
+  using L = Layout<MB>;
+  const uint32_t *wts = reinterpret_cast<const uint32_t *>(stage);
+  const uint16_t *as = reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
+#pragma unroll
+  for (int kr = wk; kr < kSK; kr += L::WK) {
+    uint32_t afrag[MB][4];
+#pragma unroll
+    for (int mb = 0; mb < MB; ++mb) {
+      int mat = lane >> 3;
+      int r = mb * 16 + (mat & 1) * 8 + (lane & 7);
+      int c = kr * 16 + (mat >> 1) * 8;
+      ldmatrix_x4(afrag[mb], as + r * kApitch + c);
+    }
+#pragma unroll
+    for (int a = 0; a < L::NTW; ++a) {
+      int nt = wn * L::NTW + a;
+      uint32_t b[4];
+      decode_tile_frags<K, CB, BF16>(wts + (kr * kNT + nt) * 8 * K, lane, b);
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+        mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
+        mma16816<BF16>(acc.v[a][1][mb], afrag[mb], b[2], b[3]);
+      }
+    }
+  }
+}
+
+/* Sums the CTA's accumulators over its k-warps into red[16*MB][128] (fp32,
+ * shared). Ends with __syncthreads(); the ring must be drained before. */
+template <int MB>
+__device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red, int lane, int wn,
+                                           int wk) {
+  using L = Layout<MB>;
+  const int g = lane >> 2, q = lane & 3;
+  /* k-warp w writes its slice red[w]; slice 0 then holds the sum. */
+#pragma unroll
+  for (int a = 0; a < L::NTW; ++a)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+        int col = (wn * L::NTW + a) * 16 + h * 8 + 2 * q;
+        int r = mb * 16 + g;
+        float *base = red + (wk * 16 * MB) * 128;
+        *reinterpret_cast<float2 *>(base + r * 128 + col) =
+            make_float2(acc.v[a][h][mb][0], acc.v[a][h][mb][1]);
+        *reinterpret_cast<float2 *>(base + (r + 8) * 128 + col) =
+            make_float2(acc.v[a][h][mb][2], acc.v[a][h][mb][3]);
+      }
+  __syncthreads();
+  if constexpr (L::WK > 1) {
+    for (int i = threadIdx.x; i < 16 * MB * 128; i += kThreads) {
+      float s = red[i];
+#pragma unroll
+      for (int w = 1; w < L::WK; ++w)
+        s += red[w * 16 * MB * 128 + i];
+      red[i] = s;
+    }
+    __syncthreads();
+  }
+}
+
+/* The generic path's decode-GEMM: one k-split of one 128-column strip. */
+template <int K, int CB, int MB, bool BF16>
+__global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
+  using L = Layout<MB>;
+  extern __shared__ __align__(16) char smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wn = warp % L::WN, wk = warp / L::WN;
+  const int nt0 = blockIdx.x * kNT;
+  const int64_t kt_begin = (int64_t)blockIdx.y * p.kt_per_split;
+  const int64_t kt_end = min(kt_begin + p.kt_per_split, p.k / 16);
+  const int64_t row0 = (int64_t)blockIdx.z * 16 * MB;
+  const int nstages = (int)((kt_end - kt_begin) / kSK);
+
+  Acc<MB> acc;
+  acc.zero();
+  constexpr int SB = stage_bytes<K, MB>();
+  Loader<K, MB> ld;
+  ld.init(p.trellis, p.n, p.rotated, p.m, p.k, kt_begin, nt0, row0);
+  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
+#pragma unroll
+  for (int s = 0; s < L::kStages - 1; ++s) {
+    if (s < nstages) {
+      ld.issue_w(ring + s * SB, s);
+      ld.issue_a(ring + s * SB, s);
+    }
+    cp_async_commit();
+  }
+  for (int it = 0; it < nstages; ++it) {
+    cp_async_wait<L::kStages - 2>();
+    __syncthreads();
+    const int nxt = it + L::kStages - 1;
+    if (nxt < nstages) {
+      const uint32_t st = ring + (nxt % L::kStages) * SB;
+      ld.issue_w(st, nxt);
+      ld.issue_a(st, nxt);
+    }
+    cp_async_commit();
+    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lane, wn, wk);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  float *red = reinterpret_cast<float *>(smem);
+  reduce_cta<MB>(acc, red, lane, wn, wk);
+  float *out = p.partial + (int64_t)blockIdx.y * p.m * p.n + (int64_t)nt0 * 16;
+  for (int i = threadIdx.x; i < 16 * MB * 32; i += kThreads) {
+    int r = i / 32, c4 = (i % 32) * 4;
+    int64_t row = row0 + r;
+    if (row < p.m)
+      *reinterpret_cast<float4 *>(out + row * p.n + c4) =
+          *reinterpret_cast<const float4 *>(red + r * 128 + c4);
+  }
+}
+
+/* Per-bitrate entry points, one translation unit per K (gemm_k<K>.cu) so
+ * the 24 variants of each K compile in parallel. */
+template <int K> struct Variants {
+  template <int CB, bool BF16, int MB> static int prepare_one() {
+    auto kern = &dq_gemm_kernel<K, CB, MB, BF16>;
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, kern);
+    if (e != cudaSuccess)
+      return (int)e;
+    return (int)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     smem_bytes<K, MB>());
+  }
+  template <int CB, bool BF16> static int prepare_cb() {
+    int e;
+    if ((e = prepare_one<CB, BF16, 1>()) || (e = prepare_one<CB, BF16, 2>()) ||
+        (e = prepare_one<CB, BF16, 4>()) || (e = prepare_one<CB, BF16, 8>()))
+      return e;
+    return 0;
+  }
+  static int prepare(int cb, int bf) {
+    if (cb == 0)
+      return bf ? prepare_cb<0, true>() : prepare_cb<0, false>();
+    if (cb == 1)
+      return bf ? prepare_cb<1, true>() : prepare_cb<1, false>();
+    return bf ? prepare_cb<2, true>() : prepare_cb<2, false>();
+  }
+  template <int CB, bool BF16, int MB>
+  static int launch_one(const Params &p, dim3 grid, cudaStream_t s) {
+    dq_gemm_kernel<K, CB, MB, BF16><<<grid, kThreads, smem_bytes<K, MB>(), s>>>(p);
+    return (int)cudaGetLastError();
+  }
+  template <int CB, bool BF16>
+  static int launch_cb(int mb, const Params &p, dim3 grid, cudaStream_t s) {
+    switch (mb) {
+    case 1:
+      return launch_one<CB, BF16, 1>(p, grid, s);
+    case 2:
+      return launch_one<CB, BF16, 2>(p, grid, s);
+    case 4:
+      return launch_one<CB, BF16, 4>(p, grid, s);
+    default:
+      return launch_one<CB, BF16, 8>(p, grid, s);
+    }
+  }
+  static int launch(int cb, int bf, int mb, const Params &p, dim3 grid, cudaStream_t s) {
+    if (cb == 0)
+      return bf ? launch_cb<0, true>(mb, p, grid, s) : launch_cb<0, false>(mb, p, grid, s);
+    if (cb == 1)
+      return bf ? launch_cb<1, true>(mb, p, grid, s) : launch_cb<1, false>(mb, p, grid, s);
+    return bf ? launch_cb<2, true>(mb, p, grid, s) : launch_cb<2, false>(mb, p, grid, s);
+  }
+  static size_t smem(int mb) {
+    switch (mb) {
+    case 1:
+      return smem_bytes<K, 1>();
+    case 2:
+      return smem_bytes<K, 2>();
+    case 4:
+      return smem_bytes<K, 4>();
+    default:
+      return smem_bytes<K, 8>();
+    }
+  }
+};
+
+} // namespace gemm
+} // namespace trellis
+
+#define TRELLIS_GEMM_DEFINE_K(K)                                                               \
+  extern "C" int trellis_gemm_prepare_k##K(int cb, int bf) {                                   \
+    return trellis::gemm::Variants<K>::prepare(cb, bf);                                        \
+  }                                                                                            \
+  extern "C" int trellis_gemm_launch_k##K(int cb, int bf, int mb, const void *p, dim3 grid,   \
+                                          cudaStream_t s) {                                    \
+    return trellis::gemm::Variants<K>::launch(cb, bf, mb,                                     \
+                                              *static_cast<const trellis::gemm::Params *>(p), \
+                                              grid, s);                                        \
+  }                                                                                            \
+  extern "C" size_t trellis_gemm_smem_k##K(int mb) { return trellis::gemm::Variants<K>::smem(mb); }
+
+#endif

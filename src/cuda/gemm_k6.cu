@@ -1,0 +1,4 @@
+/* Decode-GEMM variants for K = 6 (see decode_gemm.cuh). */
+#include "decode_gemm.cuh"
+
+TRELLIS_GEMM_DEFINE_K(6)

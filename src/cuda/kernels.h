@@ -1,0 +1,80 @@
+/* Host-callable launchers of the CUDA kernels (C linkage). Each launches on
+ * `stream` and returns a cudaError_t as int (0 = success). None allocates or
+ * synchronises. */
+#ifndef TRELLIS_CUDA_KERNELS_H
+#define TRELLIS_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]); in_dtype/out_dtype
+ * 0 = f16, 1 = bf16, 2 = f32. pre/post fp16 or NULL. cols % 128 == 0. */
+int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
+                        const uint16_t *pre, const uint16_t *post,
+                        int64_t rows, int64_t cols, void *stream);
+
+/* y[r][c] = RNE(H128blk(sum_s partial[s][r][:])[c] * svh[c] + bias[c]) --
+ * the generic path's output stage: reduces split-K partials (fixed order),
+ * rotates, scales and converts. bias may be NULL. */
+int trellis_launch_rot_out(const float *partial, int splits, const uint16_t *svh,
+                           const uint16_t *bias, void *y, int y_dtype, int64_t m,
+                           int64_t n, void *stream);
+
+/* sums[r][c] = sum_s partial[s][r][c]  (before an external rotation). */
+int trellis_launch_reduce(const float *partial, int splits, float *sums, int64_t m,
+                          int64_t n, void *stream);
+
+/* y = RNE(v + bias), v fp32 [m][n] (after an external rotation). */
+int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
+                                int y_dtype, int64_t m, int64_t n, void *stream);
+
+/* Legacy packed signs -> fp16 +-1 (used once at prepare). */
+int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
+                                void *stream);
+
+/* Decode-GEMM of the generic path. Partial sums for k-split s go to
+ * partial[s][m][n] (fp32). rotated is fp16 (bf16 when compute_bf16) [m][k]. */
+typedef struct trellis_gemm_args {
+  const int16_t *trellis;
+  const uint16_t *rotated;
+  float *partial;
+  int64_t m, k, n;
+  int bits, codebook, compute_bf16;
+  int splits;       /* k-splits (grid.y) */
+  int kt_per_split; /* tile rows per split, multiple of 8 */
+  int m_blocks;     /* 16-row blocks per CTA: 1, 2, 4 or 8 */
+} trellis_gemm_args;
+
+/* Dynamic shared memory the decode-GEMM needs for m_blocks (for attributes). */
+size_t trellis_gemm_smem_bytes(int bits, int m_blocks);
+/* Sets the kernel attributes of every variant for (bits, codebook, bf16) and
+ * returns 0, or the CUDA error (cudaErrorNoKernelImageForDevice when this
+ * build has no image for the device). */
+int trellis_gemm_prepare(int bits, int codebook, int compute_bf16);
+int trellis_launch_gemm(const trellis_gemm_args *a, void *stream);
+
+/* Decodes W_hat columns [n0, n0 + n_cols) into dst fp16 [k][n_cols]. n0 and
+ * n_cols multiples of 128. */
+int trellis_launch_reconstruct(const int16_t *trellis, int bits, int codebook,
+                               int64_t k, int64_t n, int64_t n0, int64_t n_cols,
+                               uint16_t *dst, int to_bf16, void *stream);
+int trellis_reconstruct_prepare(int bits, int codebook);
+
+/* Fused K6/MCG path (fused_k6.cu). */
+int trellis_fused_check(void);
+int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
+int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
+                         const uint16_t *s_in, const uint16_t *s_out,
+                         const uint16_t *bias, uint16_t *rotated, void *y,
+                         int out_dtype, unsigned *flags, int64_t m, int64_t k,
+                         int64_t n, int m_blocks, int cluster, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

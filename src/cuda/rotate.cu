@@ -1,0 +1,188 @@
+/* Rotation kernels: the input H128 (x * suh -> fp16), the generic output
+ * stage (split-K reduce, H128, * svh, + bias, dtype) and small helpers. One
+ * warp rotates one 128-element block; lanes hold 4 consecutive elements. */
+#include "common.cuh"
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+
+using namespace trellis;
+
+namespace {
+
+constexpr int kWarps = 8; /* warps per block: 8 row-blocks per CTA */
+
+template <int IN, int OUT>
+__global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
+                            const uint16_t *__restrict__ pre, const uint16_t *__restrict__ post,
+                            int64_t rows, int64_t cols) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks_per_row = cols / 128;
+  const int64_t unit = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (unit >= rows * blocks_per_row)
+    return;
+  const int64_t row = unit / blocks_per_row;
+  const int64_t col0 = (unit % blocks_per_row) * 128 + 4 * lane;
+  const int64_t base = row * cols + col0;
+  float h[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float v = load_as_float<IN>(in, base + e);
+    if (pre) {
+      /* a = RNE_fp16(x * suh): one rounding (fp16*fp16 is exact in fp32). */
+      v = __half2float(__float2half_rn(__fmul_rn(v, __half2float(__ushort_as_half(pre[col0 + e])))));
+    }
+    h[e] = v;
+  }
+  h128_warp(h, lane);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    float v = h[e];
+    if (post)
+      v = __fmul_rn(v, __half2float(__ushort_as_half(post[col0 + e])));
+    store_from_float<OUT>(out, base + e, v);
+  }
+}
+
+template <int OUT>
+__global__ void rot_out_kernel(const float *__restrict__ partial, int splits,
+                               const uint16_t *__restrict__ svh, const uint16_t *__restrict__ bias,
+                               void *__restrict__ y, int64_t m, int64_t n) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks_per_row = n / 128;
+  const int64_t unit = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  if (unit >= m * blocks_per_row)
+    return;
+  const int64_t row = unit / blocks_per_row;
+  const int64_t col0 = (unit % blocks_per_row) * 128 + 4 * lane;
+  const int64_t base = row * n + col0;
+  const int64_t stride = m * n;
+  float h[4];
+  float4 v = *reinterpret_cast<const float4 *>(partial + base);
+  h[0] = v.x, h[1] = v.y, h[2] = v.z, h[3] = v.w;
+  for (int s = 1; s < splits; ++s) { /* fixed order: deterministic */
+    float4 p = *reinterpret_cast<const float4 *>(partial + s * stride + base);
+    h[0] += p.x, h[1] += p.y, h[2] += p.z, h[3] += p.w;
+  }
+  h128_warp(h, lane);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    /* explicit _rn: no FMA contraction, so the CPU reference is bit-equal */
+    float o = __fmul_rn(h[e], __half2float(__ushort_as_half(svh[col0 + e])));
+    if (bias)
+      o = __fadd_rn(o, __half2float(__ushort_as_half(bias[col0 + e])));
+    store_from_float<OUT>(y, base + e, o);
+  }
+}
+
+__global__ void reduce_kernel(const float *__restrict__ partial, int splits, float *__restrict__ sums,
+                              int64_t count) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  float s = partial[i];
+  for (int j = 1; j < splits; ++j)
+    s += partial[j * count + i];
+  sums[i] = s;
+}
+
+template <int OUT>
+__global__ void bias_convert_kernel(const float *__restrict__ v, const uint16_t *__restrict__ bias,
+                                    void *__restrict__ y, int64_t m, int64_t n) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= m * n)
+    return;
+  float o = v[i];
+  if (bias)
+    o += __half2float(__ushort_as_half(bias[i % n]));
+  store_from_float<OUT>(y, i, o);
+}
+
+__global__ void expand_signs_kernel(const int16_t *__restrict__ packed, uint16_t *__restrict__ out,
+                                    int64_t count) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count)
+    return;
+  uint32_t word = (uint16_t)packed[i / 16];
+  out[i] = ((word >> (i % 16)) & 1u) ? 0xBC00u : 0x3C00u; /* -1.0 : +1.0 */
+}
+
+unsigned grid_for(int64_t units, int per_block) {
+  return (unsigned)((units + per_block - 1) / per_block);
+}
+
+template <int IN>
+int launch_h128_in(const void *in, void *out, int out_dtype, const uint16_t *pre,
+                   const uint16_t *post, int64_t rows, int64_t cols, cudaStream_t s) {
+  unsigned grid = grid_for(rows * (cols / 128), kWarps);
+  switch (out_dtype) {
+  case 0:
+    h128_kernel<IN, 0><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    break;
+  case 1:
+    h128_kernel<IN, 1><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    break;
+  default:
+    h128_kernel<IN, 2><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    break;
+  }
+  return (int)cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
+                                   const uint16_t *pre, const uint16_t *post, int64_t rows,
+                                   int64_t cols, void *stream) {
+  if (rows <= 0)
+    return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  switch (in_dtype) {
+  case 0:
+    return launch_h128_in<0>(in, out, out_dtype, pre, post, rows, cols, s);
+  case 1:
+    return launch_h128_in<1>(in, out, out_dtype, pre, post, rows, cols, s);
+  default:
+    return launch_h128_in<2>(in, out, out_dtype, pre, post, rows, cols, s);
+  }
+}
+
+extern "C" int trellis_launch_rot_out(const float *partial, int splits, const uint16_t *svh,
+                                      const uint16_t *bias, void *y, int y_dtype, int64_t m,
+                                      int64_t n, void *stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  unsigned grid = grid_for(m * (n / 128), kWarps);
+  if (y_dtype == 0)
+    rot_out_kernel<0><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+  else if (y_dtype == 1)
+    rot_out_kernel<1><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+  else
+    rot_out_kernel<2><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int trellis_launch_reduce(const float *partial, int splits, float *sums, int64_t m,
+                                     int64_t n, void *stream) {
+  reduce_kernel<<<grid_for(m * n, 256), 256, 0, (cudaStream_t)stream>>>(partial, splits, sums,
+                                                                        m * n);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
+                                           int y_dtype, int64_t m, int64_t n, void *stream) {
+  cudaStream_t s = (cudaStream_t)stream;
+  unsigned grid = grid_for(m * n, 256);
+  if (y_dtype == 0)
+    bias_convert_kernel<0><<<grid, 256, 0, s>>>(v, bias, y, m, n);
+  else if (y_dtype == 1)
+    bias_convert_kernel<1><<<grid, 256, 0, s>>>(v, bias, y, m, n);
+  else
+    bias_convert_kernel<2><<<grid, 256, 0, s>>>(v, bias, y, m, n);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
+                                           void *stream) {
+  expand_signs_kernel<<<grid_for(count, 256), 256, 0, (cudaStream_t)stream>>>(packed, out, count);
+  return (int)cudaGetLastError();
+}

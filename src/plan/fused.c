@@ -1,0 +1,44 @@
+/* Fused K6/MCG small-M path, host side: the image check behind the gate,
+ * the per-plan flags, and the launch. Needs no workspace. */
+#include "plan/plan_internal.h"
+#include "cuda/kernels.h"
+
+/* Clusters and distributed shared memory need sm_90; the kernel image must
+ * also exist for this device (the gate's "compiled for this arch"). */
+int trellis_fused_image_present(int cc_major) {
+  if (cc_major < 9)
+    return 0;
+  if (trellis_fused_check() != 0) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
+/* One state per 128-k block of the input rotation, then a done counter. */
+size_t trellis_fused_lock_count(const trellis_weight *w) {
+  return (size_t)(w->k / 128) + 1;
+}
+
+trellis_status trellis_fused_prepare(trellis_plan *plan) {
+  int err = trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
+  if (err)
+    return trellis_cuda_fail((cudaError_t)err, "plan prepare (fused kernel attributes)");
+  return TRELLIS_OK;
+}
+
+static int variant_index(int m_blocks) {
+  return m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
+}
+
+trellis_status trellis_fused_run(const trellis_plan *plan, const void *x, int64_t m, void *y,
+                                 void *rotated, cudaStream_t stream) {
+  const int mb = trellis_layout_m_blocks(m);
+  const int err = trellis_launch_fused(
+      plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out, plan->w.bias,
+      (uint16_t *)rotated, y, (int)plan->desc.output_dtype, plan->locks, m, plan->w.k,
+      plan->w.n, mb, plan->fused_cluster[variant_index(mb)], stream);
+  if (err)
+    return trellis_cuda_fail((cudaError_t)err, "fused kernel launch");
+  return TRELLIS_OK;
+}

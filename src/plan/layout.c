@@ -1,0 +1,136 @@
+#include "plan/layout.h"
+
+#include <string.h>
+
+static int align_up(size_t v, size_t a, size_t *out) {
+  if (v > SIZE_MAX - (a - 1))
+    return 0;
+  *out = (v + a - 1) / a * a;
+  return 1;
+}
+
+/* Appends a region of `bytes` at the running offset `*at`. */
+static int carve(size_t *at, size_t bytes, size_t *off, size_t *len) {
+  size_t start;
+  if (!align_up(*at, TRELLIS_WS_ALIGN, &start))
+    return 0;
+  *off = start;
+  *len = bytes;
+  if (bytes > SIZE_MAX - start)
+    return 0;
+  *at = start + bytes;
+  return 1;
+}
+
+static int mul3(size_t a, size_t b, size_t c, size_t *out) {
+  if (a && b > SIZE_MAX / a)
+    return 0;
+  size_t ab = a * b;
+  if (ab && c > SIZE_MAX / ab)
+    return 0;
+  *out = ab * c;
+  return 1;
+}
+
+int trellis_layout_m_blocks(int64_t m) {
+  if (m <= 16)
+    return 1;
+  if (m <= 32)
+    return 2;
+  if (m <= 64)
+    return 4;
+  return 8;
+}
+
+/* k-splits, in whole stages of 8 tile rows. Every CTA does the same work,
+ * so an SM's time is the number of CTAs it gets: pick the fewest splits whose
+ * CTA count fills the SMs evenly (>= 97% of ceil(total / SMs) * SMs) with at
+ * least two CTAs per SM for latency hiding; else the most even count. */
+static void choose_splits(const trellis_layout_params *p, int64_t m,
+                          int m_blocks, trellis_layout *out) {
+  const int64_t ktiles = p->k / 16;
+  const int64_t stages = ktiles / 8;
+  const int64_t m_ctas = (m + 16 * m_blocks - 1) / (16 * m_blocks);
+  const int64_t base = (p->n / 128) * m_ctas;
+  const int64_t sms = p->sm_count > 0 ? p->sm_count : 132;
+  int64_t want = p->split_k;
+  if (want <= 0) {
+    double best_eff = -1.0;
+    want = 1;
+    for (int64_t s = 1; s <= stages; ++s) {
+      const int64_t per = (stages + s - 1) / s;
+      if ((stages + per - 1) / per != s)
+        continue; /* s splits would leave one empty: same as fewer */
+      const int64_t total = base * s;
+      const double eff =
+          (double)total / (double)(sms * ((total + sms - 1) / sms));
+      if (total >= 2 * sms && eff >= 0.97) {
+        want = s;
+        break;
+      }
+      if (eff > best_eff + 1e-9 && total <= 16 * sms) {
+        best_eff = eff;
+        want = s;
+      }
+    }
+  }
+  if (want < 1)
+    want = 1;
+  if (want > stages)
+    want = stages;
+  int64_t per_stages = (stages + want - 1) / want;
+  out->kt_per_split = (int)(per_stages * 8);
+  out->splits = (int)((stages + per_stages - 1) / per_stages);
+}
+
+int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
+                           int64_t m, trellis_layout *out) {
+  memset(out, 0, sizeof *out);
+  out->path = path;
+  size_t mm = (size_t)m, k = (size_t)p->k, n = (size_t)p->n;
+  if (!mul3(mm, k, 2, &out->rotated_bytes))
+    return 0;
+  if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE)
+    return 1; /* the fused path needs no scratch at all */
+
+  size_t at = 0, mn4;
+  if (!mul3(mm, n, 4, &mn4))
+    return 0;
+  if (path == TRELLIS_PATH_GENERIC) {
+    out->m_blocks = trellis_layout_m_blocks(m);
+    choose_splits(p, m, out->m_blocks, out);
+  } else { /* dense: one fp32 GEMM output, W_hat slices, cuBLASLt scratch */
+    out->m_blocks = 0;
+    out->splits = 1;
+    out->kt_per_split = (int)(p->k / 16);
+    int64_t slice = TRELLIS_DENSE_SLICE_ELEMS / p->k / 128 * 128;
+    if (slice < 128)
+      slice = 128;
+    if (slice > p->n)
+      slice = p->n;
+    out->slice_n = slice;
+  }
+  size_t partial;
+  if (!mul3((size_t)out->splits, mn4, 1, &partial))
+    return 0;
+  if (!carve(&at, partial, &out->partial_off, &out->partial_bytes))
+    return 0;
+  if (p->has_h128) {
+    if (out->splits > 1 &&
+        !carve(&at, mn4, &out->sums_off, &out->sums_bytes))
+      return 0;
+    if (!carve(&at, mn4, &out->rotout_off, &out->rotout_bytes))
+      return 0;
+  }
+  if (path == TRELLIS_PATH_DENSE) {
+    size_t what;
+    if (!mul3(k, (size_t)out->slice_n, 2, &what))
+      return 0;
+    if (!carve(&at, what, &out->what_off, &out->what_bytes))
+      return 0;
+    if (!carve(&at, TRELLIS_CUBLAS_WS_BYTES, &out->cublas_off,
+               &out->cublas_bytes))
+      return 0;
+  }
+  return align_up(at, TRELLIS_WS_ALIGN, &out->workspace_bytes);
+}

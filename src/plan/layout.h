@@ -1,0 +1,55 @@
+/* Buffer layout of one run: the single function that both sizes the
+ * workspace (trellis_plan_query) and carves it (trellis_run), so size and use
+ * cannot disagree. Pure C, no CUDA. */
+#ifndef TRELLIS_PLAN_LAYOUT_H
+#define TRELLIS_PLAN_LAYOUT_H
+
+#include "trellis.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRELLIS_WS_ALIGN 256
+#define TRELLIS_CUBLAS_WS_BYTES ((size_t)32 << 20)
+/* Elements of the W_hat slice the dense path decodes at a time. */
+#define TRELLIS_DENSE_SLICE_ELEMS ((int64_t)32 << 20)
+
+typedef struct trellis_layout_params {
+  int64_t k, n;
+  int sm_count;
+  int split_k;         /* forced k-splits (0 = automatic) */
+  int has_h128;        /* external rotation: stages fp32 sums through scratch */
+} trellis_layout_params;
+
+typedef struct trellis_layout {
+  trellis_path path;
+  int m_blocks;        /* 16-row blocks per CTA of the decode-GEMM */
+  int splits;          /* k-splits: fp32 partial slices */
+  int kt_per_split;    /* tile rows (16 k) per split, multiple of 8 */
+  int64_t slice_n;     /* dense path: W_hat columns decoded per GEMM */
+  size_t partial_off, partial_bytes;   /* fp32 [splits][m][n] */
+  size_t sums_off, sums_bytes;         /* fp32 [m][n], external rotation */
+  size_t rotout_off, rotout_bytes;     /* fp32 [m][n], external rotation */
+  size_t what_off, what_bytes;         /* fp16 [k][slice_n], dense path */
+  size_t cublas_off, cublas_bytes;     /* cuBLASLt workspace, dense path */
+  size_t workspace_bytes;              /* total scratch (0 on the fused path) */
+  size_t rotated_bytes;                /* fp16 [m][k] */
+  size_t input_f16_bytes, output_f16_bytes;
+} trellis_layout;
+
+/* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
+int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
+                           int64_t m, trellis_layout *out);
+
+/* 16-row blocks per CTA the decode-GEMM uses for m rows. */
+int trellis_layout_m_blocks(int64_t m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

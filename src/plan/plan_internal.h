@@ -1,0 +1,60 @@
+/* The plan object, shared by the plan/prepare/run files of the CUDA build. */
+#ifndef TRELLIS_PLAN_INTERNAL_H
+#define TRELLIS_PLAN_INTERNAL_H
+
+#include "core/internal.h"
+#include "plan/gate.h"
+#include "plan/layout.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#define TRELLIS_DENSE_BUCKETS 16
+
+typedef struct dense_algo {
+  int64_t m;            /* largest m this entry serves */
+  int valid_full, valid_tail;
+  cublasLtMatmulAlgo_t full, tail; /* slice_n columns; the last, narrower slice */
+} dense_algo;
+
+struct trellis_plan {
+  trellis_weight w;          /* device pointers */
+  trellis_plan_desc desc;
+  int device;
+  int sm_count, cc_major, cc_minor;
+  int prepared;
+  int fused_image;           /* fused kernel image runs on this device */
+  int fused_cluster[4];      /* cluster size per m-block variant 1, 2, 4, 8 */
+  int64_t dense_min_m;       /* generic path: dense (cuBLASLt) from this m */
+  trellis_layout_params lp;
+  const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
+  void *owned;               /* plan-owned device memory (signs, locks) */
+  unsigned *locks;           /* fused path: self-resetting counters */
+  size_t lock_count;
+  cublasLtHandle_t lt;
+  cublasLtMatmulDescOpaque_t matmul_desc;
+  dense_algo algos[TRELLIS_DENSE_BUCKETS];
+  int algo_count;
+};
+
+/* Path run() takes for m: the gate, then the dense crossover. */
+trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
+                                   trellis_gate_reason *why);
+
+trellis_status trellis_cuda_fail(cudaError_t e, const char *what);
+
+/* Fused path (plan/fused.c). */
+int trellis_fused_image_present(int cc_major);
+size_t trellis_fused_lock_count(const trellis_weight *w);
+trellis_status trellis_fused_prepare(trellis_plan *plan);
+trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
+                                 int64_t m, void *y, void *rotated,
+                                 cudaStream_t stream);
+
+/* Dense path (plan/dense.c). */
+trellis_status trellis_dense_prepare(trellis_plan *plan);
+trellis_status trellis_dense_gemm(const trellis_plan *plan,
+                                  const trellis_layout *lay, const void *rotated,
+                                  char *ws, int64_t m, cudaStream_t stream);
+
+#endif

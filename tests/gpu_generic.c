@@ -1,0 +1,450 @@
+/* GPU generic path: every test vector, random layers against the CPU
+ * reference, dtypes, the external rotation, CUDA-graph capture, concurrent
+ * plans and misuse. Exits 77 (skipped) without a GPU. */
+#include "gpu_util.h"
+
+static trellis_plan_desc make_desc(int64_t max_m, trellis_dtype in,
+                                   trellis_dtype out, uint32_t flags) {
+  trellis_plan_desc d;
+  trellis_plan_desc_init(&d);
+  d.max_m = max_m;
+  d.input_dtype = in;
+  d.output_dtype = out;
+  d.flags = flags;
+  return d;
+}
+
+static void run_vectors(uint32_t flags, trellis_dtype out, double max_tol) {
+  tv_case *cases = NULL;
+  size_t count = tv_load_manifest(&cases);
+  for (size_t i = 0; i < count; ++i) {
+    tv_loaded t;
+    tv_open(&cases[i], &t);
+    trellis_plan_desc d = make_desc(cases[i].m, TRELLIS_F16, out, flags);
+    grun g;
+    grun_open(&g, &t.layer.weight, &d);
+    float *y = grun_forward(&g, t.x.data, cases[i].m, 0);
+    char what[160];
+    snprintf(what, sizeof what, "%s (%s, out %s)", cases[i].name,
+             trellis_path_name(
+                 (trellis_path)(flags & TRELLIS_PLAN_FORCE_GENERIC ? 2 : 0)),
+             trellis_dtype_name(out));
+    check_close(y, (const float *)t.y.data, (size_t)(cases[i].m * cases[i].n),
+                2e-3, max_tol, what);
+    free(y);
+    grun_close(&g);
+    tv_close(&t);
+  }
+  free(cases);
+}
+
+static void test_vectors_generic_f32(void **state) {
+  (void)state;
+  run_vectors(TRELLIS_PLAN_FORCE_GENERIC, TRELLIS_F32, 2e-3);
+}
+
+static void test_vectors_generic_f16(void **state) {
+  (void)state;
+  run_vectors(TRELLIS_PLAN_FORCE_GENERIC, TRELLIS_F16, 2e-3);
+}
+
+static void test_vectors_default(void **state) {
+  (void)state;
+  run_vectors(0, TRELLIS_F32, 2e-3);
+}
+
+typedef struct shape {
+  int64_t k, n, m;
+  int bits;
+  trellis_codebook cb;
+  int legacy, bias;
+} shape;
+
+/* Every K and codebook at least once; k, n up to 8192; m 1..300. */
+static const shape kShapes[] = {
+    {8192, 8192, 1, 6, TRELLIS_CB_MCG, 0, 0},
+    {4096, 1024, 7, 1, TRELLIS_CB_3INST, 0, 1},
+    {1024, 4096, 16, 2, TRELLIS_CB_MCG, 0, 0},
+    {2048, 384, 17, 3, TRELLIS_CB_MUL1, 1, 0},
+    {512, 8192, 33, 4, TRELLIS_CB_3INST, 0, 1},
+    {8192, 256, 64, 5, TRELLIS_CB_MCG, 0, 0},
+    {1280, 640, 65, 6, TRELLIS_CB_MUL1, 0, 1},
+    {384, 2048, 128, 7, TRELLIS_CB_MCG, 1, 1},
+    {256, 1152, 129, 8, TRELLIS_CB_3INST, 0, 0},
+    {640, 896, 300, 8, TRELLIS_CB_MUL1, 0, 1},
+    {128, 128, 255, 1, TRELLIS_CB_MCG, 0, 0},
+    {896, 128, 2, 2, TRELLIS_CB_3INST, 0, 0},
+    {128, 2944, 5, 3, TRELLIS_CB_MCG, 0, 1},
+    {1152, 512, 9, 4, TRELLIS_CB_MUL1, 0, 0},
+    {3072, 768, 3, 5, TRELLIS_CB_3INST, 1, 1},
+    {2048, 4096, 40, 6, TRELLIS_CB_3INST, 0, 0},
+    {6144, 1024, 7, 6, TRELLIS_CB_MCG, 0, 0},
+    {512, 6144, 32, 6, TRELLIS_CB_MCG, 0, 1},
+    {1536, 1536, 100, 7, TRELLIS_CB_MUL1, 0, 0},
+    {7168, 128, 1, 1, TRELLIS_CB_MUL1, 0, 0},
+};
+
+static void test_random_layers(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
+    const shape *s = &kShapes[i];
+    gw w;
+    gw_random(&w, s->k, s->n, s->bits, s->cb, s->legacy, s->bias, 100 + i);
+    void *x = rand_input(s->m, s->k, TRELLIS_F16, 200 + i);
+    float *ref = cpu_ref(&w.w, x, TRELLIS_F16, s->m, TRELLIS_F32);
+    trellis_plan_desc d =
+        make_desc(s->m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
+    grun g;
+    grun_open(&g, &w.w, &d);
+    trellis_buffer_sizes sz;
+    OK(trellis_plan_query(g.plan, s->m, &sz));
+    float *y = grun_forward(&g, x, s->m, 0);
+    char what[160];
+    snprintf(what, sizeof what, "k%lld n%lld m%lld K%d %s legacy%d bias%d (%s)",
+             (long long)s->k, (long long)s->n, (long long)s->m, s->bits,
+             trellis_codebook_name(s->cb), s->legacy, s->bias,
+             trellis_path_name(sz.path));
+    check_close(y, ref, (size_t)(s->m * s->n), 1e-4, 1e-3, what);
+    printf("  ok %s rel %.2e\n", what, tu_rel_l2(y, ref, (size_t)(s->m * s->n)));
+    free(y);
+    free(ref);
+    free(x);
+    grun_close(&g);
+    gw_free(&w);
+  }
+}
+
+static void test_dtypes(void **state) {
+  (void)state;
+  const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
+  gw w;
+  gw_random(&w, 1024, 768, 4, TRELLIS_CB_MCG, 0, 1, 7);
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 3; ++o) {
+      const int64_t m = 19;
+      void *x = rand_input(m, w.w.k, dts[i], 300 + i);
+      float *ref = cpu_ref(&w.w, x, dts[i], m, dts[o]);
+      trellis_plan_desc d = make_desc(m, dts[i], dts[o], 0);
+      grun g;
+      grun_open(&g, &w.w, &d);
+      float *y = grun_forward(&g, x, m, 0);
+      char what[64];
+      snprintf(what, sizeof what, "in %s out %s", trellis_dtype_name(dts[i]),
+               trellis_dtype_name(dts[o]));
+      /* one output ulp where CPU and GPU sums straddle a rounding point */
+      check_close(y, ref, (size_t)(m * w.w.n), 2e-3,
+                  dts[o] == TRELLIS_BF16 ? 8e-3 : 2e-3, what);
+      free(y);
+      free(ref);
+      free(x);
+      grun_close(&g);
+    }
+  gw_free(&w);
+}
+
+static void test_bf16_compute(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 2048, 1024, 5, TRELLIS_CB_3INST, 0, 0, 8);
+  const int64_t ms[3] = {3, 70, 300};
+  for (int i = 0; i < 3; ++i) {
+    void *x = rand_input(ms[i], w.w.k, TRELLIS_BF16, 400 + i);
+    float *ref = cpu_ref(&w.w, x, TRELLIS_BF16, ms[i], TRELLIS_F32);
+    trellis_plan_desc d = make_desc(ms[i], TRELLIS_BF16, TRELLIS_F32, 0);
+    d.compute_dtype = TRELLIS_BF16;
+    grun g;
+    grun_open(&g, &w.w, &d);
+    float *y = grun_forward(&g, x, ms[i], 0);
+    /* bf16 operands: ~2^-9 relative per product */
+    check_close(y, ref, (size_t)(ms[i] * w.w.n), 1e-2, 2e-2, "bf16 compute");
+    free(y);
+    free(ref);
+    free(x);
+    grun_close(&g);
+  }
+  gw_free(&w);
+}
+
+static int callback_calls;
+
+static trellis_status counting_h128(const void *in, trellis_dtype in_dtype,
+                                    void *out, trellis_dtype out_dtype,
+                                    const uint16_t *pre, const uint16_t *post,
+                                    int64_t rows, int64_t cols, void *stream,
+                                    void *user) {
+  callback_calls++;
+  assert_ptr_equal(user, &callback_calls);
+  return trellis_cuda_h128(in, in_dtype, out, out_dtype, pre, post, rows, cols,
+                           stream, NULL);
+}
+
+static void test_external_h128(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 1536, 1024, 6, TRELLIS_CB_MCG, 0, 1, 9);
+  const int64_t ms[3] = {1, 40, 290};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t m = ms[i];
+    void *x = rand_input(m, w.w.k, TRELLIS_F16, 500 + i);
+    /* both generic: the fused path never takes a callback */
+    trellis_plan_desc d =
+        make_desc(m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
+    grun gi;
+    grun_open(&gi, &w.w, &d);
+    float *yi = grun_forward(&gi, x, m, 0);
+    d.flags = 0;
+    d.h128 = counting_h128;
+    d.h128_user_data = &callback_calls;
+    grun ge;
+    grun_open(&ge, &w.w, &d);
+    trellis_buffer_sizes sz;
+    OK(trellis_plan_query(ge.plan, m, &sz));
+    assert_int_not_equal(sz.path, TRELLIS_PATH_FUSED);
+    callback_calls = 0;
+    float *ye = grun_forward(&ge, x, m, 0);
+    assert_int_equal(callback_calls, 2);
+    assert_memory_equal(yi, ye, (size_t)(m * w.w.n) * sizeof(float));
+    free(yi);
+    free(ye);
+    free(x);
+    grun_close(&gi);
+    grun_close(&ge);
+  }
+  gw_free(&w);
+}
+
+static void test_graph_capture(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 2048, 2048, 4, TRELLIS_CB_MUL1, 0, 1, 10);
+  const int64_t m = 9;
+  void *x = rand_input(m, w.w.k, TRELLIS_F16, 600);
+  trellis_plan_desc d = make_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
+  grun g;
+  grun_open(&g, &w.w, &d);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  float *eager = grun_forward(&g, x, m, s);
+  const size_t yb = (size_t)(m * w.w.n) * 2;
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  OK(trellis_run(g.plan, g.dx, m, g.dy, &g.b, s));
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  uint16_t *h = malloc(yb);
+  float *yf = NULL;
+  for (int r = 0; r < 100; ++r) {
+    CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
+    CK(cudaGraphLaunch(exec, s));
+    if (r % 33 == 0 || r == 99) {
+      CK(cudaStreamSynchronize(s));
+      CK(cudaMemcpy(h, g.dy, yb, cudaMemcpyDeviceToHost));
+      yf = to_float(h, (size_t)(m * w.w.n), TRELLIS_F16);
+      assert_memory_equal(yf, eager, (size_t)(m * w.w.n) * sizeof(float));
+      free(yf);
+    }
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+
+  /* Capture with no workspace: the capture status and message, and the
+   * stream stays usable. */
+  trellis_buffers nows = g.b;
+  nows.workspace = NULL;
+  nows.workspace_bytes = 0;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  trellis_status st = trellis_run(g.plan, g.dx, m, g.dy, &nows, s);
+  cudaGraph_t broken = NULL;
+  cudaError_t end = cudaStreamEndCapture(s, &broken);
+  tu_assert_status(st, TRELLIS_ERR_WORKSPACE);
+  tu_assert_error_has("generic GEMM scratch is not initialized for CUDA graph "
+                      "capture");
+  assert_int_equal(end, cudaSuccess);
+  if (broken)
+    CK(cudaGraphDestroy(broken));
+  /* Eager with no workspace: same status, plain words. */
+  st = trellis_run(g.plan, g.dx, m, g.dy, &nows, s);
+  tu_assert_status(st, TRELLIS_ERR_WORKSPACE);
+  tu_assert_error_has("workspace missing");
+  float *again = grun_forward(&g, x, m, s);
+  assert_memory_equal(again, eager, (size_t)(m * w.w.n) * sizeof(float));
+  free(again);
+  free(h);
+  free(eager);
+  free(x);
+  CK(cudaStreamDestroy(s));
+  grun_close(&g);
+  gw_free(&w);
+}
+
+static void test_two_plans_two_streams(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 4096, 2048, 6, TRELLIS_CB_MCG, 0, 0, 11);
+  const int64_t m = 5;
+  void *x1 = rand_input(m, w.w.k, TRELLIS_F16, 700);
+  void *x2 = rand_input(m, w.w.k, TRELLIS_F16, 701);
+  float *r1 = cpu_ref(&w.w, x1, TRELLIS_F16, m, TRELLIS_F32);
+  float *r2 = cpu_ref(&w.w, x2, TRELLIS_F16, m, TRELLIS_F32);
+  trellis_weight dw;
+  OK(trellis_weight_upload(&w.w, &dw));
+  trellis_plan_desc d = make_desc(m, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan *p[2];
+  trellis_buffers b[2];
+  void *dx[2], *dy[2];
+  cudaStream_t s[2];
+  const void *xs[2] = {x1, x2};
+  for (int i = 0; i < 2; ++i) {
+    OK(trellis_plan_create(&dw, &d, &p[i]));
+    OK(trellis_plan_prepare(p[i]));
+    trellis_buffer_sizes sz;
+    OK(trellis_plan_query(p[i], m, &sz));
+    trellis_buffers_init(&b[i]);
+    b[i].rotated_bytes = sz.rotated_bytes;
+    b[i].workspace_bytes = sz.workspace_bytes;
+    CK(cudaMalloc(&b[i].rotated, sz.rotated_bytes));
+    if (sz.workspace_bytes)
+      CK(cudaMalloc(&b[i].workspace, sz.workspace_bytes));
+    dx[i] = dev_copy(xs[i], (size_t)(m * w.w.k) * 2);
+    CK(cudaMalloc(&dy[i], (size_t)(m * w.w.n) * 4));
+    CK(cudaMemset(dy[i], 0xFF, (size_t)(m * w.w.n) * 4));
+    CK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
+  }
+  CK(cudaDeviceSynchronize());
+  for (int rep = 0; rep < 50; ++rep)
+    for (int i = 0; i < 2; ++i)
+      OK(trellis_run(p[i], dx[i], m, dy[i], &b[i], s[i]));
+  CK(cudaDeviceSynchronize());
+  const float *refs[2] = {r1, r2};
+  for (int i = 0; i < 2; ++i) {
+    float *y = malloc((size_t)(m * w.w.n) * 4);
+    CK(cudaMemcpy(y, dy[i], (size_t)(m * w.w.n) * 4, cudaMemcpyDeviceToHost));
+    check_close(y, refs[i], (size_t)(m * w.w.n), 1e-4, 1e-3, "two streams");
+    free(y);
+    trellis_plan_destroy(p[i]);
+    cudaFree(b[i].rotated);
+    cudaFree(b[i].workspace);
+    cudaFree(dx[i]);
+    cudaFree(dy[i]);
+    CK(cudaStreamDestroy(s[i]));
+  }
+  OK(trellis_weight_free_device(&dw));
+  free(r1);
+  free(r2);
+  free(x1);
+  free(x2);
+  gw_free(&w);
+}
+
+static void test_dense_path(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 1024, 1536, 3, TRELLIS_CB_MCG, 0, 1, 12);
+  const int64_t ms[3] = {5, 256, 333};
+  for (int i = 0; i < 3; ++i) {
+    void *x = rand_input(ms[i], w.w.k, TRELLIS_F16, 800 + i);
+    float *ref = cpu_ref(&w.w, x, TRELLIS_F16, ms[i], TRELLIS_F32);
+    trellis_plan_desc d = make_desc(ms[i], TRELLIS_F16, TRELLIS_F32,
+                                    i == 0 ? TRELLIS_PLAN_FORCE_DENSE : 0);
+    grun g;
+    grun_open(&g, &w.w, &d);
+    trellis_buffer_sizes sz;
+    OK(trellis_plan_query(g.plan, ms[i], &sz));
+    assert_int_equal(sz.path, TRELLIS_PATH_DENSE);
+    float *y = grun_forward(&g, x, ms[i], 0);
+    check_close(y, ref, (size_t)(ms[i] * w.w.n), 1e-4, 1e-3, "dense path");
+    free(y);
+    free(ref);
+    free(x);
+    grun_close(&g);
+  }
+  gw_free(&w);
+}
+
+static void test_misuse(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 256, 256, 2, TRELLIS_CB_3INST, 0, 0, 13);
+  trellis_plan_desc d = make_desc(4, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan *bad = NULL;
+  /* host pointers are not a device weight */
+  tu_assert_status(trellis_plan_create(&w.w, &d, &bad),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  assert_null(bad);
+  grun g;
+  grun_open(&g, &w.w, &d);
+  trellis_plan_desc bd = d;
+  bd.max_m = 0;
+  tu_assert_status(trellis_plan_create(&g.dw, &bd, &bad),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  bd = d;
+  bd.output_dtype = (trellis_dtype)7;
+  tu_assert_status(trellis_plan_create(&g.dw, &bd, &bad), TRELLIS_ERR_DTYPE);
+  bd = d;
+  bd.struct_size = 4;
+  tu_assert_status(trellis_plan_create(&g.dw, &bd, &bad),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+
+  tu_assert_status(trellis_run(g.plan, g.dx, 0, g.dy, &g.b, 0),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_run(g.plan, g.dx, 5, g.dy, &g.b, 0),
+                   TRELLIS_ERR_SHAPE);
+  tu_assert_status(trellis_run(g.plan, NULL, 1, g.dy, &g.b, 0),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, NULL, &g.b, 0),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_run(g.plan, (char *)g.dx + 2, 1, g.dy, &g.b, 0),
+                   TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, (char *)g.dy + 4, &g.b, 0),
+                   TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, NULL, 0),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_run(NULL, g.dx, 1, g.dy, &g.b, 0),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  trellis_buffers b = g.b;
+  b.rotated = NULL;
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  b = g.b;
+  b.rotated_bytes = 16;
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  b = g.b;
+  trellis_buffer_sizes sz;
+  OK(trellis_plan_query(g.plan, 4, &sz));
+  b.workspace_bytes = sz.workspace_bytes - 1;
+  tu_assert_status(trellis_run(g.plan, g.dx, 4, g.dy, &b, 0),
+                   TRELLIS_ERR_WORKSPACE);
+  tu_assert_error_has("too small");
+  b = g.b;
+  b.workspace = (char *)b.workspace + 16; /* size still claimed: alignment */
+  tu_assert_status(trellis_run(g.plan, g.dx, 4, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_plan_query(g.plan, 5, &sz), TRELLIS_ERR_SHAPE);
+
+  /* run before prepare */
+  trellis_plan *unprepared = NULL;
+  OK(trellis_plan_create(&g.dw, &d, &unprepared));
+  tu_assert_status(trellis_run(unprepared, g.dx, 1, g.dy, &g.b, 0),
+                   TRELLIS_ERR_NOT_PREPARED);
+  trellis_plan_destroy(unprepared);
+  grun_close(&g);
+  gw_free(&w);
+}
+
+int main(void) {
+  TU_REQUIRE_GPU();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_vectors_generic_f32),
+      cmocka_unit_test(test_vectors_generic_f16),
+      cmocka_unit_test(test_vectors_default),
+      cmocka_unit_test(test_random_layers),
+      cmocka_unit_test(test_dtypes),
+      cmocka_unit_test(test_bf16_compute),
+      cmocka_unit_test(test_external_h128),
+      cmocka_unit_test(test_graph_capture),
+      cmocka_unit_test(test_two_plans_two_streams),
+      cmocka_unit_test(test_dense_path),
+      cmocka_unit_test(test_misuse),
+  };
+  return cmocka_run_group_tests_name("gpu_generic", tests, NULL, NULL);
+}

@@ -1,0 +1,233 @@
+/* Helpers for the GPU tests (header-only: every gpu_*.c is one program).
+ * Random EXL3 layers, device buffers, running a plan, CPU reference. */
+#ifndef TRELLIS_GPU_UTIL_H
+#define TRELLIS_GPU_UTIL_H
+
+#include "testutil.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(call)                                                               \
+  do {                                                                         \
+    cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess)                                                     \
+      fail_msg("%s:%d %s: %s", __FILE__, __LINE__, #call,                     \
+               cudaGetErrorString(e_));                                        \
+  } while (0)
+
+#define OK(call) tu_assert_status((call), TRELLIS_OK)
+
+/* A host weight and the arrays it points to. */
+typedef struct gw {
+  trellis_weight w;
+  int16_t *trellis, *su, *sv;
+  uint16_t *suh, *svh, *bias;
+} gw;
+
+/* Random layer like a real checkpoint: random payload, scales with random
+ * signs and magnitudes around 1/sqrt(k) so y stays O(1). */
+static inline void gw_random(gw *g, int64_t k, int64_t n, int bits,
+                             trellis_codebook cb, int legacy, int bias,
+                             uint64_t seed) {
+  memset(g, 0, sizeof *g);
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  size_t words = (size_t)(k / 16) * (size_t)(n / 16) * 16 * (size_t)bits;
+  g->trellis = malloc(words * 2);
+  for (size_t i = 0; i < words; ++i)
+    g->trellis[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
+  trellis_weight_init(&g->w);
+  g->w.k = k;
+  g->w.n = n;
+  g->w.bits = bits;
+  g->w.codebook = cb;
+  g->w.trellis = g->trellis;
+  if (legacy) {
+    g->su = malloc((size_t)k / 16 * 2);
+    g->sv = malloc((size_t)n / 16 * 2);
+    for (int64_t i = 0; i < k / 16; ++i)
+      g->su[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
+    for (int64_t i = 0; i < n / 16; ++i)
+      g->sv[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
+    g->w.su = g->su;
+    g->w.sv = g->sv;
+  } else {
+    g->suh = malloc((size_t)k * 2);
+    g->svh = malloc((size_t)n * 2);
+    float s = 1.0f / sqrtf((float)k);
+    for (int64_t i = 0; i < k; ++i) {
+      float v = tu_rng_uniform(&r, 0.5f, 1.5f);
+      g->suh[i] = trellis_f32_to_f16((tu_rng_next(&r) & 1) ? -v : v);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float v = tu_rng_uniform(&r, 0.5f, 1.5f) * s;
+      g->svh[i] = trellis_f32_to_f16((tu_rng_next(&r) & 1) ? -v : v);
+    }
+    g->w.suh = g->suh;
+    g->w.svh = g->svh;
+  }
+  if (bias) {
+    g->bias = malloc((size_t)n * 2);
+    tu_rng_fill_f16(&r, g->bias, (size_t)n, -0.5f, 0.5f);
+    g->w.bias = g->bias;
+  }
+}
+
+static inline void gw_free(gw *g) {
+  free(g->trellis);
+  free(g->su);
+  free(g->sv);
+  free(g->suh);
+  free(g->svh);
+  free(g->bias);
+  memset(g, 0, sizeof *g);
+}
+
+/* Random input rows in [-1, 1) in dtype dt; malloc'd. */
+static inline void *rand_input(int64_t m, int64_t k, trellis_dtype dt,
+                               uint64_t seed) {
+  tu_rng r;
+  tu_rng_seed(&r, seed);
+  size_t count = (size_t)(m * k);
+  void *x = malloc(count * trellis_dtype_size(dt));
+  for (size_t i = 0; i < count; ++i) {
+    float v = tu_rng_uniform(&r, -1.0f, 1.0f);
+    if (dt == TRELLIS_F16)
+      ((uint16_t *)x)[i] = trellis_f32_to_f16(v);
+    else if (dt == TRELLIS_BF16)
+      ((uint16_t *)x)[i] = trellis_f32_to_bf16(v);
+    else
+      ((float *)x)[i] = v;
+  }
+  return x;
+}
+
+/* Any dtype array -> malloc'd float array. */
+static inline float *to_float(const void *v, size_t count, trellis_dtype dt) {
+  float *out = malloc(count * sizeof(float));
+  for (size_t i = 0; i < count; ++i) {
+    if (dt == TRELLIS_F16)
+      out[i] = trellis_f16_to_f32(((const uint16_t *)v)[i]);
+    else if (dt == TRELLIS_BF16)
+      out[i] = trellis_bf16_to_f32(((const uint16_t *)v)[i]);
+    else
+      out[i] = ((const float *)v)[i];
+  }
+  return out;
+}
+
+/* CPU reference forward, all cores, output as float. */
+static inline float *cpu_ref(const trellis_weight *w, const void *x,
+                             trellis_dtype xdt, int64_t m, trellis_dtype ydt) {
+  size_t ws_bytes = trellis_cpu_workspace_size(w, m, 0);
+  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  void *y = malloc((size_t)(m * w->n) * trellis_dtype_size(ydt));
+  OK(trellis_cpu_forward(w, x, xdt, m, y, ydt, ws, ws_bytes, 0));
+  float *f = to_float(y, (size_t)(m * w->n), ydt);
+  free(ws);
+  free(y);
+  return f;
+}
+
+static inline void *dev_copy(const void *host, size_t bytes) {
+  void *d = NULL;
+  CK(cudaMalloc(&d, bytes ? bytes : 16));
+  if (bytes)
+    CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+  return d;
+}
+
+/* A prepared plan with device buffers sized for max_m. */
+typedef struct grun {
+  trellis_weight dw;
+  trellis_plan *plan;
+  trellis_plan_desc desc;
+  trellis_buffers b;
+  void *dx, *dy;
+  int64_t max_m;
+} grun;
+
+static inline void grun_buffers(grun *g, int64_t m) {
+  trellis_buffer_sizes sz;
+  OK(trellis_plan_query(g->plan, m, &sz));
+  trellis_buffers_init(&g->b);
+  g->b.rotated_bytes = sz.rotated_bytes;
+  g->b.workspace_bytes = sz.workspace_bytes;
+  CK(cudaMalloc(&g->b.rotated, sz.rotated_bytes));
+  if (sz.workspace_bytes)
+    CK(cudaMalloc(&g->b.workspace, sz.workspace_bytes));
+}
+
+static inline void grun_open(grun *g, const trellis_weight *host,
+                             const trellis_plan_desc *desc) {
+  memset(g, 0, sizeof *g);
+  OK(trellis_weight_upload(host, &g->dw));
+  g->desc = *desc;
+  g->max_m = desc->max_m;
+  OK(trellis_plan_create(&g->dw, desc, &g->plan));
+  OK(trellis_plan_prepare(g->plan));
+  /* Buffers sized for the largest need over m = 1..max_m. */
+  trellis_buffer_sizes sz;
+  size_t rot = 0, ws = 0;
+  for (int64_t m = 1; m <= desc->max_m; m = m < 8 ? m + 1 : m * 2) {
+    OK(trellis_plan_query(g->plan, m, &sz));
+    rot = sz.rotated_bytes > rot ? sz.rotated_bytes : rot;
+    ws = sz.workspace_bytes > ws ? sz.workspace_bytes : ws;
+  }
+  OK(trellis_plan_query(g->plan, desc->max_m, &sz));
+  rot = sz.rotated_bytes > rot ? sz.rotated_bytes : rot;
+  ws = sz.workspace_bytes > ws ? sz.workspace_bytes : ws;
+  trellis_buffers_init(&g->b);
+  g->b.rotated_bytes = rot;
+  g->b.workspace_bytes = ws;
+  CK(cudaMalloc(&g->b.rotated, rot));
+  if (ws)
+    CK(cudaMalloc(&g->b.workspace, ws));
+  CK(cudaMalloc(&g->dx, (size_t)(desc->max_m * host->k) * 4));
+  CK(cudaMalloc(&g->dy, (size_t)(desc->max_m * host->n) * 4));
+}
+
+static inline void grun_close(grun *g) {
+  trellis_plan_destroy(g->plan);
+  OK(trellis_weight_free_device(&g->dw));
+  cudaFree(g->b.rotated);
+  cudaFree(g->b.workspace);
+  cudaFree(g->dx);
+  cudaFree(g->dy);
+  memset(g, 0, sizeof *g);
+}
+
+/* Uploads x, poisons y with NaN, runs on `stream`, returns y as float. */
+static inline float *grun_forward(grun *g, const void *x, int64_t m,
+                                  cudaStream_t stream) {
+  size_t xb = (size_t)(m * g->dw.k) * trellis_dtype_size(g->desc.input_dtype);
+  size_t yb = (size_t)(m * g->dw.n) * trellis_dtype_size(g->desc.output_dtype);
+  CK(cudaMemcpy(g->dx, x, xb, cudaMemcpyHostToDevice));
+  CK(cudaMemset(g->dy, 0xFF, yb)); /* NaN in every dtype */
+  OK(trellis_run(g->plan, g->dx, m, g->dy, &g->b, stream));
+  CK(cudaStreamSynchronize(stream));
+  void *h = malloc(yb);
+  CK(cudaMemcpy(h, g->dy, yb, cudaMemcpyDeviceToHost));
+  float *f = to_float(h, (size_t)(m * g->dw.n), g->desc.output_dtype);
+  free(h);
+  return f;
+}
+
+/* Relative L2 and max-abs checks against a reference. */
+static inline void check_close(const float *got, const float *ref, size_t n,
+                               double rel_tol, double max_tol,
+                               const char *what) {
+  if (!tu_all_finite(got, n))
+    fail_msg("%s: output has non-finite values (unwritten elements?)", what);
+  double rel = tu_rel_l2(got, ref, n);
+  double mx = tu_max_abs_diff(got, ref, n) / (tu_max_abs(ref, n) + 1e-30);
+  if (rel > rel_tol || mx > max_tol)
+    fail_msg("%s: rel L2 %.3g (tol %.3g), max|d|/max|y| %.3g (tol %.3g)", what,
+             rel, rel_tol, mx, max_tol);
+}
+
+#endif

@@ -1,0 +1,125 @@
+/* The gate between the fused and generic paths, and the buffer layout:
+ * pure functions, tested on the CPU. */
+#include "testutil.h"
+
+#include "plan/gate.h"
+#include "plan/layout.h"
+
+static trellis_gate_input open_gate(void) {
+  trellis_gate_input g = {0};
+  g.m = 1;
+  g.bits = 6;
+  g.codebook = TRELLIS_CB_MCG;
+  g.compute_dtype = TRELLIS_F16;
+  g.fused_image_present = 1;
+  return g;
+}
+
+static void test_gate_open(void **state) {
+  (void)state;
+  trellis_gate_input g = open_gate();
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+  g.m = 128;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+}
+
+/* Each condition flipped alone closes the gate with its own reason. */
+static void test_gate_each_condition(void **state) {
+  (void)state;
+  trellis_gate_input g;
+  g = open_gate(), g.m = 129;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_M_TOO_LARGE);
+  g = open_gate(), g.m = 0;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_M_TOO_LARGE);
+  for (int bits = 1; bits <= 8; ++bits) {
+    g = open_gate(), g.bits = bits;
+    assert_int_equal(trellis_gate(&g),
+                     bits == 6 ? TRELLIS_GATE_OPEN : TRELLIS_GATE_BITS);
+  }
+  g = open_gate(), g.codebook = TRELLIS_CB_3INST;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+  g = open_gate(), g.codebook = TRELLIS_CB_MUL1;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+  g = open_gate(), g.paired = 1;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_PAIRED);
+  g = open_gate(), g.compute_dtype = TRELLIS_BF16;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_COMPUTE_DTYPE);
+  g = open_gate(), g.has_external_h128 = 1;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_EXTERNAL_H128);
+  g = open_gate(), g.fused_image_present = 0;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_NO_IMAGE);
+  g = open_gate(), g.forced = 1;
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_FORCED);
+  for (int r = TRELLIS_GATE_OPEN; r <= TRELLIS_GATE_FORCED; ++r)
+    assert_true(trellis_gate_reason_text((trellis_gate_reason)r)[0] != '\0');
+}
+
+static trellis_layout_params params(int64_t k, int64_t n) {
+  trellis_layout_params p = {0};
+  p.k = k;
+  p.n = n;
+  p.sm_count = 132;
+  return p;
+}
+
+static void test_layout_fused_needs_no_workspace(void **state) {
+  (void)state;
+  trellis_layout_params p = params(8192, 28672);
+  trellis_layout l;
+  for (int64_t m = 1; m <= 128; ++m) {
+    assert_true(trellis_layout_compute(&p, TRELLIS_PATH_FUSED, m, &l));
+    assert_int_equal(l.workspace_bytes, 0);
+    assert_int_equal(l.rotated_bytes, (size_t)(m * 8192 * 2));
+  }
+}
+
+static void test_layout_generic(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{128, 128}, {6144, 1024}, {8192, 28672}, {512, 6144}};
+  for (size_t i = 0; i < 4; ++i) {
+    trellis_layout_params p = params(shapes[i][0], shapes[i][1]);
+    for (int64_t m = 1; m <= 300; m += 7) {
+      trellis_layout l;
+      assert_true(trellis_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
+      /* splits cover k exactly, in whole 128-k stages */
+      assert_true(l.splits >= 1);
+      assert_int_equal(l.kt_per_split % 8, 0);
+      assert_true((int64_t)l.splits * l.kt_per_split >= p.k / 16);
+      assert_true((int64_t)(l.splits - 1) * l.kt_per_split < p.k / 16);
+      assert_int_equal(l.partial_bytes, (size_t)l.splits * (size_t)(m * p.n) * 4);
+      assert_true(l.workspace_bytes >= l.partial_off + l.partial_bytes);
+      assert_int_equal(l.workspace_bytes % TRELLIS_WS_ALIGN, 0);
+    }
+  }
+}
+
+static void test_layout_callback_and_dense(void **state) {
+  (void)state;
+  trellis_layout_params p = params(4096, 4096);
+  p.has_h128 = 1;
+  trellis_layout l;
+  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_GENERIC, 3, &l));
+  assert_int_equal(l.rotout_bytes, (size_t)(3 * 4096 * 4));
+  assert_true(l.rotout_off >= l.partial_off + l.partial_bytes);
+  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
+  assert_int_equal(l.splits, 1);
+  assert_true(l.slice_n >= 128 && l.slice_n % 128 == 0 && l.slice_n <= 4096);
+  assert_int_equal(l.what_bytes, (size_t)(4096 * l.slice_n * 2));
+  assert_int_equal(l.cublas_bytes, TRELLIS_CUBLAS_WS_BYTES);
+  assert_true(l.workspace_bytes >= l.cublas_off + l.cublas_bytes);
+  /* overflow is reported, not wrapped */
+  trellis_layout_params huge = params((int64_t)1 << 40, (int64_t)1 << 40);
+  assert_false(trellis_layout_compute(&huge, TRELLIS_PATH_GENERIC,
+                                      (int64_t)1 << 40, &l));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gate_open),
+      cmocka_unit_test(test_gate_each_condition),
+      cmocka_unit_test(test_layout_fused_needs_no_workspace),
+      cmocka_unit_test(test_layout_generic),
+      cmocka_unit_test(test_layout_callback_and_dense),
+  };
+  return cmocka_run_group_tests_name("gate_layout", tests, NULL, NULL);
+}
