@@ -1,0 +1,376 @@
+/* The fused K6/MCG small-M path: input rotation, decode-GEMM and output
+ * rotation in one launch that needs no workspace.
+ *
+ *  - Grid: one thread-block cluster per 128-column strip; the cluster's CTAs
+ *    split k. The weight is streamed once for any m <= 128.
+ *  - Input rotation: each 128-k block of x is rotated exactly once into the
+ *    caller's `rotated` buffer by whichever CTA claims it first (per-plan flag
+ *    0 -> 1 claimed -> 2 ready). A CTA that needs a block claims it itself if
+ *    nobody has, so no CTA ever waits on one that has not started: no
+ *    co-residency is assumed and no grid-wide barrier is taken.
+ *  - Split-k partial sums are reduced over the cluster through distributed
+ *    shared memory, then each row's 128 sums are rotated, scaled by svh,
+ *    biased and written in the output dtype.
+ *  - The last CTA to finish resets the flags, so every launch (and every
+ *    graph replay) starts from zero. */
+#include "decode_gemm.cuh"
+
+#include <cooperative_groups.h>
+
+namespace cg = cooperative_groups;
+
+namespace trellis {
+namespace fused {
+
+using namespace trellis::gemm;
+
+constexpr int K = 6;
+constexpr int CB = 1;
+
+struct FusedParams {
+  const int16_t *trellis;
+  const void *x;
+  const uint16_t *s_in, *s_out, *bias;
+  uint16_t *rotated;
+  void *y;
+  unsigned *flags; /* [k/128] block states, then the done counter */
+  int64_t m, k, n;
+  int in_dtype, out_dtype;
+};
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ float load_x(const void *x, int dt, int64_t i) {
+  if (dt == 0)
+    return load_as_float<0>(x, i);
+  if (dt == 1)
+    return load_as_float<1>(x, i);
+  return load_as_float<2>(x, i);
+}
+
+__device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
+  if (dt == 0)
+    store_from_float<0>(y, i, v);
+  else if (dt == 1)
+    store_from_float<1>(y, i, v);
+  else
+    store_from_float<2>(y, i, v);
+}
+
+/* One thread rotates k-block b of every row (the rare late-claim path):
+ * the same butterflies and roundings as the warp version. */
+__device__ __noinline__ void rotate_block_alone(const FusedParams &p, int64_t b) {
+  for (int64_t row = 0; row < p.m; ++row) {
+    float v[128];
+    for (int i = 0; i < 128; ++i) {
+      float x = load_x(p.x, p.in_dtype, row * p.k + b * 128 + i);
+      float s = __half2float(__ushort_as_half(p.s_in[b * 128 + i]));
+      v[i] = __half2float(__float2half_rn(__fmul_rn(x, s)));
+    }
+    for (int t = 0; t < 32; ++t) { /* 4-point stage per "lane" */
+      float *h = v + 4 * t;
+      float s0 = h[0] + h[1], d0 = h[0] - h[1], s1 = h[2] + h[3], d1 = h[2] - h[3];
+      h[0] = s0 + s1, h[1] = d0 + d1, h[2] = s0 - s1, h[3] = d0 - d1;
+    }
+    for (int m = 1; m < 32; m <<= 1)
+      for (int t = 0; t < 32; ++t)
+        if (!(t & m))
+          for (int e = 0; e < 4; ++e) {
+            float a = v[4 * t + e], c = v[4 * (t | m) + e];
+            v[4 * t + e] = a + c;
+            v[4 * (t | m) + e] = -c + a;
+          }
+    for (int i = 0; i < 128; ++i)
+      p.rotated[row * p.k + b * 128 + i] = __half_as_ushort(__float2half_rn(v[i] * r_scale()));
+  }
+}
+
+/* Rotates k-block b of every row into p.rotated (CTA-collective). */
+__device__ void rotate_block(const FusedParams &p, int64_t b) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t col0 = b * 128 + 4 * lane;
+  for (int64_t row = warp; row < p.m; row += kThreads / 32) {
+    float h[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float v = load_x(p.x, p.in_dtype, row * p.k + col0 + e);
+      float s = __half2float(__ushort_as_half(p.s_in[col0 + e]));
+      h[e] = __half2float(__float2half_rn(__fmul_rn(v, s)));
+    }
+    h128_warp(h, lane);
+    __half2 lo = __floats2half2_rn(h[0], h[1]), hi = __floats2half2_rn(h[2], h[3]);
+    uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi));
+    *reinterpret_cast<uint2 *>(p.rotated + row * p.k + col0) = packed;
+  }
+}
+
+/* Makes blocks [b_begin, b_end) of the rotated input ready (CTA-collective,
+ * at most 256 blocks per call): every thread claims one block at once
+ * (0 -> 1), the CTA rotates the blocks it won and publishes them (-> 2), then
+ * waits for the blocks other CTAs won. A block found still free while
+ * waiting is claimed too, so no CTA ever waits on one that has not started. */
+__device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end) {
+  __shared__ unsigned won[kThreads / 32];
+  const int t = threadIdx.x;
+  const int64_t b = b_begin + t;
+  const bool mine = b < b_end;
+  bool claimed = false;
+  if (mine)
+    claimed = load_acquire(p.flags + b) == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u;
+  unsigned ballot = __ballot_sync(0xFFFFFFFFu, claimed);
+  if ((t & 31) == 0)
+    won[t >> 5] = ballot;
+  __syncthreads();
+  for (int w = 0; w < kThreads / 32; ++w) {
+    unsigned bits = won[w];
+    while (bits) {
+      int lane_won = __ffs(bits) - 1;
+      bits &= bits - 1;
+      rotate_block(p, b_begin + w * 32 + lane_won);
+    }
+  }
+  __syncthreads();
+  if (claimed) {
+    __threadfence();
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.flags + b), "r"(2u) : "memory");
+  }
+  /* Wait for the rest; claim (and rotate alone) any block still free. */
+  if (mine && !claimed) {
+    for (;;) {
+      unsigned f = load_acquire(p.flags + b);
+      if (f == 2)
+        break;
+      if (f == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u) {
+        rotate_block_alone(p, b);
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.flags + b), "r"(2u) : "memory");
+        break;
+      }
+      __nanosleep(32);
+    }
+  }
+  __syncthreads();
+}
+
+template <int MB>
+__global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(FusedParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using L = Layout<MB>;
+  extern __shared__ __align__(16) char smem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int cs = (int)cluster.num_blocks();
+  const int rank = (int)cluster.block_rank();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wn = warp % L::WN, wk = warp / L::WN;
+  const int nt0 = (int)(blockIdx.x / cs) * kNT;
+  const int64_t kblocks = p.k / 128;
+  const int64_t per = (kblocks + cs - 1) / cs; /* k-blocks (stages) per CTA */
+  const int64_t b_begin = min((int64_t)rank * per, kblocks);
+  const int64_t b_end = min(b_begin + per, kblocks);
+  const int nstages = (int)(b_end - b_begin);
+  constexpr int SB = stage_bytes<K, MB>();
+
+  /* 1. Start streaming weights; they do not depend on x. */
+  Loader<K, MB> ld;
+  ld.init(p.trellis, p.n, p.rotated, p.m, p.k, b_begin * kSK, nt0, 0);
+  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
+#pragma unroll
+  for (int s = 0; s < L::kStages - 1; ++s)
+    if (s < nstages)
+      ld.issue_w(ring + s * SB, s);
+  cp_async_commit();
+  /* 2. Rotate the free blocks of our k-range, wait for the others. */
+  for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
+    make_ready(p, b0, min(b0 + kThreads, b_end));
+  /* 3. Activations of the first stages, then the ring as in the generic path. */
+#pragma unroll
+  for (int s = 0; s < L::kStages - 1; ++s) {
+    if (s < nstages)
+      ld.issue_a(ring + s * SB, s);
+    cp_async_commit();
+  }
+  Acc<MB> acc;
+  acc.zero();
+  for (int it = 0; it < nstages; ++it) {
+    cp_async_wait<L::kStages - 2>();
+    __syncthreads();
+    const int nxt = it + L::kStages - 1;
+    if (nxt < nstages) {
+      const uint32_t st = ring + (nxt % L::kStages) * SB;
+      ld.issue_w(st, nxt);
+      ld.issue_a(st, nxt);
+    }
+    cp_async_commit();
+    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lane, wn, wk);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  /* 4. CTA sums in shared memory, then the cluster's sum per row. */
+  float *red = reinterpret_cast<float *>(smem);
+  reduce_cta<MB>(acc, red, lane, wn, wk);
+  cluster.sync();
+  const int64_t col0 = (int64_t)nt0 * 16 + 4 * lane;
+  for (int64_t row = rank * (kThreads / 32) + warp; row < p.m; row += cs * (kThreads / 32)) {
+    float h[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < cs; ++c) { /* fixed order: deterministic */
+      const float *r = cluster.map_shared_rank(red, c);
+      float4 v = *reinterpret_cast<const float4 *>(r + row * 128 + 4 * lane);
+      h[0] += v.x, h[1] += v.y, h[2] += v.z, h[3] += v.w;
+    }
+    h128_warp(h, lane);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float o = __fmul_rn(h[e], __half2float(__ushort_as_half(p.s_out[col0 + e])));
+      if (p.bias)
+        o = __fadd_rn(o, __half2float(__ushort_as_half(p.bias[col0 + e])));
+      store_y(p.y, p.out_dtype, row * p.n + col0 + e, o);
+    }
+  }
+  cluster.sync(); /* peers may still read our shared memory until here */
+
+  /* 5. The last CTA out resets the block flags for the next launch. */
+  if (threadIdx.x == 0) {
+    __threadfence();
+    unsigned *done = p.flags + kblocks;
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      for (int64_t b = 0; b < kblocks; ++b)
+        p.flags[b] = 0;
+      *done = 0;
+      __threadfence();
+    }
+  }
+#endif
+}
+
+template <int MB> const void *kernel_of() { return (const void *)&fused_k6_kernel<MB>; }
+
+const void *kernel_for(int mb) {
+  switch (mb) {
+  case 1:
+    return kernel_of<1>();
+  case 2:
+    return kernel_of<2>();
+  case 4:
+    return kernel_of<4>();
+  default:
+    return kernel_of<8>();
+  }
+}
+
+size_t smem_for(int mb) {
+  switch (mb) {
+  case 1:
+    return smem_bytes<K, 1>();
+  case 2:
+    return smem_bytes<K, 2>();
+  case 4:
+    return smem_bytes<K, 4>();
+  default:
+    return smem_bytes<K, 8>();
+  }
+}
+
+} // namespace fused
+} // namespace trellis
+
+using namespace trellis::fused;
+
+/* 0 when the fused kernel has an image for the current device. */
+extern "C" int trellis_fused_check(void) {
+  cudaFuncAttributes attr;
+  return (int)cudaFuncGetAttributes(&attr, kernel_for(1));
+}
+
+/* Sets attributes of the four variants and picks each one's cluster size.
+ * Every CTA does the same work, so an SM's time is the number of CTAs it
+ * gets: take the smallest power of two (<= 16, at least two k-blocks per
+ * CTA) whose strips x cluster CTAs fill the SMs evenly (>= 97%) with at
+ * least two CTAs per SM, else the most even one the GPU can schedule. */
+extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]) {
+  const int mbs[4] = {1, 2, 4, 8};
+  const int64_t strips = n / 128, kblocks = k / 128;
+  int dev = 0, sms = 0;
+  cudaError_t e;
+  if ((e = cudaGetDevice(&dev)) ||
+      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)))
+    return (int)e;
+  for (int i = 0; i < 4; ++i) {
+    const void *kern = kernel_for(mbs[i]);
+    const int smem = (int)smem_for(mbs[i]);
+    if ((e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) ||
+        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
+      return (int)e;
+    int best = 1;
+    double best_eff = -1.0;
+    for (int cs = 1; cs <= 16 && (cs == 1 || 2 * cs <= kblocks); cs *= 2) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeClusterDimension;
+      attr[0].val.clusterDim.x = (unsigned)cs;
+      attr[0].val.clusterDim.y = 1;
+      attr[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3((unsigned)(strips * cs));
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = (size_t)smem;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) != cudaSuccess || clusters < 1) {
+        (void)cudaGetLastError();
+        break;
+      }
+      const int64_t total = strips * cs;
+      const double eff = (double)total / (double)(sms * ((total + sms - 1) / sms));
+      if (total >= 2 * sms && eff >= 0.97) {
+        best = cs;
+        break;
+      }
+      if (eff > best_eff + 1e-9) {
+        best_eff = eff;
+        best = cs;
+      }
+    }
+    cluster_out[i] = best;
+  }
+  return 0;
+}
+
+extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
+                                    const uint16_t *s_in, const uint16_t *s_out,
+                                    const uint16_t *bias, uint16_t *rotated, void *y,
+                                    int out_dtype, unsigned *flags, int64_t m, int64_t k,
+                                    int64_t n, int m_blocks, int cluster, void *stream) {
+  FusedParams p;
+  p.trellis = trellis;
+  p.x = x;
+  p.s_in = s_in;
+  p.s_out = s_out;
+  p.bias = bias;
+  p.rotated = rotated;
+  p.y = y;
+  p.flags = flags;
+  p.m = m;
+  p.k = k;
+  p.n = n;
+  p.in_dtype = in_dtype;
+  p.out_dtype = out_dtype;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3((unsigned)(n / 128 * cluster));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem_for(m_blocks);
+  cfg.stream = (cudaStream_t)stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  void *args[] = {&p};
+  return (int)cudaLaunchKernelExC(&cfg, kernel_for(m_blocks), args);
+}
