@@ -9,7 +9,9 @@
 namespace trellis {
 
 /* r_scale = 1/sqrt(128) as fp32 0x3DB504F3, the constant of the format. */
-__device__ __forceinline__ float r_scale() { return __uint_as_float(0x3DB504F3u); }
+__device__ __forceinline__ float r_scale() {
+  return __uint_as_float(0x3DB504F3u);
+}
 
 /* Codebook multipliers, EXL3-FORMAT.md section 3. */
 constexpr uint32_t kMul3Inst = 89226354u;
@@ -29,13 +31,16 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
 /* Decodes one 16-bit state (low 16 bits of `state`, upper bits zero) to a
  * 32-bit register whose LOW half holds the fp16 weight. The high half holds
  * a finite value the MMA multiplies by zero. Bit-exact with the format. */
-template <int CB> __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
+template <int CB>
+__device__ __forceinline__ uint32_t decode_state(uint32_t state) {
   if constexpr (CB == 2) {
     uint32_t x = state * kMulMul1;
     /* h = fp16 bits 0x6400 + bytesum(x) = 1024 + S exactly. */
     uint32_t h = __dp4a(x, 0x01010101u, 0x6400u); /* unsigned bytes */
-    const __half2 k_inv = __halves2half2(__ushort_as_half(0x1EEE), __ushort_as_half(0x1EEE));
-    const __half2 bias = __halves2half2(__ushort_as_half(0xC931), __ushort_as_half(0xC931));
+    const __half2 k_inv =
+        __halves2half2(__ushort_as_half(0x1EEE), __ushort_as_half(0x1EEE));
+    const __half2 bias =
+        __halves2half2(__ushort_as_half(0xC931), __ushort_as_half(0xC931));
     __half2 w = __hfma2(*reinterpret_cast<__half2 *>(&h), k_inv, bias);
     return *reinterpret_cast<uint32_t *>(&w);
   } else {
@@ -50,45 +55,53 @@ template <int CB> __device__ __forceinline__ uint32_t decode_state(uint32_t stat
 
 /* fp16 bits -> bf16 bits (for BF16 compute), RNE. */
 __device__ __forceinline__ uint32_t f16lo_to_bf16lo(uint32_t v) {
-  __nv_bfloat16 b = __float2bfloat16_rn(__half2float(__ushort_as_half((unsigned short)(v & 0xFFFF))));
+  __nv_bfloat16 b = __float2bfloat16_rn(
+      __half2float(__ushort_as_half((unsigned short)(v & 0xFFFF))));
   return (uint32_t)__bfloat16_as_ushort(b);
 }
 
 /* D += A(16x16) * B(16x8), fp32 accumulate. */
 template <bool BF16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint32_t b0, uint32_t b1) {
   if constexpr (BF16) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
   } else {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
   }
 }
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem,
+                                           bool valid) {
   uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   int src_size = valid ? 16 : 0; /* 0 -> zero-fill */
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem),
-               "r"(src_size));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s),
+               "l"(gmem), "r"(src_size));
 }
 /* cp.async of 16 bytes to a shared address; src_size 0 zero-fills. */
-__device__ __forceinline__ void cp_async16_raw(uint32_t smem, const void *gmem, uint32_t src_size) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem), "l"(gmem),
-               "r"(src_size));
+__device__ __forceinline__ void cp_async16_raw(uint32_t smem, const void *gmem,
+                                               uint32_t src_size) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem),
+               "l"(gmem), "r"(src_size));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;");
+}
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
 /* Load element i of a row in dtype DT as float. */
-template <int DT> __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
+template <int DT>
+__device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
   if constexpr (DT == 0)
     return __half2float(reinterpret_cast<const __half *>(p)[i]);
   else if constexpr (DT == 1)
@@ -97,7 +110,8 @@ template <int DT> __device__ __forceinline__ float load_as_float(const void *p, 
     return reinterpret_cast<const float *>(p)[i];
 }
 
-template <int DT> __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
+template <int DT>
+__device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
   if constexpr (DT == 0)
     reinterpret_cast<__half *>(p)[i] = __float2half_rn(v);
   else if constexpr (DT == 1)

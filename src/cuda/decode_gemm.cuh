@@ -21,17 +21,23 @@ namespace gemm {
 constexpr int kThreads = 256;
 constexpr int kNT = 8; /* tile columns per CTA (128 outputs) */
 constexpr int kSK = 8; /* tile rows per stage (128 k) */
-constexpr int kApitch = 128 + 8; /* fp16 per A row in smem: +16 B vs bank conflicts */
+constexpr int kApitch =
+    128 + 8; /* fp16 per A row in smem: +16 B vs bank conflicts */
 
 template <int MB> struct Layout {
   static constexpr int WN = MB == 1 ? 2 : (MB == 2 ? 4 : 8);
   static constexpr int WK = 8 / WN;
   static constexpr int NTW = kNT / WN; /* tile columns per warp */
-  static constexpr int kStages = MB >= 4 ? 3 : 4;
+  /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8. */
+  static constexpr int kStages = MB == 8 ? 2 : (MB == 4 ? 3 : 4);
 };
 
-template <int K> __host__ __device__ constexpr int stage_w_bytes() { return kSK * kNT * 32 * K; }
-template <int MB> __host__ __device__ constexpr int stage_a_bytes() { return 16 * MB * kApitch * 2; }
+template <int K> __host__ __device__ constexpr int stage_w_bytes() {
+  return kSK * kNT * 32 * K;
+}
+template <int MB> __host__ __device__ constexpr int stage_a_bytes() {
+  return 16 * MB * kApitch * 2;
+}
 template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
   return stage_w_bytes<K>() + stage_a_bytes<MB>();
 }
@@ -49,7 +55,8 @@ struct Params {
   int kt_per_split; /* tile rows per split, multiple of kSK */
 };
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void *smem) {
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4],
+                                            const void *smem) {
   uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
@@ -60,10 +67,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], const void *smem) 
  * 16-byte chunks of a stage are computed once; each issued stage only adds
  * a constant stride (tile rows are n/16 tiles apart; A advances 128 k). */
 template <int K, int MB> struct Loader {
-  static constexpr int kRowBytes = kNT * 32 * K;       /* one tile row's run */
+  static constexpr int kRowBytes = kNT * 32 * K;        /* one tile row's run */
   static constexpr int kWChunks = kSK * kRowBytes / 16; /* per stage */
   static constexpr int kWPer = (kWChunks + kThreads - 1) / kThreads;
-  static constexpr int kAChunks = 16 * MB * 16;         /* 16*MB rows x 128 k */
+  static constexpr int kAChunks = 16 * MB * 16; /* 16*MB rows x 128 k */
   static constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
 
   const char *wsrc[kWPer];
@@ -73,12 +80,14 @@ template <int K, int MB> struct Loader {
   uint32_t asize[kAPer]; /* 16, or 0 to zero-fill rows past m */
   int64_t wstride;       /* bytes between stages in the payload */
 
-  __device__ __forceinline__ void init(const int16_t *trellis, int64_t n, const uint16_t *rotated,
-                                       int64_t m, int64_t k, int64_t kt0, int nt0, int64_t row0) {
+  __device__ __forceinline__ void init(const int16_t *trellis, int64_t n,
+                                       const uint16_t *rotated, int64_t m,
+                                       int64_t k, int64_t kt0, int nt0,
+                                       int64_t row0) {
     const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
     wstride = kSK * row_stride;
-    const char *wbase = reinterpret_cast<const char *>(trellis) + kt0 * row_stride +
-                        (int64_t)nt0 * (32 * K);
+    const char *wbase = reinterpret_cast<const char *>(trellis) +
+                        kt0 * row_stride + (int64_t)nt0 * (32 * K);
 #pragma unroll
     for (int i = 0; i < kWPer; ++i) {
       int c = threadIdx.x + i * kThreads;
@@ -93,8 +102,8 @@ template <int K, int MB> struct Loader {
       c = c < kAChunks ? c : kAChunks - 1;
       const int r = c >> 4, col = (c & 15) * 8;
       const bool valid = row0 + r < m;
-      asrc[i] = reinterpret_cast<const char *>(rotated + (valid ? row0 + r : 0) * k + kt0 * 16 +
-                                               col);
+      asrc[i] = reinterpret_cast<const char *>(
+          rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
       adst[i] = (uint32_t)(stage_w_bytes<K>() + (r * kApitch + col) * 2);
       asize[i] = valid ? 16u : 0u;
     }
@@ -127,13 +136,17 @@ template <int MB> struct Acc {
   }
 };
 
-/* Decodes this warp's tiles of one resident stage and accumulates. */
+/* Decodes this warp's tiles of one resident stage and accumulates. (A
+ * variant that skipped the pack for one m-block, feeding each weight's
+ * register to the MMA against an A fragment with zeroed odd k, measured
+ * slower on the H200; see RESULTS.md.) */
 template <int K, int CB, int MB, bool BF16>
-__device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc, int lane, int wn,
-                                              int wk) {
+__device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc,
+                                              int lane, int wn, int wk) {
   using L = Layout<MB>;
   const uint32_t *wts = reinterpret_cast<const uint32_t *>(stage);
-  const uint16_t *as = reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
+  const uint16_t *as =
+      reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
 #pragma unroll
   for (int kr = wk; kr < kSK; kr += L::WK) {
     uint32_t afrag[MB][4];
@@ -161,8 +174,8 @@ __device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc, i
 /* Sums the CTA's accumulators over its k-warps into red[16*MB][128] (fp32,
  * shared). Ends with __syncthreads(); the ring must be drained before. */
 template <int MB>
-__device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red, int lane, int wn,
-                                           int wk) {
+__device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
+                                           int lane, int wn, int wk) {
   using L = Layout<MB>;
   const int g = lane >> 2, q = lane & 3;
   /* k-warp w writes its slice red[w]; slice 0 then holds the sum. */
@@ -230,7 +243,8 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
       ld.issue_a(st, nxt);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lane, wn, wk);
+    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lane, wn,
+                                   wk);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -256,8 +270,8 @@ template <int K> struct Variants {
     cudaError_t e = cudaFuncGetAttributes(&attr, kern);
     if (e != cudaSuccess)
       return (int)e;
-    return (int)cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     smem_bytes<K, MB>());
+    return (int)cudaFuncSetAttribute(
+        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<K, MB>());
   }
   template <int CB, bool BF16> static int prepare_cb() {
     int e;
@@ -275,7 +289,8 @@ template <int K> struct Variants {
   }
   template <int CB, bool BF16, int MB>
   static int launch_one(const Params &p, dim3 grid, cudaStream_t s) {
-    dq_gemm_kernel<K, CB, MB, BF16><<<grid, kThreads, smem_bytes<K, MB>(), s>>>(p);
+    dq_gemm_kernel<K, CB, MB, BF16>
+        <<<grid, kThreads, smem_bytes<K, MB>(), s>>>(p);
     return (int)cudaGetLastError();
   }
   template <int CB, bool BF16>
@@ -291,12 +306,36 @@ template <int K> struct Variants {
       return launch_one<CB, BF16, 8>(p, grid, s);
     }
   }
-  static int launch(int cb, int bf, int mb, const Params &p, dim3 grid, cudaStream_t s) {
+  static int launch(int cb, int bf, int mb, const Params &p, dim3 grid,
+                    cudaStream_t s) {
     if (cb == 0)
-      return bf ? launch_cb<0, true>(mb, p, grid, s) : launch_cb<0, false>(mb, p, grid, s);
+      return bf ? launch_cb<0, true>(mb, p, grid, s)
+                : launch_cb<0, false>(mb, p, grid, s);
     if (cb == 1)
-      return bf ? launch_cb<1, true>(mb, p, grid, s) : launch_cb<1, false>(mb, p, grid, s);
-    return bf ? launch_cb<2, true>(mb, p, grid, s) : launch_cb<2, false>(mb, p, grid, s);
+      return bf ? launch_cb<1, true>(mb, p, grid, s)
+                : launch_cb<1, false>(mb, p, grid, s);
+    return bf ? launch_cb<2, true>(mb, p, grid, s)
+              : launch_cb<2, false>(mb, p, grid, s);
+  }
+  template <int CB, bool BF16, int MB> static int regs_one() {
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, &dq_gemm_kernel<K, CB, MB, BF16>) !=
+        cudaSuccess)
+      return -1;
+    return attr.numRegs;
+  }
+  template <int CB, bool BF16> static int regs_cb(int mb) {
+    return mb == 1   ? regs_one<CB, BF16, 1>()
+           : mb == 2 ? regs_one<CB, BF16, 2>()
+           : mb == 4 ? regs_one<CB, BF16, 4>()
+                     : regs_one<CB, BF16, 8>();
+  }
+  static int regs(int cb, int bf, int mb) {
+    if (cb == 0)
+      return bf ? regs_cb<0, true>(mb) : regs_cb<0, false>(mb);
+    if (cb == 1)
+      return bf ? regs_cb<1, true>(mb) : regs_cb<1, false>(mb);
+    return bf ? regs_cb<2, true>(mb) : regs_cb<2, false>(mb);
   }
   static size_t smem(int mb) {
     switch (mb) {
@@ -315,16 +354,20 @@ template <int K> struct Variants {
 } // namespace gemm
 } // namespace trellis
 
-#define TRELLIS_GEMM_DEFINE_K(K)                                                               \
-  extern "C" int trellis_gemm_prepare_k##K(int cb, int bf) {                                   \
-    return trellis::gemm::Variants<K>::prepare(cb, bf);                                        \
-  }                                                                                            \
-  extern "C" int trellis_gemm_launch_k##K(int cb, int bf, int mb, const void *p, dim3 grid,   \
-                                          cudaStream_t s) {                                    \
-    return trellis::gemm::Variants<K>::launch(cb, bf, mb,                                     \
-                                              *static_cast<const trellis::gemm::Params *>(p), \
-                                              grid, s);                                        \
-  }                                                                                            \
-  extern "C" size_t trellis_gemm_smem_k##K(int mb) { return trellis::gemm::Variants<K>::smem(mb); }
+#define TRELLIS_GEMM_DEFINE_K(K)                                               \
+  extern "C" int trellis_gemm_prepare_k##K(int cb, int bf) {                   \
+    return trellis::gemm::Variants<K>::prepare(cb, bf);                        \
+  }                                                                            \
+  extern "C" int trellis_gemm_launch_k##K(                                     \
+      int cb, int bf, int mb, const void *p, dim3 grid, cudaStream_t s) {      \
+    return trellis::gemm::Variants<K>::launch(                                 \
+        cb, bf, mb, *static_cast<const trellis::gemm::Params *>(p), grid, s);  \
+  }                                                                            \
+  extern "C" size_t trellis_gemm_smem_k##K(int mb) {                           \
+    return trellis::gemm::Variants<K>::smem(mb);                               \
+  }                                                                            \
+  extern "C" int trellis_gemm_regs_k##K(int cb, int bf, int mb) {              \
+    return trellis::gemm::Variants<K>::regs(cb, bf, mb);                       \
+  }
 
 #endif

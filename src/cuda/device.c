@@ -44,15 +44,20 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                         "cudaMalloc of %zu bytes for the weight failed: %s",
                         total, cudaGetErrorString(e));
   }
-  const void *src_in = host->suh ? (const void *)host->suh : (const void *)host->su;
-  const void *src_out = host->svh ? (const void *)host->svh : (const void *)host->sv;
+  const void *src_in =
+      host->suh ? (const void *)host->suh : (const void *)host->su;
+  const void *src_out =
+      host->svh ? (const void *)host->svh : (const void *)host->sv;
   if ((e = cudaMemcpy(base, host->trellis, payload, cudaMemcpyHostToDevice)) ||
-      (e = cudaMemcpy(base + off_in, src_in, in_bytes, cudaMemcpyHostToDevice)) ||
-      (e = cudaMemcpy(base + off_out, src_out, out_bytes, cudaMemcpyHostToDevice)) ||
-      (bias_bytes &&
-       (e = cudaMemcpy(base + off_bias, host->bias, bias_bytes, cudaMemcpyHostToDevice)))) {
+      (e = cudaMemcpy(base + off_in, src_in, in_bytes,
+                      cudaMemcpyHostToDevice)) ||
+      (e = cudaMemcpy(base + off_out, src_out, out_bytes,
+                      cudaMemcpyHostToDevice)) ||
+      (bias_bytes && (e = cudaMemcpy(base + off_bias, host->bias, bias_bytes,
+                                     cudaMemcpyHostToDevice)))) {
     cudaFree(base);
-    return trellis_fail(TRELLIS_ERR_CUDA, "copying the weight to the device failed: %s",
+    return trellis_fail(TRELLIS_ERR_CUDA,
+                        "copying the weight to the device failed: %s",
                         cudaGetErrorString(e));
   }
   *device = *host;
@@ -73,26 +78,31 @@ trellis_status trellis_weight_free_device(trellis_weight *device) {
   memset(device, 0, sizeof *device);
   device->struct_size = sizeof *device;
   if (e != cudaSuccess)
-    return trellis_fail(TRELLIS_ERR_CUDA, "cudaFree failed: %s", cudaGetErrorString(e));
+    return trellis_fail(TRELLIS_ERR_CUDA, "cudaFree failed: %s",
+                        cudaGetErrorString(e));
   return TRELLIS_OK;
 }
 
-trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype, void *out,
-                                 trellis_dtype out_dtype, const uint16_t *pre_scale,
-                                 const uint16_t *post_scale, int64_t rows, int64_t cols,
-                                 void *stream, void *user_data) {
+trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
+                                 void *out, trellis_dtype out_dtype,
+                                 const uint16_t *pre_scale,
+                                 const uint16_t *post_scale, int64_t rows,
+                                 int64_t cols, void *stream, void *user_data) {
   (void)user_data;
   if (!in || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "h128: %s is NULL", in ? "out" : "in");
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "h128: %s is NULL",
+                        in ? "out" : "in");
   if (trellis_dtype_size(in_dtype) == 0 || trellis_dtype_size(out_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE, "h128: invalid dtype (in %d, out %d)",
-                        (int)in_dtype, (int)out_dtype);
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "h128: invalid dtype (in %d, out %d)", (int)in_dtype,
+                        (int)out_dtype);
   if (rows < 0 || cols <= 0 || cols % 128 != 0)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "h128: rows %lld, cols %lld: cols must be a positive multiple of 128",
-                        (long long)rows, (long long)cols);
-  int err = trellis_launch_h128(in, (int)in_dtype, out, (int)out_dtype, pre_scale, post_scale,
-                                rows, cols, stream);
+    return trellis_fail(
+        TRELLIS_ERR_SHAPE,
+        "h128: rows %lld, cols %lld: cols must be a positive multiple of 128",
+        (long long)rows, (long long)cols);
+  int err = trellis_launch_h128(in, (int)in_dtype, out, (int)out_dtype,
+                                pre_scale, post_scale, rows, cols, stream);
   if (err)
     return trellis_fail(TRELLIS_ERR_CUDA, "h128 launch failed: %s",
                         cudaGetErrorString((cudaError_t)err));

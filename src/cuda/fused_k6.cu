@@ -16,6 +16,7 @@
 #include "decode_gemm.cuh"
 
 #include <cooperative_groups.h>
+#include <stdint.h>
 
 namespace cg = cooperative_groups;
 
@@ -25,7 +26,7 @@ namespace fused {
 using namespace trellis::gemm;
 
 constexpr int K = 6;
-constexpr int CB = 1;
+[[maybe_unused]] constexpr int CB = 1; /* unused where the body is compiled out */
 
 struct FusedParams {
   const int16_t *trellis;
@@ -40,7 +41,10 @@ struct FusedParams {
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
   unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];"
+               : "=r"(v)
+               : "l"(p)
+               : "memory");
   return v;
 }
 
@@ -63,7 +67,8 @@ __device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
 
 /* One thread rotates k-block b of every row (the rare late-claim path):
  * the same butterflies and roundings as the warp version. */
-__device__ __noinline__ void rotate_block_alone(const FusedParams &p, int64_t b) {
+__device__ __noinline__ void rotate_block_alone(const FusedParams &p,
+                                                int64_t b) {
   for (int64_t row = 0; row < p.m; ++row) {
     float v[128];
     for (int i = 0; i < 128; ++i) {
@@ -73,7 +78,8 @@ __device__ __noinline__ void rotate_block_alone(const FusedParams &p, int64_t b)
     }
     for (int t = 0; t < 32; ++t) { /* 4-point stage per "lane" */
       float *h = v + 4 * t;
-      float s0 = h[0] + h[1], d0 = h[0] - h[1], s1 = h[2] + h[3], d1 = h[2] - h[3];
+      float s0 = h[0] + h[1], d0 = h[0] - h[1], s1 = h[2] + h[3],
+            d1 = h[2] - h[3];
       h[0] = s0 + s1, h[1] = d0 + d1, h[2] = s0 - s1, h[3] = d0 - d1;
     }
     for (int m = 1; m < 32; m <<= 1)
@@ -85,27 +91,38 @@ __device__ __noinline__ void rotate_block_alone(const FusedParams &p, int64_t b)
             v[4 * (t | m) + e] = -c + a;
           }
     for (int i = 0; i < 128; ++i)
-      p.rotated[row * p.k + b * 128 + i] = __half_as_ushort(__float2half_rn(v[i] * r_scale()));
+      p.rotated[row * p.k + b * 128 + i] =
+          __half_as_ushort(__float2half_rn(v[i] * r_scale()));
   }
 }
 
-/* Rotates k-block b of every row into p.rotated (CTA-collective). */
-__device__ void rotate_block(const FusedParams &p, int64_t b) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+/* One warp rotates k-block b of every row into p.rotated. */
+__device__ void rotate_block_warp(const FusedParams &p, int64_t b, int lane) {
   const int64_t col0 = b * 128 + 4 * lane;
-  for (int64_t row = warp; row < p.m; row += kThreads / 32) {
+  float s[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    s[e] = __half2float(__ushort_as_half(p.s_in[col0 + e]));
+  for (int64_t row = 0; row < p.m; ++row) {
     float h[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float v = load_x(p.x, p.in_dtype, row * p.k + col0 + e);
-      float s = __half2float(__ushort_as_half(p.s_in[col0 + e]));
-      h[e] = __half2float(__float2half_rn(__fmul_rn(v, s)));
+      h[e] = __half2float(__float2half_rn(__fmul_rn(v, s[e])));
     }
     h128_warp(h, lane);
-    __half2 lo = __floats2half2_rn(h[0], h[1]), hi = __floats2half2_rn(h[2], h[3]);
-    uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo), *reinterpret_cast<uint32_t *>(&hi));
+    __half2 lo = __floats2half2_rn(h[0], h[1]),
+            hi = __floats2half2_rn(h[2], h[3]);
+    uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                              *reinterpret_cast<uint32_t *>(&hi));
     *reinterpret_cast<uint2 *>(p.rotated + row * p.k + col0) = packed;
   }
+}
+
+__device__ __forceinline__ void publish(unsigned *flag) {
+  __threadfence();
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(2u)
+               : "memory");
 }
 
 /* Makes blocks [b_begin, b_end) of the rotated input ready (CTA-collective,
@@ -113,30 +130,37 @@ __device__ void rotate_block(const FusedParams &p, int64_t b) {
  * (0 -> 1), the CTA rotates the blocks it won and publishes them (-> 2), then
  * waits for the blocks other CTAs won. A block found still free while
  * waiting is claimed too, so no CTA ever waits on one that has not started. */
-__device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end) {
+__device__ void make_ready(const FusedParams &p, int64_t b_begin,
+                           int64_t b_end) {
   __shared__ unsigned won[kThreads / 32];
-  const int t = threadIdx.x;
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int64_t b = b_begin + t;
   const bool mine = b < b_end;
   bool claimed = false;
   if (mine)
-    claimed = load_acquire(p.flags + b) == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u;
+    claimed =
+        load_acquire(p.flags + b) == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u;
   unsigned ballot = __ballot_sync(0xFFFFFFFFu, claimed);
-  if ((t & 31) == 0)
-    won[t >> 5] = ballot;
+  if (lane == 0)
+    won[warp] = ballot;
   __syncthreads();
+  /* The blocks this CTA won are spread over its warps, and each warp
+   * publishes its block as soon as it is rotated: the latency is one block's
+   * rotation, not the sum over the blocks. */
+  int i = 0;
   for (int w = 0; w < kThreads / 32; ++w) {
     unsigned bits = won[w];
     while (bits) {
-      int lane_won = __ffs(bits) - 1;
+      const int lw = __ffs(bits) - 1;
       bits &= bits - 1;
-      rotate_block(p, b_begin + w * 32 + lane_won);
+      if ((i++ % (kThreads / 32)) == warp) {
+        const int64_t blk = b_begin + w * 32 + lw;
+        rotate_block_warp(p, blk, lane);
+        __syncwarp();
+        if (lane == 0)
+          publish(p.flags + blk);
+      }
     }
-  }
-  __syncthreads();
-  if (claimed) {
-    __threadfence();
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.flags + b), "r"(2u) : "memory");
   }
   /* Wait for the rest; claim (and rotate alone) any block still free. */
   if (mine && !claimed) {
@@ -146,8 +170,7 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end)
         break;
       if (f == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u) {
         rotate_block_alone(p, b);
-        __threadfence();
-        asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.flags + b), "r"(2u) : "memory");
+        publish(p.flags + b);
         break;
       }
       __nanosleep(32);
@@ -157,7 +180,8 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end)
 }
 
 template <int MB>
-__global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(FusedParams p) {
+__global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
+    fused_k6_kernel(FusedParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<MB>;
   extern __shared__ __align__(16) char smem[];
@@ -186,7 +210,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(Fus
   /* 2. Rotate the free blocks of our k-range, wait for the others. */
   for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
     make_ready(p, b0, min(b0 + kThreads, b_end));
-  /* 3. Activations of the first stages, then the ring as in the generic path. */
+    /* 3. Activations of the first stages, then the ring as in the generic path.
+     */
 #pragma unroll
   for (int s = 0; s < L::kStages - 1; ++s) {
     if (s < nstages)
@@ -205,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(Fus
       ld.issue_a(st, nxt);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lane, wn, wk);
+    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lane,
+                                    wn, wk);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -215,7 +241,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(Fus
   reduce_cta<MB>(acc, red, lane, wn, wk);
   cluster.sync();
   const int64_t col0 = (int64_t)nt0 * 16 + 4 * lane;
-  for (int64_t row = rank * (kThreads / 32) + warp; row < p.m; row += cs * (kThreads / 32)) {
+  for (int64_t row = rank * (kThreads / 32) + warp; row < p.m;
+       row += cs * (kThreads / 32)) {
     float h[4] = {0.f, 0.f, 0.f, 0.f};
     for (int c = 0; c < cs; ++c) { /* fixed order: deterministic */
       const float *r = cluster.map_shared_rank(red, c);
@@ -225,7 +252,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(Fus
     h128_warp(h, lane);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float o = __fmul_rn(h[e], __half2float(__ushort_as_half(p.s_out[col0 + e])));
+      float o =
+          __fmul_rn(h[e], __half2float(__ushort_as_half(p.s_out[col0 + e])));
       if (p.bias)
         o = __fadd_rn(o, __half2float(__ushort_as_half(p.bias[col0 + e])));
       store_y(p.y, p.out_dtype, row * p.n + col0 + e, o);
@@ -247,7 +275,9 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2) fused_k6_kernel(Fus
 #endif
 }
 
-template <int MB> const void *kernel_of() { return (const void *)&fused_k6_kernel<MB>; }
+template <int MB> const void *kernel_of() {
+  return (const void *)&fused_k6_kernel<MB>;
+}
 
 const void *kernel_for(int mb) {
   switch (mb) {
@@ -286,28 +316,28 @@ extern "C" int trellis_fused_check(void) {
   return (int)cudaFuncGetAttributes(&attr, kernel_for(1));
 }
 
-/* Sets attributes of the four variants and picks each one's cluster size.
- * Every CTA does the same work, so an SM's time is the number of CTAs it
- * gets: take the smallest power of two (<= 16, at least two k-blocks per
- * CTA) whose strips x cluster CTAs fill the SMs evenly (>= 97%) with at
- * least two CTAs per SM, else the most even one the GPU can schedule. */
-extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]) {
+/* Sets attributes of the four variants and picks each one's cluster size:
+ * the power of two (<= 8: 16-CTA clusters need 16 SMs of one GPC and
+ * measured badly) minimising waves x (k-blocks per CTA + 2), where
+ * a wave is what cudaOccupancyMaxActiveClusters says fits at once and the
+ * +2 stands for each CTA's ramp (pipeline fill, claims, cluster reduce).
+ * Large clusters split k finely but schedule poorly (16 SMs per cluster). */
+extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
+                                             int cluster_out[4]) {
   const int mbs[4] = {1, 2, 4, 8};
   const int64_t strips = n / 128, kblocks = k / 128;
-  int dev = 0, sms = 0;
   cudaError_t e;
-  if ((e = cudaGetDevice(&dev)) ||
-      (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)))
-    return (int)e;
   for (int i = 0; i < 4; ++i) {
     const void *kern = kernel_for(mbs[i]);
     const int smem = (int)smem_for(mbs[i]);
-    if ((e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) ||
-        (e = cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
+    if ((e = cudaFuncSetAttribute(
+             kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) ||
+        (e = cudaFuncSetAttribute(
+             kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
       return (int)e;
     int best = 1;
-    double best_eff = -1.0;
-    for (int cs = 1; cs <= 16 && (cs == 1 || 2 * cs <= kblocks); cs *= 2) {
+    int64_t best_cost = INT64_MAX;
+    for (int cs = 1; cs <= 8 && (cs == 1 || cs <= kblocks); cs *= 2) {
       cudaLaunchConfig_t cfg = {};
       cudaLaunchAttribute attr[1];
       attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -320,18 +350,16 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_o
       cfg.attrs = attr;
       cfg.numAttrs = 1;
       int clusters = 0;
-      if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) != cudaSuccess || clusters < 1) {
+      if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) !=
+              cudaSuccess ||
+          clusters < 1) {
         (void)cudaGetLastError();
         break;
       }
-      const int64_t total = strips * cs;
-      const double eff = (double)total / (double)(sms * ((total + sms - 1) / sms));
-      if (total >= 2 * sms && eff >= 0.97) {
-        best = cs;
-        break;
-      }
-      if (eff > best_eff + 1e-9) {
-        best_eff = eff;
+      const int64_t waves = (strips + clusters - 1) / clusters;
+      const int64_t cost = waves * ((kblocks + cs - 1) / cs + 2);
+      if (cost < best_cost) {
+        best_cost = cost;
         best = cs;
       }
     }
@@ -340,11 +368,13 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_o
   return 0;
 }
 
-extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
-                                    const uint16_t *s_in, const uint16_t *s_out,
-                                    const uint16_t *bias, uint16_t *rotated, void *y,
-                                    int out_dtype, unsigned *flags, int64_t m, int64_t k,
-                                    int64_t n, int m_blocks, int cluster, void *stream) {
+extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
+                                    int in_dtype, const uint16_t *s_in,
+                                    const uint16_t *s_out, const uint16_t *bias,
+                                    uint16_t *rotated, void *y, int out_dtype,
+                                    unsigned *flags, int64_t m, int64_t k,
+                                    int64_t n, int m_blocks, int cluster,
+                                    void *stream) {
   FusedParams p;
   p.trellis = trellis;
   p.x = x;

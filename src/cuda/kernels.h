@@ -14,27 +14,28 @@ extern "C" {
 /* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]); in_dtype/out_dtype
  * 0 = f16, 1 = bf16, 2 = f32. pre/post fp16 or NULL. cols % 128 == 0. */
 int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
-                        const uint16_t *pre, const uint16_t *post,
-                        int64_t rows, int64_t cols, void *stream);
+                        const uint16_t *pre, const uint16_t *post, int64_t rows,
+                        int64_t cols, void *stream);
 
 /* y[r][c] = RNE(H128blk(sum_s partial[s][r][:])[c] * svh[c] + bias[c]) --
  * the generic path's output stage: reduces split-K partials (fixed order),
  * rotates, scales and converts. bias may be NULL. */
-int trellis_launch_rot_out(const float *partial, int splits, const uint16_t *svh,
-                           const uint16_t *bias, void *y, int y_dtype, int64_t m,
-                           int64_t n, void *stream);
+int trellis_launch_rot_out(const float *partial, int splits,
+                           const uint16_t *svh, const uint16_t *bias, void *y,
+                           int y_dtype, int64_t m, int64_t n, void *stream);
 
 /* sums[r][c] = sum_s partial[s][r][c]  (before an external rotation). */
-int trellis_launch_reduce(const float *partial, int splits, float *sums, int64_t m,
-                          int64_t n, void *stream);
+int trellis_launch_reduce(const float *partial, int splits, float *sums,
+                          int64_t m, int64_t n, void *stream);
 
 /* y = RNE(v + bias), v fp32 [m][n] (after an external rotation). */
 int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
-                                int y_dtype, int64_t m, int64_t n, void *stream);
+                                int y_dtype, int64_t m, int64_t n,
+                                void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
-int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
-                                void *stream);
+int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,
+                                int64_t count, void *stream);
 
 /* Decode-GEMM of the generic path. Partial sums for k-split s go to
  * partial[s][m][n] (fp32). rotated is fp16 (bf16 when compute_bf16) [m][k]. */
@@ -56,6 +57,9 @@ size_t trellis_gemm_smem_bytes(int bits, int m_blocks);
  * build has no image for the device). */
 int trellis_gemm_prepare(int bits, int codebook, int compute_bf16);
 int trellis_launch_gemm(const trellis_gemm_args *a, void *stream);
+/* Resident CTAs per SM of one decode-GEMM variant (0 when unknown). */
+int trellis_gemm_ctas_per_sm(int bits, int codebook, int compute_bf16,
+                             int m_blocks);
 
 /* Decodes W_hat columns [n0, n0 + n_cols) into dst fp16 [k][n_cols]. n0 and
  * n_cols multiples of 128. */

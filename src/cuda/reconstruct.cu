@@ -15,8 +15,9 @@ constexpr int kWarps = 8;
 
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kWarps)
-    reconstruct_kernel(const int16_t *__restrict__ trellis, int64_t k, int64_t n, int64_t n0,
-                       int64_t n_cols, uint16_t *__restrict__ dst) {
+    reconstruct_kernel(const int16_t *__restrict__ trellis, int64_t k,
+                       int64_t n, int64_t n0, int64_t n_cols,
+                       uint16_t *__restrict__ dst) {
   __shared__ __align__(16) uint16_t tile_s[kWarps][16 * 16];
   __shared__ __align__(16) uint32_t words_s[kWarps][8 * K];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -25,8 +26,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   if (t >= (k / 16) * tiles_c)
     return;
   const int64_t kt = t / tiles_c, ntl = t % tiles_c, nt = n0 / 16 + ntl;
-  const uint32_t *src =
-      reinterpret_cast<const uint32_t *>(trellis + (kt * (n / 16) + nt) * (16 * K));
+  const uint32_t *src = reinterpret_cast<const uint32_t *>(
+      trellis + (kt * (n / 16) + nt) * (16 * K));
   for (int i = lane; i < 8 * K; i += 32)
     words_s[warp][i] = src[i];
   __syncwarp();
@@ -45,10 +46,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   __syncwarp();
   const int r = lane >> 1, half = lane & 1;
   const uint4 v = *reinterpret_cast<const uint4 *>(ts + r * 16 + half * 8);
-  *reinterpret_cast<uint4 *>(dst + (kt * 16 + r) * n_cols + ntl * 16 + half * 8) = v;
+  *reinterpret_cast<uint4 *>(dst + (kt * 16 + r) * n_cols + ntl * 16 +
+                             half * 8) = v;
 }
 
-template <int K, int CB, bool BF16> auto rk() { return &reconstruct_kernel<K, CB, BF16>; }
+template <int K, int CB, bool BF16> auto rk() {
+  return &reconstruct_kernel<K, CB, BF16>;
+}
 
 template <int K, typename F> int rk_cb(int cb, int bf, F &&f) {
   if (cb == 0)
@@ -93,13 +97,16 @@ extern "C" int trellis_reconstruct_prepare(int bits, int codebook) {
   return 0;
 }
 
-extern "C" int trellis_launch_reconstruct(const int16_t *trellis, int bits, int codebook,
-                                          int64_t k, int64_t n, int64_t n0, int64_t n_cols,
-                                          uint16_t *dst, int to_bf16, void *stream) {
+extern "C" int trellis_launch_reconstruct(const int16_t *trellis, int bits,
+                                          int codebook, int64_t k, int64_t n,
+                                          int64_t n0, int64_t n_cols,
+                                          uint16_t *dst, int to_bf16,
+                                          void *stream) {
   const int64_t tiles = (k / 16) * (n_cols / 16);
   const unsigned grid = (unsigned)((tiles + kWarps - 1) / kWarps);
   return rk_dispatch(bits, codebook, to_bf16, [&](auto kern) {
-    kern<<<grid, 32 * kWarps, 0, (cudaStream_t)stream>>>(trellis, k, n, n0, n_cols, dst);
+    kern<<<grid, 32 * kWarps, 0, (cudaStream_t)stream>>>(trellis, k, n, n0,
+                                                         n_cols, dst);
     return (int)cudaGetLastError();
   });
 }

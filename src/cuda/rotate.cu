@@ -14,8 +14,9 @@ constexpr int kWarps = 8; /* warps per block: 8 row-blocks per CTA */
 
 template <int IN, int OUT>
 __global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
-                            const uint16_t *__restrict__ pre, const uint16_t *__restrict__ post,
-                            int64_t rows, int64_t cols) {
+                            const uint16_t *__restrict__ pre,
+                            const uint16_t *__restrict__ post, int64_t rows,
+                            int64_t cols) {
   const int lane = threadIdx.x & 31;
   const int64_t blocks_per_row = cols / 128;
   const int64_t unit = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -30,7 +31,8 @@ __global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
     float v = load_as_float<IN>(in, base + e);
     if (pre) {
       /* a = RNE_fp16(x * suh): one rounding (fp16*fp16 is exact in fp32). */
-      v = __half2float(__float2half_rn(__fmul_rn(v, __half2float(__ushort_as_half(pre[col0 + e])))));
+      v = __half2float(__float2half_rn(
+          __fmul_rn(v, __half2float(__ushort_as_half(pre[col0 + e])))));
     }
     h[e] = v;
   }
@@ -46,7 +48,8 @@ __global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
 
 template <int OUT>
 __global__ void rot_out_kernel(const float *__restrict__ partial, int splits,
-                               const uint16_t *__restrict__ svh, const uint16_t *__restrict__ bias,
+                               const uint16_t *__restrict__ svh,
+                               const uint16_t *__restrict__ bias,
                                void *__restrict__ y, int64_t m, int64_t n) {
   const int lane = threadIdx.x & 31;
   const int64_t blocks_per_row = n / 128;
@@ -75,8 +78,8 @@ __global__ void rot_out_kernel(const float *__restrict__ partial, int splits,
   }
 }
 
-__global__ void reduce_kernel(const float *__restrict__ partial, int splits, float *__restrict__ sums,
-                              int64_t count) {
+__global__ void reduce_kernel(const float *__restrict__ partial, int splits,
+                              float *__restrict__ sums, int64_t count) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
@@ -87,8 +90,10 @@ __global__ void reduce_kernel(const float *__restrict__ partial, int splits, flo
 }
 
 template <int OUT>
-__global__ void bias_convert_kernel(const float *__restrict__ v, const uint16_t *__restrict__ bias,
-                                    void *__restrict__ y, int64_t m, int64_t n) {
+__global__ void bias_convert_kernel(const float *__restrict__ v,
+                                    const uint16_t *__restrict__ bias,
+                                    void *__restrict__ y, int64_t m,
+                                    int64_t n) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= m * n)
     return;
@@ -98,8 +103,8 @@ __global__ void bias_convert_kernel(const float *__restrict__ v, const uint16_t 
   store_from_float<OUT>(y, i, o);
 }
 
-__global__ void expand_signs_kernel(const int16_t *__restrict__ packed, uint16_t *__restrict__ out,
-                                    int64_t count) {
+__global__ void expand_signs_kernel(const int16_t *__restrict__ packed,
+                                    uint16_t *__restrict__ out, int64_t count) {
   int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
@@ -112,18 +117,22 @@ unsigned grid_for(int64_t units, int per_block) {
 }
 
 template <int IN>
-int launch_h128_in(const void *in, void *out, int out_dtype, const uint16_t *pre,
-                   const uint16_t *post, int64_t rows, int64_t cols, cudaStream_t s) {
+int launch_h128_in(const void *in, void *out, int out_dtype,
+                   const uint16_t *pre, const uint16_t *post, int64_t rows,
+                   int64_t cols, cudaStream_t s) {
   unsigned grid = grid_for(rows * (cols / 128), kWarps);
   switch (out_dtype) {
   case 0:
-    h128_kernel<IN, 0><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    h128_kernel<IN, 0>
+        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
     break;
   case 1:
-    h128_kernel<IN, 1><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    h128_kernel<IN, 1>
+        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
     break;
   default:
-    h128_kernel<IN, 2><<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
+    h128_kernel<IN, 2>
+        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
     break;
   }
   return (int)cudaGetLastError();
@@ -131,8 +140,9 @@ int launch_h128_in(const void *in, void *out, int out_dtype, const uint16_t *pre
 
 } // namespace
 
-extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
-                                   const uint16_t *pre, const uint16_t *post, int64_t rows,
+extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out,
+                                   int out_dtype, const uint16_t *pre,
+                                   const uint16_t *post, int64_t rows,
                                    int64_t cols, void *stream) {
   if (rows <= 0)
     return 0;
@@ -147,29 +157,35 @@ extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out, int 
   }
 }
 
-extern "C" int trellis_launch_rot_out(const float *partial, int splits, const uint16_t *svh,
-                                      const uint16_t *bias, void *y, int y_dtype, int64_t m,
+extern "C" int trellis_launch_rot_out(const float *partial, int splits,
+                                      const uint16_t *svh, const uint16_t *bias,
+                                      void *y, int y_dtype, int64_t m,
                                       int64_t n, void *stream) {
   cudaStream_t s = (cudaStream_t)stream;
   unsigned grid = grid_for(m * (n / 128), kWarps);
   if (y_dtype == 0)
-    rot_out_kernel<0><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+    rot_out_kernel<0>
+        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
   else if (y_dtype == 1)
-    rot_out_kernel<1><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+    rot_out_kernel<1>
+        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
   else
-    rot_out_kernel<2><<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
+    rot_out_kernel<2>
+        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
   return (int)cudaGetLastError();
 }
 
-extern "C" int trellis_launch_reduce(const float *partial, int splits, float *sums, int64_t m,
-                                     int64_t n, void *stream) {
-  reduce_kernel<<<grid_for(m * n, 256), 256, 0, (cudaStream_t)stream>>>(partial, splits, sums,
-                                                                        m * n);
+extern "C" int trellis_launch_reduce(const float *partial, int splits,
+                                     float *sums, int64_t m, int64_t n,
+                                     void *stream) {
+  reduce_kernel<<<grid_for(m * n, 256), 256, 0, (cudaStream_t)stream>>>(
+      partial, splits, sums, m * n);
   return (int)cudaGetLastError();
 }
 
-extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
-                                           int y_dtype, int64_t m, int64_t n, void *stream) {
+extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias,
+                                           void *y, int y_dtype, int64_t m,
+                                           int64_t n, void *stream) {
   cudaStream_t s = (cudaStream_t)stream;
   unsigned grid = grid_for(m * n, 256);
   if (y_dtype == 0)
@@ -181,8 +197,9 @@ extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias,
   return (int)cudaGetLastError();
 }
 
-extern "C" int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
-                                           void *stream) {
-  expand_signs_kernel<<<grid_for(count, 256), 256, 0, (cudaStream_t)stream>>>(packed, out, count);
+extern "C" int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,
+                                           int64_t count, void *stream) {
+  expand_signs_kernel<<<grid_for(count, 256), 256, 0, (cudaStream_t)stream>>>(
+      packed, out, count);
   return (int)cudaGetLastError();
 }

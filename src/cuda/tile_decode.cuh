@@ -14,16 +14,19 @@ namespace trellis {
 
 /* Shifted words needed to hold the lane's 7K + 16 bits, and raw words. */
 template <int K> struct TileGeom {
-  static constexpr int kWords = 8 * K;            /* 32-bit words per tile */
+  static constexpr int kWords = 8 * K; /* 32-bit words per tile */
   static constexpr int kNV = (7 * K + 16 + 31) / 32;
   static constexpr int kNW = kNV + 1;
 };
 
-/* b[0], b[1]: B fragment (rows 2q..2q+9) of column L/4; b[2], b[3]: of
- * column L/4 + 8. Fragment halves: low = even row. */
+/* The lane's 8 weights: u[j] holds weight 8L + j in its LOW half (the high
+ * half is finite). Windows are cut with shifts: a variant that moved half of
+ * them to the FMA pipe (multiplies by 2^r, mul.hi by 2^16) balanced the two
+ * pipes but measured 19% slower on the H200 (RESULTS.md). */
 template <int K, int CB, bool BF16>
-__device__ __forceinline__ void decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
-                                                  uint32_t (&b)[4]) {
+__device__ __forceinline__ void
+decode_tile_weights(const uint32_t *__restrict__ tile, int lane,
+                    uint32_t (&u)[8]) {
   using G = TileGeom<K>;
   /* first stream bit of weight 8L's window, kept positive modulo 256K */
   const int start = (8 * lane * K + K - 16 + 256 * K) % (256 * K);
@@ -41,7 +44,6 @@ __device__ __forceinline__ void decode_tile_frags(const uint32_t *__restrict__ t
 #pragma unroll
   for (int i = 0; i < G::kNV; ++i)
     v[i] = __funnelshift_l(w[i + 1], w[i], o);
-  uint32_t u[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int q = K * j; /* compile-time after unrolling */
@@ -57,6 +59,16 @@ __device__ __forceinline__ void decode_tile_frags(const uint32_t *__restrict__ t
     if constexpr (BF16)
       u[j] = f16lo_to_bf16lo(u[j]);
   }
+}
+
+/* b[0], b[1]: B fragment (rows 2q..2q+9) of column L/4; b[2], b[3]: of
+ * column L/4 + 8. Fragment halves: low = even row. */
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ void
+decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
+                  uint32_t (&b)[4]) {
+  uint32_t u[8];
+  decode_tile_weights<K, CB, BF16>(tile, lane, u);
   /* Pack the low halves pairwise: (row 2q, row 2q+1), (2q+8, 2q+9). */
   b[0] = __byte_perm(u[0], u[1], 0x5410);
   b[1] = __byte_perm(u[2], u[3], 0x5410);

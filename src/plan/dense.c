@@ -8,27 +8,32 @@
 #include <string.h>
 
 static trellis_status lt_fail(cublasStatus_t s, const char *what) {
-  return trellis_fail(TRELLIS_ERR_CUDA, "cuBLASLt %s failed (status %d)", what, (int)s);
+  return trellis_fail(TRELLIS_ERR_CUDA, "cuBLASLt %s failed (status %d)", what,
+                      (int)s);
 }
 
 typedef struct dense_layouts {
   cublasLtMatrixLayoutOpaque_t a, b, d;
 } dense_layouts;
 
-static cublasStatus_t init_layouts(const trellis_plan *p, int64_t m, int64_t cols,
-                                   dense_layouts *l) {
-  const cudaDataType_t t = p->desc.compute_dtype == TRELLIS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+static cublasStatus_t init_layouts(const trellis_plan *p, int64_t m,
+                                   int64_t cols, dense_layouts *l) {
+  const cudaDataType_t t =
+      p->desc.compute_dtype == TRELLIS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
   cublasStatus_t s;
   /* Row-major W[k][cols] is column-major [cols x k]; y^T = W^T x^T. */
-  if ((s = cublasLtMatrixLayoutInit(&l->a, t, (uint64_t)cols, (uint64_t)p->w.k, cols)))
+  if ((s = cublasLtMatrixLayoutInit(&l->a, t, (uint64_t)cols, (uint64_t)p->w.k,
+                                    cols)))
     return s;
-  if ((s = cublasLtMatrixLayoutInit(&l->b, t, (uint64_t)p->w.k, (uint64_t)m, p->w.k)))
+  if ((s = cublasLtMatrixLayoutInit(&l->b, t, (uint64_t)p->w.k, (uint64_t)m,
+                                    p->w.k)))
     return s;
-  return cublasLtMatrixLayoutInit(&l->d, CUDA_R_32F, (uint64_t)cols, (uint64_t)m, p->w.n);
+  return cublasLtMatrixLayoutInit(&l->d, CUDA_R_32F, (uint64_t)cols,
+                                  (uint64_t)m, p->w.n);
 }
 
-static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols, cublasLtMatmulAlgo_t *algo,
-                                int *valid) {
+static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
+                                cublasLtMatmulAlgo_t *algo, int *valid) {
   dense_layouts l;
   cublasStatus_t s = init_layouts(p, m, cols, &l);
   if (s)
@@ -37,17 +42,18 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols, cublas
   if ((s = cublasLtMatmulPreferenceInit(&pref)))
     return lt_fail(s, "preference init");
   size_t ws = TRELLIS_CUBLAS_WS_BYTES;
-  if ((s = cublasLtMatmulPreferenceSetAttribute(&pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &ws, sizeof ws)))
+  if ((s = cublasLtMatmulPreferenceSetAttribute(
+           &pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
     return lt_fail(s, "preference");
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
-  s = cublasLtMatmulAlgoGetHeuristic(p->lt, &p->matmul_desc, &l.a, &l.b, &l.d, &l.d, &pref, 1,
-                                     &res, &found);
+  s = cublasLtMatmulAlgoGetHeuristic(p->lt, &p->matmul_desc, &l.a, &l.b, &l.d,
+                                     &l.d, &pref, 1, &res, &found);
   if (s || found == 0)
-    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                        "cuBLASLt has no algorithm for the dense GEMM (m %lld, n %lld, k %lld)",
-                        (long long)m, (long long)cols, (long long)p->w.k);
+    return trellis_fail(
+        TRELLIS_ERR_UNSUPPORTED,
+        "cuBLASLt has no algorithm for the dense GEMM (m %lld, n %lld, k %lld)",
+        (long long)m, (long long)cols, (long long)p->w.k);
   *algo = res.algo;
   *valid = 1;
   return TRELLIS_OK;
@@ -62,7 +68,8 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
   cublasStatus_t s = cublasLtCreate(&p->lt);
   if (s)
     return lt_fail(s, "handle creation");
-  if ((s = cublasLtMatmulDescInit(&p->matmul_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)))
+  if ((s = cublasLtMatmulDescInit(&p->matmul_desc, CUBLAS_COMPUTE_32F,
+                                  CUDA_R_32F)))
     return lt_fail(s, "matmul descriptor");
   trellis_layout lay;
   if (!trellis_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
@@ -76,7 +83,8 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
     dense_algo *d = &p->algos[p->algo_count++];
     memset(d, 0, sizeof *d);
     d->m = b < p->desc.max_m ? b : p->desc.max_m;
-    trellis_status st = pick_algo(p, d->m, lay.slice_n, &d->full, &d->valid_full);
+    trellis_status st =
+        pick_algo(p, d->m, lay.slice_n, &d->full, &d->valid_full);
     if (st == TRELLIS_OK && tail)
       st = pick_algo(p, d->m, tail, &d->tail, &d->valid_tail);
     if (st != TRELLIS_OK)
@@ -88,8 +96,10 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
   return TRELLIS_OK;
 }
 
-trellis_status trellis_dense_gemm(const trellis_plan *p, const trellis_layout *lay,
-                                  const void *rotated, char *ws, int64_t m, cudaStream_t stream) {
+trellis_status trellis_dense_gemm(const trellis_plan *p,
+                                  const trellis_layout *lay,
+                                  const void *rotated, char *ws, int64_t m,
+                                  cudaStream_t stream) {
   const dense_algo *d = NULL;
   for (int i = 0; i < p->algo_count; ++i)
     if (p->algos[i].m >= m) {
@@ -97,25 +107,30 @@ trellis_status trellis_dense_gemm(const trellis_plan *p, const trellis_layout *l
       break;
     }
   if (!d)
-    return trellis_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld", (long long)m);
+    return trellis_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
+                        (long long)m);
   const int bf = p->desc.compute_dtype == TRELLIS_BF16;
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
   void *lt_ws = ws + lay->cublas_off;
   const float one = 1.0f, zero = 0.0f;
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
-    const int64_t cols = p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    int err = trellis_launch_reconstruct(p->w.trellis, p->w.bits, (int)p->w.codebook, p->w.k,
-                                         p->w.n, n0, cols, what, bf, stream);
+    const int64_t cols =
+        p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
+    int err =
+        trellis_launch_reconstruct(p->w.trellis, p->w.bits, (int)p->w.codebook,
+                                   p->w.k, p->w.n, n0, cols, what, bf, stream);
     if (err)
       return trellis_cuda_fail((cudaError_t)err, "W_hat reconstruction");
     dense_layouts l;
     cublasStatus_t s = init_layouts(p, m, cols, &l);
     if (s)
       return lt_fail(s, "layout init");
-    const cublasLtMatmulAlgo_t *algo = cols == lay->slice_n ? &d->full : &d->tail;
-    s = cublasLtMatmul(p->lt, (cublasLtMatmulDesc_t)&p->matmul_desc, &one, what, &l.a, rotated, &l.b, &zero,
-                       partial + n0, &l.d, partial + n0, &l.d, algo, lt_ws, lay->cublas_bytes,
+    const cublasLtMatmulAlgo_t *algo =
+        cols == lay->slice_n ? &d->full : &d->tail;
+    s = cublasLtMatmul(p->lt, (cublasLtMatmulDesc_t)&p->matmul_desc, &one, what,
+                       &l.a, rotated, &l.b, &zero, partial + n0, &l.d,
+                       partial + n0, &l.d, algo, lt_ws, lay->cublas_bytes,
                        stream);
     if (s)
       return lt_fail(s, "matmul");

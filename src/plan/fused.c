@@ -21,9 +21,11 @@ size_t trellis_fused_lock_count(const trellis_weight *w) {
 }
 
 trellis_status trellis_fused_prepare(trellis_plan *plan) {
-  int err = trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
+  int err =
+      trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err, "plan prepare (fused kernel attributes)");
+    return trellis_cuda_fail((cudaError_t)err,
+                             "plan prepare (fused kernel attributes)");
   return TRELLIS_OK;
 }
 
@@ -31,13 +33,15 @@ static int variant_index(int m_blocks) {
   return m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
 }
 
-trellis_status trellis_fused_run(const trellis_plan *plan, const void *x, int64_t m, void *y,
-                                 void *rotated, cudaStream_t stream) {
+trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
+                                 int64_t m, void *y, void *rotated,
+                                 cudaStream_t stream) {
   const int mb = trellis_layout_m_blocks(m);
   const int err = trellis_launch_fused(
-      plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out, plan->w.bias,
-      (uint16_t *)rotated, y, (int)plan->desc.output_dtype, plan->locks, m, plan->w.k,
-      plan->w.n, mb, plan->fused_cluster[variant_index(mb)], stream);
+      plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out,
+      plan->w.bias, (uint16_t *)rotated, y, (int)plan->desc.output_dtype,
+      plan->locks, m, plan->w.k, plan->w.n, mb,
+      plan->fused_cluster[variant_index(mb)], stream);
   if (err)
     return trellis_cuda_fail((cudaError_t)err, "fused kernel launch");
   return TRELLIS_OK;

@@ -42,34 +42,30 @@ int trellis_layout_m_blocks(int64_t m) {
   return 8;
 }
 
-/* k-splits, in whole stages of 8 tile rows. Every CTA does the same work,
- * so an SM's time is the number of CTAs it gets: pick the fewest splits whose
- * CTA count fills the SMs evenly (>= 97% of ceil(total / SMs) * SMs) with at
- * least two CTAs per SM for latency hiding; else the most even count. */
+/* k-splits, in whole stages of 8 tile rows: minimise waves x (stages per
+ * split + 2), a wave being the CTAs that fit on the GPU at once and the +2
+ * each CTA's ramp (pipeline fill and partial write). */
 static void choose_splits(const trellis_layout_params *p, int64_t m,
                           int m_blocks, trellis_layout *out) {
-  const int64_t ktiles = p->k / 16;
-  const int64_t stages = ktiles / 8;
+  const int64_t stages = p->k / 128;
   const int64_t m_ctas = (m + 16 * m_blocks - 1) / (16 * m_blocks);
   const int64_t base = (p->n / 128) * m_ctas;
   const int64_t sms = p->sm_count > 0 ? p->sm_count : 132;
+  const int mbi = m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
+  const int64_t per_sm = p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
+  const int64_t wave = sms * per_sm;
   int64_t want = p->split_k;
   if (want <= 0) {
-    double best_eff = -1.0;
+    int64_t best_cost = INT64_MAX;
     want = 1;
-    for (int64_t s = 1; s <= stages; ++s) {
+    for (int64_t s = 1; s <= stages && s <= 64; ++s) {
       const int64_t per = (stages + s - 1) / s;
       if ((stages + per - 1) / per != s)
         continue; /* s splits would leave one empty: same as fewer */
-      const int64_t total = base * s;
-      const double eff =
-          (double)total / (double)(sms * ((total + sms - 1) / sms));
-      if (total >= 2 * sms && eff >= 0.97) {
-        want = s;
-        break;
-      }
-      if (eff > best_eff + 1e-9 && total <= 16 * sms) {
-        best_eff = eff;
+      const int64_t waves = (base * s + wave - 1) / wave;
+      const int64_t cost = waves * (per + 2);
+      if (cost < best_cost) {
+        best_cost = cost;
         want = s;
       }
     }
@@ -116,8 +112,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   if (!carve(&at, partial, &out->partial_off, &out->partial_bytes))
     return 0;
   if (p->has_h128) {
-    if (out->splits > 1 &&
-        !carve(&at, mn4, &out->sums_off, &out->sums_bytes))
+    if (out->splits > 1 && !carve(&at, mn4, &out->sums_off, &out->sums_bytes))
       return 0;
     if (!carve(&at, mn4, &out->rotout_off, &out->rotout_bytes))
       return 0;

@@ -21,23 +21,24 @@ extern "C" {
 typedef struct trellis_layout_params {
   int64_t k, n;
   int sm_count;
-  int split_k;         /* forced k-splits (0 = automatic) */
-  int has_h128;        /* external rotation: stages fp32 sums through scratch */
+  int split_k;        /* forced k-splits (0 = automatic) */
+  int has_h128;       /* external rotation: stages fp32 sums through scratch */
+  int ctas_per_sm[4]; /* decode-GEMM CTAs resident per SM, m_blocks 1/2/4/8 */
 } trellis_layout_params;
 
 typedef struct trellis_layout {
   trellis_path path;
-  int m_blocks;        /* 16-row blocks per CTA of the decode-GEMM */
-  int splits;          /* k-splits: fp32 partial slices */
-  int kt_per_split;    /* tile rows (16 k) per split, multiple of 8 */
-  int64_t slice_n;     /* dense path: W_hat columns decoded per GEMM */
-  size_t partial_off, partial_bytes;   /* fp32 [splits][m][n] */
-  size_t sums_off, sums_bytes;         /* fp32 [m][n], external rotation */
-  size_t rotout_off, rotout_bytes;     /* fp32 [m][n], external rotation */
-  size_t what_off, what_bytes;         /* fp16 [k][slice_n], dense path */
-  size_t cublas_off, cublas_bytes;     /* cuBLASLt workspace, dense path */
-  size_t workspace_bytes;              /* total scratch (0 on the fused path) */
-  size_t rotated_bytes;                /* fp16 [m][k] */
+  int m_blocks;     /* 16-row blocks per CTA of the decode-GEMM */
+  int splits;       /* k-splits: fp32 partial slices */
+  int kt_per_split; /* tile rows (16 k) per split, multiple of 8 */
+  int64_t slice_n;  /* dense path: W_hat columns decoded per GEMM */
+  size_t partial_off, partial_bytes; /* fp32 [splits][m][n] */
+  size_t sums_off, sums_bytes;       /* fp32 [m][n], external rotation */
+  size_t rotout_off, rotout_bytes;   /* fp32 [m][n], external rotation */
+  size_t what_off, what_bytes;       /* fp16 [k][slice_n], dense path */
+  size_t cublas_off, cublas_bytes;   /* cuBLASLt workspace, dense path */
+  size_t workspace_bytes;            /* total scratch (0 on the fused path) */
+  size_t rotated_bytes;              /* fp16 [m][k] */
   size_t input_f16_bytes, output_f16_bytes;
 } trellis_layout;
 

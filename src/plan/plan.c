@@ -9,40 +9,50 @@
 
 trellis_status trellis_cuda_fail(cudaError_t e, const char *what) {
   (void)cudaGetLastError();
-  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+  if (e == cudaErrorNoKernelImageForDevice ||
+      e == cudaErrorInvalidDeviceFunction)
     return trellis_fail(TRELLIS_ERR_ARCH,
                         "%s: libtrellis was not compiled for this GPU's "
                         "architecture (%s)",
                         what, cudaGetErrorString(e));
   if (e == cudaErrorMemoryAllocation)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: %s", what, cudaGetErrorString(e));
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: %s", what,
+                        cudaGetErrorString(e));
   return trellis_fail(TRELLIS_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
 }
 
 static trellis_status check_desc(const trellis_plan_desc *d) {
   TRELLIS_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
   if (d->max_m < 1)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan desc: max_m = %lld, expected >= 1",
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "plan desc: max_m = %lld, expected >= 1",
                         (long long)d->max_m);
   if (trellis_dtype_size(d->input_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE, "plan desc: input_dtype %d is not F16, BF16 or F32",
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "plan desc: input_dtype %d is not F16, BF16 or F32",
                         (int)d->input_dtype);
   if (trellis_dtype_size(d->output_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE, "plan desc: output_dtype %d is not F16, BF16 or F32",
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "plan desc: output_dtype %d is not F16, BF16 or F32",
                         (int)d->output_dtype);
   if (d->compute_dtype != TRELLIS_F16 && d->compute_dtype != TRELLIS_BF16)
-    return trellis_fail(TRELLIS_ERR_DTYPE, "plan desc: compute_dtype %d is not F16 or BF16",
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "plan desc: compute_dtype %d is not F16 or BF16",
                         (int)d->compute_dtype);
-  const uint32_t known = TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DECODE |
-                         TRELLIS_PLAN_FORCE_DENSE;
+  const uint32_t known = TRELLIS_PLAN_FORCE_GENERIC |
+                         TRELLIS_PLAN_FORCE_DECODE | TRELLIS_PLAN_FORCE_DENSE;
   if (d->flags & ~known)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan desc: unknown flags 0x%x",
-                        (unsigned)(d->flags & ~known));
-  if ((d->flags & TRELLIS_PLAN_FORCE_DECODE) && (d->flags & TRELLIS_PLAN_FORCE_DENSE))
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan desc: FORCE_DECODE and FORCE_DENSE exclude each other");
+                        "plan desc: unknown flags 0x%x",
+                        (unsigned)(d->flags & ~known));
+  if ((d->flags & TRELLIS_PLAN_FORCE_DECODE) &&
+      (d->flags & TRELLIS_PLAN_FORCE_DENSE))
+    return trellis_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "plan desc: FORCE_DECODE and FORCE_DENSE exclude each other");
   if (d->split_k < 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan desc: split_k %d < 0", d->split_k);
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "plan desc: split_k %d < 0", d->split_k);
   return TRELLIS_OK;
 }
 
@@ -51,14 +61,16 @@ static trellis_status check_device_pointer(const void *p, const char *what) {
   cudaError_t e = cudaPointerGetAttributes(&attr, p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight %s: not a CUDA pointer (%s)", what,
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight %s: not a CUDA pointer (%s)", what,
                         cudaGetErrorString(e));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight %s: expected device memory (upload the weight with "
-                        "trellis_weight_upload)",
-                        what);
+    return trellis_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "weight %s: expected device memory (upload the weight with "
+        "trellis_weight_upload)",
+        what);
   return TRELLIS_OK;
 }
 
@@ -73,7 +85,8 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
   g.compute_dtype = plan->desc.compute_dtype;
   g.has_external_h128 = plan->desc.h128 != NULL;
   g.fused_image_present = plan->fused_image;
-  g.forced = (plan->desc.flags & TRELLIS_PLAN_FORCE_GENERIC) || plan->desc.split_k > 0;
+  g.forced =
+      (plan->desc.flags & TRELLIS_PLAN_FORCE_GENERIC) || plan->desc.split_k > 0;
   trellis_gate_reason r = trellis_gate(&g);
   if (why)
     *why = r;
@@ -86,10 +99,12 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
   return TRELLIS_PATH_GENERIC;
 }
 
-trellis_status trellis_plan_create(const trellis_weight *device_w, const trellis_plan_desc *desc,
+trellis_status trellis_plan_create(const trellis_weight *device_w,
+                                   const trellis_plan_desc *desc,
                                    trellis_plan **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan output pointer is NULL");
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "plan output pointer is NULL");
   *out = NULL;
   trellis_status st = trellis_weight_validate(device_w);
   if (st != TRELLIS_OK)
@@ -98,17 +113,19 @@ trellis_status trellis_plan_create(const trellis_weight *device_w, const trellis
     return st;
   if (trellis_cuda_device_count() == 0)
     return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
-  const void *ptrs[] = {device_w->trellis, device_w->suh ? (const void *)device_w->suh
-                                                         : (const void *)device_w->su,
-                        device_w->svh ? (const void *)device_w->svh : (const void *)device_w->sv,
-                        device_w->bias};
-  const char *names[] = {"trellis", device_w->suh ? "suh" : "su", device_w->svh ? "svh" : "sv",
-                         "bias"};
+  const void *ptrs[] = {
+      device_w->trellis,
+      device_w->suh ? (const void *)device_w->suh : (const void *)device_w->su,
+      device_w->svh ? (const void *)device_w->svh : (const void *)device_w->sv,
+      device_w->bias};
+  const char *names[] = {"trellis", device_w->suh ? "suh" : "su",
+                         device_w->svh ? "svh" : "sv", "bias"};
   for (int i = 0; i < 4; ++i)
     if (ptrs[i] && (st = check_device_pointer(ptrs[i], names[i])) != TRELLIS_OK)
       return st;
   if (((uintptr_t)device_w->trellis) % 16 != 0)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "weight trellis pointer is not 16-byte aligned");
+    return trellis_fail(TRELLIS_ERR_BUFFER,
+                        "weight trellis pointer is not 16-byte aligned");
 
   trellis_plan *p = calloc(1, sizeof *p);
   if (!p)
@@ -118,9 +135,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w, const trellis
   p->desc.struct_size = sizeof p->desc;
   cudaError_t e;
   if ((e = cudaGetDevice(&p->device)) ||
-      (e = cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device)) ||
-      (e = cudaDeviceGetAttribute(&p->cc_major, cudaDevAttrComputeCapabilityMajor, p->device)) ||
-      (e = cudaDeviceGetAttribute(&p->cc_minor, cudaDevAttrComputeCapabilityMinor, p->device))) {
+      (e = cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount,
+                                  p->device)) ||
+      (e = cudaDeviceGetAttribute(
+           &p->cc_major, cudaDevAttrComputeCapabilityMajor, p->device)) ||
+      (e = cudaDeviceGetAttribute(
+           &p->cc_minor, cudaDevAttrComputeCapabilityMinor, p->device))) {
     free(p);
     return trellis_cuda_fail(e, "querying the device");
   }
@@ -137,6 +157,11 @@ trellis_status trellis_plan_create(const trellis_weight *device_w, const trellis
   p->lp.sm_count = p->sm_count;
   p->lp.split_k = desc->split_k;
   p->lp.has_h128 = desc->h128 != NULL;
+  const int mbs[4] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; ++i)
+    p->lp.ctas_per_sm[i] =
+        trellis_gemm_ctas_per_sm(p->w.bits, (int)p->w.codebook,
+                                 desc->compute_dtype == TRELLIS_BF16, mbs[i]);
   *out = p;
   return TRELLIS_OK;
 }
@@ -151,18 +176,22 @@ void trellis_plan_destroy(trellis_plan *plan) {
   free(plan);
 }
 
-trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m, trellis_buffer_sizes *out) {
+trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
+                                  trellis_buffer_sizes *out) {
   if (!plan)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "buffer sizes output is NULL");
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "buffer sizes output is NULL");
   if (m < 1 || m > plan->desc.max_m)
-    return trellis_fail(TRELLIS_ERR_SHAPE, "m = %lld is outside 1..max_m (%lld)", (long long)m,
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "m = %lld is outside 1..max_m (%lld)", (long long)m,
                         (long long)plan->desc.max_m);
   trellis_layout lay;
   trellis_path path = trellis_plan_path_for(plan, m, NULL);
   if (!trellis_layout_compute(&plan->lp, path, m, &lay))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow size_t at m = %lld",
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "buffer sizes overflow size_t at m = %lld",
                         (long long)m);
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
@@ -184,18 +213,21 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   if (e != cudaSuccess)
     return trellis_cuda_fail(e, "plan prepare");
   if (dev != plan->device)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan prepare: current device %d is not the plan's device %d", dev,
-                        plan->device);
+    return trellis_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "plan prepare: current device %d is not the plan's device %d", dev,
+        plan->device);
   int err = trellis_gemm_prepare(plan->w.bits, (int)plan->w.codebook,
                                  plan->desc.compute_dtype == TRELLIS_BF16);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err, "plan prepare (decode-GEMM attributes)");
+    return trellis_cuda_fail((cudaError_t)err,
+                             "plan prepare (decode-GEMM attributes)");
 
   /* Plan-owned device memory: expanded legacy signs and the fused path's
    * counters, zeroed once here (they reset themselves after each launch). */
   const size_t k = (size_t)plan->w.k, n = (size_t)plan->w.n;
-  const size_t in_bytes = plan->w.suh ? 0 : k * 2, out_bytes = plan->w.svh ? 0 : n * 2;
+  const size_t in_bytes = plan->w.suh ? 0 : k * 2,
+               out_bytes = plan->w.svh ? 0 : n * 2;
   plan->lock_count = plan->fused_image ? trellis_fused_lock_count(&plan->w) : 0;
   const size_t off_out = (in_bytes + 255) / 256 * 256;
   const size_t off_locks = off_out + (out_bytes + 255) / 256 * 256;
@@ -207,11 +239,12 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
     plan->owned = base;
     if ((e = cudaMemset(base, 0, total)) != cudaSuccess)
       return trellis_cuda_fail(e, "plan prepare: zeroing plan memory");
-    if (in_bytes &&
-        (err = trellis_launch_expand_signs(plan->w.su, (uint16_t *)base, (int64_t)k, NULL)))
+    if (in_bytes && (err = trellis_launch_expand_signs(
+                         plan->w.su, (uint16_t *)base, (int64_t)k, NULL)))
       return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding su");
-    if (out_bytes && (err = trellis_launch_expand_signs(plan->w.sv, (uint16_t *)(base + off_out),
-                                                        (int64_t)n, NULL)))
+    if (out_bytes &&
+        (err = trellis_launch_expand_signs(
+             plan->w.sv, (uint16_t *)(base + off_out), (int64_t)n, NULL)))
       return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding sv");
     plan->s_in = in_bytes ? (const uint16_t *)base : plan->w.suh;
     plan->s_out = out_bytes ? (const uint16_t *)(base + off_out) : plan->w.svh;
@@ -231,21 +264,26 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   return TRELLIS_OK;
 }
 
-static trellis_status check_buffer(const void *p, size_t have, size_t need, const char *what) {
+static trellis_status check_buffer(const void *p, size_t have, size_t need,
+                                   const char *what) {
   if (need == 0)
     return TRELLIS_OK;
   if (!p)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.%s is NULL; this run needs %zu bytes", what,
+    return trellis_fail(TRELLIS_ERR_BUFFER,
+                        "buffers.%s is NULL; this run needs %zu bytes", what,
                         need);
   if (have < need)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.%s holds %zu bytes; this run needs %zu",
-                        what, have, need);
+    return trellis_fail(TRELLIS_ERR_BUFFER,
+                        "buffers.%s holds %zu bytes; this run needs %zu", what,
+                        have, need);
   if ((uintptr_t)p % 16 != 0)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.%s is not 16-byte aligned", what);
+    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.%s is not 16-byte aligned",
+                        what);
   return TRELLIS_OK;
 }
 
-static trellis_status workspace_error(const trellis_layout *lay, const trellis_buffers *b,
+static trellis_status workspace_error(const trellis_layout *lay,
+                                      const trellis_buffers *b,
                                       cudaStream_t stream) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
@@ -254,17 +292,19 @@ static trellis_status workspace_error(const trellis_layout *lay, const trellis_b
   }
   const char *state = b->workspace ? "too small" : "missing";
   if (cs == cudaStreamCaptureStatusActive)
-    return trellis_fail(TRELLIS_ERR_WORKSPACE,
-                        "generic GEMM scratch is not initialized for CUDA graph capture: "
-                        "the %s path needs a workspace of %zu bytes, %zu given (%s); size it "
-                        "with trellis_plan_query before capture",
-                        trellis_path_name(lay->path), lay->workspace_bytes,
-                        b->workspace ? b->workspace_bytes : 0, state);
-  return trellis_fail(TRELLIS_ERR_WORKSPACE,
-                      "workspace %s: the %s path needs %zu bytes, %zu given (size it with "
-                      "trellis_plan_query)",
-                      state, trellis_path_name(lay->path), lay->workspace_bytes,
-                      b->workspace ? b->workspace_bytes : 0);
+    return trellis_fail(
+        TRELLIS_ERR_WORKSPACE,
+        "generic GEMM scratch is not initialized for CUDA graph capture: "
+        "the %s path needs a workspace of %zu bytes, %zu given (%s); size it "
+        "with trellis_plan_query before capture",
+        trellis_path_name(lay->path), lay->workspace_bytes,
+        b->workspace ? b->workspace_bytes : 0, state);
+  return trellis_fail(
+      TRELLIS_ERR_WORKSPACE,
+      "workspace %s: the %s path needs %zu bytes, %zu given (size it with "
+      "trellis_plan_query)",
+      state, trellis_path_name(lay->path), lay->workspace_bytes,
+      b->workspace ? b->workspace_bytes : 0);
 }
 
 static trellis_status launch_error(int err, const char *what) {
@@ -272,13 +312,15 @@ static trellis_status launch_error(int err, const char *what) {
 }
 
 /* Output stage of the generic and dense paths: partials -> y. */
-static trellis_status output_stage(const trellis_plan *p, const trellis_layout *lay, char *ws,
+static trellis_status output_stage(const trellis_plan *p,
+                                   const trellis_layout *lay, char *ws,
                                    int64_t m, void *y, cudaStream_t s) {
   const float *partial = (const float *)(ws + lay->partial_off);
   const int ydt = (int)p->desc.output_dtype;
   int err;
   if (!p->desc.h128) {
-    err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y, ydt, m, p->w.n, s);
+    err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y,
+                                 ydt, m, p->w.n, s);
     return err ? launch_error(err, "output rotation") : TRELLIS_OK;
   }
   const float *sums = partial;
@@ -289,16 +331,18 @@ static trellis_status output_stage(const trellis_plan *p, const trellis_layout *
     sums = dst;
   }
   float *rot = (float *)(ws + lay->rotout_off);
-  trellis_status st = p->desc.h128(sums, TRELLIS_F32, rot, TRELLIS_F32, NULL, p->s_out, m, p->w.n,
-                                   s, p->desc.h128_user_data);
+  trellis_status st =
+      p->desc.h128(sums, TRELLIS_F32, rot, TRELLIS_F32, NULL, p->s_out, m,
+                   p->w.n, s, p->desc.h128_user_data);
   if (st != TRELLIS_OK)
     return trellis_fail_prefix(st, "external H128 (output rotation)");
   err = trellis_launch_bias_convert(rot, p->w.bias, y, ydt, m, p->w.n, s);
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
-trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m, void *y,
-                           const trellis_buffers *buffers, void *stream) {
+trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
+                           void *y, const trellis_buffers *buffers,
+                           void *stream) {
   if (!plan)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
   if (!plan->prepared)
@@ -306,10 +350,12 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m, v
                         "trellis_run before trellis_plan_prepare on this plan");
   TRELLIS_CHECK_STRUCT(buffers, trellis_buffers, "buffers");
   if (m < 1 || m > plan->desc.max_m)
-    return trellis_fail(TRELLIS_ERR_SHAPE, "m = %lld is outside 1..max_m (%lld) of the plan",
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "m = %lld is outside 1..max_m (%lld) of the plan",
                         (long long)m, (long long)plan->desc.max_m);
   if (!x || !y)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL", x ? "y" : "x");
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        x ? "y" : "x");
   if ((uintptr_t)x % 16 || (uintptr_t)y % 16)
     return trellis_fail(TRELLIS_ERR_BUFFER, "%s is not 16-byte aligned",
                         (uintptr_t)x % 16 ? "x" : "y");
@@ -317,9 +363,10 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m, v
   trellis_layout lay;
   trellis_path path = trellis_plan_path_for(plan, m, NULL);
   if (!trellis_layout_compute(&plan->lp, path, m, &lay))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld", (long long)m);
-  trellis_status st = check_buffer(buffers->rotated, buffers->rotated_bytes, lay.rotated_bytes,
-                                   "rotated");
+    return trellis_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
+                        (long long)m);
+  trellis_status st = check_buffer(buffers->rotated, buffers->rotated_bytes,
+                                   lay.rotated_bytes, "rotated");
   if (st != TRELLIS_OK)
     return st;
   if (path == TRELLIS_PATH_FUSED)
@@ -328,19 +375,22 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m, v
   if (!buffers->workspace || buffers->workspace_bytes < lay.workspace_bytes)
     return workspace_error(&lay, buffers, s);
   if ((uintptr_t)buffers->workspace % TRELLIS_WS_ALIGN)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.workspace is not %d-byte aligned",
+    return trellis_fail(TRELLIS_ERR_BUFFER,
+                        "buffers.workspace is not %d-byte aligned",
                         TRELLIS_WS_ALIGN);
   char *ws = (char *)buffers->workspace;
   const int bf = plan->desc.compute_dtype == TRELLIS_BF16;
   const trellis_dtype rot_dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
   int err;
   if (plan->desc.h128) {
-    st = plan->desc.h128(x, plan->desc.input_dtype, buffers->rotated, rot_dt, plan->s_in, NULL, m,
-                         plan->w.k, stream, plan->desc.h128_user_data);
+    st = plan->desc.h128(x, plan->desc.input_dtype, buffers->rotated, rot_dt,
+                         plan->s_in, NULL, m, plan->w.k, stream,
+                         plan->desc.h128_user_data);
     if (st != TRELLIS_OK)
       return trellis_fail_prefix(st, "external H128 (input rotation)");
-  } else if ((err = trellis_launch_h128(x, (int)plan->desc.input_dtype, buffers->rotated,
-                                        (int)rot_dt, plan->s_in, NULL, m, plan->w.k, s))) {
+  } else if ((err = trellis_launch_h128(x, (int)plan->desc.input_dtype,
+                                        buffers->rotated, (int)rot_dt,
+                                        plan->s_in, NULL, m, plan->w.k, s))) {
     return launch_error(err, "input rotation");
   }
   if (path == TRELLIS_PATH_DENSE) {

@@ -12,24 +12,25 @@
 #define TRELLIS_DENSE_BUCKETS 16
 
 typedef struct dense_algo {
-  int64_t m;            /* largest m this entry serves */
+  int64_t m; /* largest m this entry serves */
   int valid_full, valid_tail;
-  cublasLtMatmulAlgo_t full, tail; /* slice_n columns; the last, narrower slice */
+  cublasLtMatmulAlgo_t full,
+      tail; /* slice_n columns; the last, narrower slice */
 } dense_algo;
 
 struct trellis_plan {
-  trellis_weight w;          /* device pointers */
+  trellis_weight w; /* device pointers */
   trellis_plan_desc desc;
   int device;
   int sm_count, cc_major, cc_minor;
   int prepared;
-  int fused_image;           /* fused kernel image runs on this device */
-  int fused_cluster[4];      /* cluster size per m-block variant 1, 2, 4, 8 */
-  int64_t dense_min_m;       /* generic path: dense (cuBLASLt) from this m */
+  int fused_image;      /* fused kernel image runs on this device */
+  int fused_cluster[4]; /* cluster size per m-block variant 1, 2, 4, 8 */
+  int64_t dense_min_m;  /* generic path: dense (cuBLASLt) from this m */
   trellis_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
-  void *owned;               /* plan-owned device memory (signs, locks) */
-  unsigned *locks;           /* fused path: self-resetting counters */
+  void *owned;                  /* plan-owned device memory (signs, locks) */
+  unsigned *locks;              /* fused path: self-resetting counters */
   size_t lock_count;
   cublasLtHandle_t lt;
   cublasLtMatmulDescOpaque_t matmul_desc;
@@ -54,7 +55,8 @@ trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
 /* Dense path (plan/dense.c). */
 trellis_status trellis_dense_prepare(trellis_plan *plan);
 trellis_status trellis_dense_gemm(const trellis_plan *plan,
-                                  const trellis_layout *lay, const void *rotated,
-                                  char *ws, int64_t m, cudaStream_t stream);
+                                  const trellis_layout *lay,
+                                  const void *rotated, char *ws, int64_t m,
+                                  cudaStream_t stream);
 
 #endif
