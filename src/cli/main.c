@@ -1,6 +1,61 @@
-#include "trellis.h"
-#include <stdio.h>
-int main(void) {
-  printf("libtrellis %s\n", trellis_version_string());
-  return 0;
+/* `trellis`: the command-line tool of libtrellis. Dispatches to one
+ * subcommand per file (cmd_*.c). */
+#include "cli_util.h"
+
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: trellis <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  info PATH                      quantization config and EXL3 layers of\n"
+    "                                 a .safetensors file or model directory\n"
+    "  decode PATH LAYER --output W.npy [--dense]\n"
+    "                                 W_hat fp16 [k, n] (bit-exact), or with\n"
+    "                                 --dense the original-basis weight fp32\n"
+    "  forward PATH LAYER --input X.npy --output Y.npy\n"
+    "          [--device auto|cpu|cuda] [--out-dtype f32|f16] [--threads N]\n"
+    "                                 y = layer(x); X fp16/fp32 [m, k] or [k]\n"
+    "  demo [--device auto|cpu|cuda] [--reps N] [--threads N]\n"
+    "                                 synthetic K6/MCG 4096x4096 layer on the\n"
+    "                                 best device, checked against a "
+    "reference\n"
+    "  bench [...]                    GPU benchmark (CUDA builds)\n"
+    "  help                           this text\n"
+    "  --version                      library version and CUDA support\n"
+    "\n"
+    "'trellis <command> --help' describes one command.\n";
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info}, {"decode", cmd_decode}, {"forward", cmd_forward},
+    {"demo", cmd_demo}, {"bench", cmd_bench},
+};
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    cli_error("missing command (try 'trellis help')");
+    return CLI_USAGE;
+  }
+  const char *name = argv[1];
+  if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 ||
+      strcmp(name, "-h") == 0) {
+    fputs(usage_text, stdout);
+    return CLI_OK;
+  }
+  if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+    printf("trellis %s (libtrellis %s, CUDA %s)\n", TRELLIS_VERSION_STRING,
+           trellis_version_string(),
+           trellis_cuda_built() ? "enabled" : "not built");
+    return CLI_OK;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(name, commands[i].name) == 0)
+      return commands[i].run(argc - 1, argv + 1);
+  cli_error("unknown command '%s' (try 'trellis help')", name);
+  return CLI_USAGE;
 }

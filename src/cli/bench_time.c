@@ -1,0 +1,94 @@
+/* `trellis bench`: timing of a launch sequence, by CUDA-graph replay and
+ * eagerly (cudaEvents around each replay or pass; medians). */
+#include "bench.h"
+
+#ifdef TRELLIS_HAVE_CUDA
+
+#include <stdlib.h>
+
+int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
+                     cudaStream_t stream, double *us) {
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  cudaEvent_t ev[2] = {NULL, NULL};
+  double *t = NULL;
+  int r = CLI_FAIL, capturing = 0;
+  BENCH_ALLOC(t, reps);
+  BENCH_CUDA(cudaEventCreate(&ev[0]));
+  BENCH_CUDA(cudaEventCreate(&ev[1]));
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  capturing = 1;
+  for (int i = 0; i < launches; i++)
+    if (fn(ctx, i, stream) != CLI_OK)
+      goto done;
+  capturing = 0;
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < BENCH_WARMUP; i++)
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  for (int i = 0; i < reps; i++) {
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventRecord(ev[0], stream));
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+    BENCH_CUDA(cudaEventRecord(ev[1], stream));
+    BENCH_CUDA(cudaEventSynchronize(ev[1]));
+    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    t[i] = 1e3 * (double)ms / launches;
+  }
+  *us = cli_median(t, reps);
+  r = CLI_OK;
+done:
+  if (capturing) { /* a launch failed mid-capture: end it, drop the graph */
+    cudaGraph_t partial = NULL;
+    if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial)
+      cudaGraphDestroy(partial);
+    (void)cudaGetLastError();
+  }
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      cudaEventDestroy(ev[i]);
+  free(t);
+  return r;
+}
+
+int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
+                     cudaStream_t stream, double *us) {
+  cudaEvent_t ev[2] = {NULL, NULL};
+  double *t = NULL;
+  int r = CLI_FAIL;
+  BENCH_ALLOC(t, reps);
+  BENCH_CUDA(cudaEventCreate(&ev[0]));
+  BENCH_CUDA(cudaEventCreate(&ev[1]));
+  for (int i = 0; i < launches; i++) /* warm-up pass */
+    if (fn(ctx, i, stream) != CLI_OK)
+      goto done;
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  for (int rep = 0; rep < reps; rep++) {
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventRecord(ev[0], stream));
+    for (int i = 0; i < launches; i++)
+      if (fn(ctx, i, stream) != CLI_OK)
+        goto done;
+    BENCH_CUDA(cudaEventRecord(ev[1], stream));
+    BENCH_CUDA(cudaEventSynchronize(ev[1]));
+    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    t[rep] = 1e3 * (double)ms / launches;
+  }
+  *us = cli_median(t, reps);
+  r = CLI_OK;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      cudaEventDestroy(ev[i]);
+  free(t);
+  return r;
+}
+
+#else
+typedef int bench_time_unused; /* CPU-only build: nothing to time */
+#endif

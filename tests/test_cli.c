@@ -1,0 +1,361 @@
+/* The `trellis` CLI end to end (fork/exec of TRELLIS_CLI_PATH, files in a
+ * temporary directory):
+ *   - `decode` of every test-vector case is w_hat bit for bit; `--dense` is
+ *     w_dense within tolerance;
+ *   - `forward --device cpu` of every case matches y (fp32 out), and with
+ *     `--out-dtype f16`; a 1-D input [k] gives a 1-D output [n];
+ *   - `info` on the toy model directory lists its 14 EXL3 layers and counts
+ *     the norm tensors as other tensors;
+ *   - `demo` exits 0 and reports PASS (on a GPU: the fused path at m = 1 and
+ *     the generic path at m = 129);
+ *   - `--version` and `help`. */
+#include "testutil.h"
+
+#include "io/npy.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TOL 2e-3
+
+static tv_case *cases;
+static size_t ncases;
+
+/* ------------------------------------------------------------ running -- */
+
+typedef struct cli_result {
+  int code;  /* exit code, or 128 + signal */
+  char *out; /* stdout, malloc'd, NUL-terminated */
+  char *err; /* stderr, malloc'd */
+} cli_result;
+
+static char *read_text(const char *path) {
+  size_t size = 0;
+  uint8_t *data = tu_read_file(path, &size);
+  char *text = realloc(data, size + 1);
+  assert_non_null(text);
+  text[size] = '\0';
+  return text;
+}
+
+/* Runs TRELLIS_CLI_PATH with `args` (NULL-terminated, without argv[0]). */
+static cli_result run_cli(const char *const *args) {
+  const char *argv[32] = {TRELLIS_CLI_PATH};
+  int argc = 1;
+  for (; args[argc - 1]; argc++) {
+    assert_true(argc < 31);
+    argv[argc] = args[argc - 1];
+  }
+  argv[argc] = NULL;
+  char *out_path = tu_tmp_path("cli.stdout");
+  char *err_path = tu_tmp_path("cli.stderr");
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+      _exit(126);
+    execv(TRELLIS_CLI_PATH, (char *const *)argv);
+    _exit(127);
+  }
+  int status = 0;
+  assert_true(waitpid(pid, &status, 0) == pid);
+  cli_result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_text(out_path);
+  r.err = read_text(err_path);
+  free(out_path);
+  free(err_path);
+  return r;
+}
+
+static void free_result(cli_result *r) {
+  free(r->out);
+  free(r->err);
+}
+
+static void expect_success(const char *what, cli_result *r) {
+  if (r->code != 0)
+    fail_msg("%s: exit %d, stderr: %s", what, r->code, r->err);
+}
+
+/* Reads a .npy file the CLI wrote and checks its dtype and shape. */
+static void read_npy(const char *path, trellis_dtype dtype, int ndim,
+                     const int64_t *shape, trellis_npy *out) {
+  tu_assert_status(trellis_npy_read(path, out), TRELLIS_OK);
+  assert_int_equal(out->dtype, dtype);
+  assert_int_equal(out->ndim, ndim);
+  for (int i = 0; i < ndim; i++)
+    assert_int_equal(out->shape[i], shape[i]);
+}
+
+static void check_close(const char *what, const char *name, const float *got,
+                        const float *ref, size_t count) {
+  double rel = tu_rel_l2(got, ref, count);
+  double maxd = tu_max_abs_diff(got, ref, count);
+  double maxr = tu_max_abs(ref, count);
+  if (!tu_all_finite(got, count) || !(rel <= TOL) || !(maxd <= TOL * maxr))
+    fail_msg("%s %s: rel_l2 %.3e, max|d| %.3e vs %.3e allowed", name, what, rel,
+             maxd, TOL * maxr);
+}
+
+static char *case_path(const tv_case *c) {
+  char stem[160];
+  snprintf(stem, sizeof stem, "%s.safetensors", c->name);
+  return tu_tv_path(stem);
+}
+
+/* -------------------------------------------------------------- decode -- */
+
+static void test_decode_every_case(void **state) {
+  (void)state;
+  char *out = tu_tmp_path("w.npy");
+  for (size_t i = 0; i < ncases; i++) {
+    const tv_case *c = &cases[i];
+    tv_loaded t;
+    tv_open(c, &t);
+    char *path = case_path(c);
+    const char *args[] = {"decode", path, c->layer, "--output", out, NULL};
+    cli_result r = run_cli(args);
+    expect_success(c->name, &r);
+    trellis_npy w;
+    int64_t shape[2] = {c->k, c->n};
+    read_npy(out, TRELLIS_F16, 2, shape, &w);
+    assert_int_equal(w.nbytes, t.w_hat.nbytes);
+    if (memcmp(w.data, t.w_hat.data, w.nbytes) != 0)
+      fail_msg("%s: trellis decode differs from w_hat", c->name);
+    trellis_npy_free(&w);
+    free_result(&r);
+    free(path);
+    tv_close(&t);
+  }
+  free(out);
+}
+
+static void test_decode_dense_every_case(void **state) {
+  (void)state;
+  char *out = tu_tmp_path("wd.npy");
+  for (size_t i = 0; i < ncases; i++) {
+    const tv_case *c = &cases[i];
+    tv_loaded t;
+    tv_open(c, &t);
+    char *path = case_path(c);
+    const char *args[] = {"decode",   path, c->layer, "--dense",
+                          "--output", out,  NULL};
+    cli_result r = run_cli(args);
+    expect_success(c->name, &r);
+    trellis_npy w;
+    int64_t shape[2] = {c->k, c->n};
+    read_npy(out, TRELLIS_F32, 2, shape, &w);
+    size_t count = (size_t)c->k * (size_t)c->n;
+    float *ref = malloc(count * sizeof *ref);
+    assert_non_null(ref);
+    memcpy(ref, t.w_dense.data, count * sizeof *ref);
+    check_close("decode --dense", c->name, w.data, ref, count);
+    free(ref);
+    trellis_npy_free(&w);
+    free_result(&r);
+    free(path);
+    tv_close(&t);
+  }
+  free(out);
+}
+
+/* ------------------------------------------------------------- forward -- */
+
+/* Runs `forward --device DEVICE` on rows [0, m) of the case's x, written
+ * with `ndim` dims, and compares Y (dtype ydt) with the reference rows. */
+static void forward_case(const tv_case *c, int64_t m, int ndim,
+                         trellis_dtype ydt, const char *device) {
+  tv_loaded t;
+  tv_open(c, &t);
+  char *path = case_path(c);
+  char *xin = tu_tmp_path("x.npy"), *yout = tu_tmp_path("y.npy");
+  int64_t xshape[2] = {m, c->k};
+  tu_assert_status(trellis_npy_write(xin, TRELLIS_F16, ndim,
+                                     ndim == 1 ? &xshape[1] : xshape, t.x.data),
+                   TRELLIS_OK);
+  const char *args[] = {"forward",
+                        path,
+                        c->layer,
+                        "--device",
+                        device,
+                        "--input",
+                        xin,
+                        "--output",
+                        yout,
+                        "--out-dtype",
+                        ydt == TRELLIS_F16 ? "f16" : "f32",
+                        NULL};
+  cli_result r = run_cli(args);
+  expect_success(c->name, &r);
+  /* The CLI says where it ran: "device: cpu ..." or "device: cuda ...". */
+  char where[32];
+  snprintf(where, sizeof where, "device: %s", device);
+  if (strstr(r.err, where) == NULL || strstr(r.err, "path: ") == NULL)
+    fail_msg("%s: forward did not report '%s' and its path: %s", c->name, where,
+             r.err);
+  trellis_npy y;
+  int64_t yshape[2] = {m, c->n};
+  read_npy(yout, ydt, ndim, ndim == 1 ? &yshape[1] : yshape, &y);
+  size_t count = (size_t)m * (size_t)c->n;
+  float *got = malloc(count * sizeof *got), *ref = malloc(count * 4);
+  assert_true(got && ref);
+  if (ydt == TRELLIS_F16)
+    tu_f16_to_f32(y.data, got, count);
+  else
+    memcpy(got, y.data, count * 4);
+  memcpy(ref, t.y.data, count * 4);
+  check_close(ydt == TRELLIS_F16 ? "forward --out-dtype f16" : "forward",
+              c->name, got, ref, count);
+  free(got);
+  free(ref);
+  trellis_npy_free(&y);
+  free_result(&r);
+  free(xin);
+  free(yout);
+  free(path);
+  tv_close(&t);
+}
+
+static void test_forward_every_case(void **state) {
+  (void)state;
+  for (size_t i = 0; i < ncases; i++)
+    forward_case(&cases[i], cases[i].m, 2, TRELLIS_F32, "cpu");
+}
+
+static void test_forward_f16_output(void **state) {
+  (void)state;
+  for (size_t i = 0; i < ncases; i++)
+    forward_case(&cases[i], cases[i].m, 2, TRELLIS_F16, "cpu");
+}
+
+/* On a GPU machine: `--device cuda` for every case, fp32 and fp16 out. */
+static void test_forward_cuda_every_case(void **state) {
+  (void)state;
+  if (!tu_gpu_available()) {
+    print_message("no CUDA device: --device cuda is covered by cli_errors\n");
+    skip();
+  }
+  for (size_t i = 0; i < ncases; i++) {
+    forward_case(&cases[i], cases[i].m, 2, TRELLIS_F32, "cuda");
+    forward_case(&cases[i], cases[i].m, 2, TRELLIS_F16, "cuda");
+  }
+}
+
+static void test_forward_1d_input(void **state) {
+  (void)state;
+  /* Row 0 of a few cases as X [k]: Y must be [n] and match y[0]. */
+  for (size_t i = 0; i < ncases; i += 5)
+    forward_case(&cases[i], 1, 1, TRELLIS_F32, "cpu");
+}
+
+/* ---------------------------------------------------------------- info -- */
+
+static void test_info_toy_model(void **state) {
+  (void)state;
+  static const char *const projs[] = {"self_attn.q_proj", "self_attn.k_proj",
+                                      "self_attn.v_proj", "self_attn.o_proj",
+                                      "mlp.gate_proj",    "mlp.up_proj",
+                                      "mlp.down_proj"};
+  const char *args[] = {"info", TU_TOY_MODEL, NULL};
+  cli_result r = run_cli(args);
+  expect_success("info toy model", &r);
+  for (int layer = 0; layer < 2; layer++)
+    for (size_t p = 0; p < sizeof projs / sizeof projs[0]; p++) {
+      char name[96];
+      snprintf(name, sizeof name, "model.layers.%d.%s ", layer, projs[p]);
+      if (strstr(r.out, name) == NULL)
+        fail_msg("info does not list %s:\n%s", name, r.out);
+    }
+  assert_non_null(strstr(r.out, "14 EXL3 layers"));
+  assert_non_null(strstr(r.out, "2 other tensors"));
+  assert_null(strstr(r.out, "input_layernorm"));
+  assert_non_null(strstr(r.out, "exl3")); /* the quantization_config */
+  assert_non_null(strstr(r.out, "mcg"));
+  free_result(&r);
+}
+
+static void test_info_single_file(void **state) {
+  (void)state;
+  char *path = case_path(&cases[0]);
+  const char *args[] = {"info", path, NULL};
+  cli_result r = run_cli(args);
+  expect_success("info file", &r);
+  assert_non_null(strstr(r.out, cases[0].layer));
+  assert_non_null(strstr(r.out, "1 EXL3 layer,"));
+  free_result(&r);
+  free(path);
+}
+
+/* ---------------------------------------------------------------- demo -- */
+
+static void test_demo(void **state) {
+  (void)state;
+  const char *args[] = {"demo", NULL};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  cli_result r = run_cli(args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) +
+                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  print_message("trellis demo took %.1f s:\n%s", secs, r.out);
+  expect_success("demo", &r);
+  assert_non_null(strstr(r.out, "result: PASS"));
+  if (tu_gpu_available()) {
+    if (!strstr(r.out, "m=1    path fused") ||
+        !strstr(r.out, "m=129  path generic"))
+      fail_msg("demo on a GPU must show the fused path at m=1 and the "
+               "generic path at m=129");
+  } else {
+    assert_non_null(strstr(r.out, "device: cpu"));
+    if (secs >= 30.0) /* the demo must stay quick on a plain CPU */
+      fail_msg("trellis demo took %.1f s on the CPU (limit 30 s)", secs);
+  }
+  free_result(&r);
+}
+
+static void test_version_and_help(void **state) {
+  (void)state;
+  const char *v[] = {"--version", NULL};
+  cli_result r = run_cli(v);
+  expect_success("--version", &r);
+  assert_non_null(strstr(r.out, TRELLIS_VERSION_STRING));
+  free_result(&r);
+  const char *h[] = {"help", NULL};
+  r = run_cli(h);
+  expect_success("help", &r);
+  assert_non_null(strstr(r.out, "forward"));
+  free_result(&r);
+  const char *fh[] = {"forward", "--help", NULL};
+  r = run_cli(fh);
+  expect_success("forward --help", &r);
+  assert_non_null(strstr(r.out, "--out-dtype"));
+  free_result(&r);
+}
+
+int main(void) {
+  ncases = tv_load_manifest(&cases);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_version_and_help),
+      cmocka_unit_test(test_decode_every_case),
+      cmocka_unit_test(test_decode_dense_every_case),
+      cmocka_unit_test(test_forward_every_case),
+      cmocka_unit_test(test_forward_f16_output),
+      cmocka_unit_test(test_forward_1d_input),
+      cmocka_unit_test(test_forward_cuda_every_case),
+      cmocka_unit_test(test_info_toy_model),
+      cmocka_unit_test(test_info_single_file),
+      cmocka_unit_test(test_demo),
+  };
+  int failed = cmocka_run_group_tests(tests, NULL, NULL);
+  free(cases);
+  return failed;
+}

@@ -1,0 +1,191 @@
+/* Every case of the known-answer vectors (testvectors/manifest.json) through
+ * the library's CPU side:
+ *   - the layer the loader finds matches the manifest (k, n, K, codebook,
+ *     sign form, bias);
+ *   - W_hat from trellis_decode_weight equals w_hat bit for bit;
+ *   - trellis_dense_weight matches w_dense (rel L2 <= 2e-3, max abs <=
+ *     2e-3 * max|w_dense|);
+ *   - trellis_cpu_forward matches y with the same tolerances, for fp16 and
+ *     fp32 inputs, fp32 and fp16 outputs, on 1 and 2 threads.
+ * One cmocka test per case and check, so a failure names the case. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 2e-3
+
+/* Copies a mapped tensor into aligned memory (mapped data need not be). */
+static void *copy_tensor(const trellis_tensor *t) {
+  void *p = malloc(t->nbytes ? t->nbytes : 1);
+  assert_non_null(p);
+  memcpy(p, t->data, t->nbytes);
+  return p;
+}
+
+/* Asserts rel L2 <= TOL and max|got - ref| <= TOL * max|ref|. */
+static void check_close(const char *what, const tv_case *c, const float *got,
+                        const float *ref, size_t count) {
+  double rel = tu_rel_l2(got, ref, count);
+  double maxd = tu_max_abs_diff(got, ref, count);
+  double maxr = tu_max_abs(ref, count);
+  if (!tu_all_finite(got, count) || !(rel <= TOL) || !(maxd <= TOL * maxr))
+    fail_msg("%s %s: rel_l2 %.3e, max|d| %.3e vs %.3e allowed (finite %d)",
+             c->name, what, rel, maxd, TOL * maxr, tu_all_finite(got, count));
+}
+
+static void test_layer_matches_manifest(void **state) {
+  const tv_case *c = *state;
+  tv_loaded t;
+  tv_open(c, &t);
+  const trellis_weight *w = &t.layer.weight;
+  assert_int_equal(w->k, c->k);
+  assert_int_equal(w->n, c->n);
+  assert_int_equal(w->bits, c->bits);
+  assert_int_equal(w->codebook, c->codebook);
+  assert_int_equal(t.layer.signs == TRELLIS_SIGNS_LEGACY, c->legacy_signs);
+  assert_int_equal(t.layer.has_bias, c->bias);
+  assert_int_equal(t.x.ndim, 2);
+  assert_int_equal(t.x.shape[0], c->m);
+  assert_int_equal(t.x.shape[1], c->k);
+  tv_close(&t);
+}
+
+static void test_decode_bit_exact(void **state) {
+  const tv_case *c = *state;
+  tv_loaded t;
+  tv_open(c, &t);
+  size_t count = (size_t)c->k * (size_t)c->n;
+  assert_int_equal(t.w_hat.nbytes, count * 2);
+  uint16_t *w = malloc(count * 2);
+  assert_non_null(w);
+  memset(w, 0xff, count * 2);
+  tu_assert_status(trellis_decode_weight(&t.layer.weight, w), TRELLIS_OK);
+  const uint8_t *ref = t.w_hat.data;
+  for (size_t i = 0; i < count; i++) {
+    uint16_t want;
+    memcpy(&want, ref + 2 * i, 2);
+    if (w[i] != want)
+      fail_msg("%s: w_hat[%zu][%zu] = 0x%04x, want 0x%04x", c->name,
+               i / (size_t)c->n, i % (size_t)c->n, w[i], want);
+  }
+  free(w);
+  tv_close(&t);
+}
+
+static void test_dense_weight(void **state) {
+  const tv_case *c = *state;
+  tv_loaded t;
+  tv_open(c, &t);
+  size_t count = (size_t)c->k * (size_t)c->n;
+  assert_int_equal(t.w_dense.nbytes, count * 4);
+  float *w = malloc(count * 4);
+  assert_non_null(w);
+  memset(w, 0xff, count * 4); /* NaN: unwritten elements fail */
+  tu_assert_status(trellis_dense_weight(&t.layer.weight, w), TRELLIS_OK);
+  float *ref = copy_tensor(&t.w_dense);
+  check_close("w_dense", c, w, ref, count);
+  free(ref);
+  free(w);
+  tv_close(&t);
+}
+
+/* One forward: x of dtype xdt, y of dtype ydt, `threads` threads. */
+static void forward_once(const tv_case *c, const tv_loaded *t,
+                         const uint16_t *x16, const float *yref,
+                         trellis_dtype xdt, trellis_dtype ydt, int threads) {
+  const trellis_weight *w = &t->layer.weight;
+  size_t xcount = (size_t)c->m * (size_t)c->k;
+  size_t ycount = (size_t)c->m * (size_t)c->n;
+  void *x = (void *)x16;
+  float *x32 = NULL;
+  if (xdt == TRELLIS_F32) {
+    x32 = malloc(xcount * sizeof *x32);
+    assert_non_null(x32);
+    tu_f16_to_f32(x16, x32, xcount);
+    x = x32;
+  }
+  size_t ws_bytes = trellis_cpu_workspace_size(w, c->m, threads);
+  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  void *y = malloc(ycount * trellis_dtype_size(ydt));
+  float *yf = malloc(ycount * sizeof *yf);
+  assert_true(ws && y && yf);
+  memset(y, 0xff, ycount * trellis_dtype_size(ydt)); /* NaN-filled */
+  tu_assert_status(
+      trellis_cpu_forward(w, x, xdt, c->m, y, ydt, ws, ws_bytes, threads),
+      TRELLIS_OK);
+  if (ydt == TRELLIS_F16)
+    tu_f16_to_f32(y, yf, ycount);
+  else
+    memcpy(yf, y, ycount * sizeof *yf);
+  char what[96];
+  snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
+           trellis_dtype_name(xdt), trellis_dtype_name(ydt), threads);
+  check_close(what, c, yf, yref, ycount);
+  free(x32);
+  free(ws);
+  free(y);
+  free(yf);
+}
+
+static void test_cpu_forward(void **state) {
+  const tv_case *c = *state;
+  tv_loaded t;
+  tv_open(c, &t);
+  assert_int_equal(t.y.nbytes, (size_t)c->m * (size_t)c->n * 4);
+  uint16_t *x16 = copy_tensor(&t.x);
+  float *yref = copy_tensor(&t.y);
+  const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
+  const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
+  for (int threads = 1; threads <= 2; threads++)
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        forward_once(c, &t, x16, yref, xdts[i], ydts[j], threads);
+  free(x16);
+  free(yref);
+  tv_close(&t);
+}
+
+typedef struct check {
+  const char *suffix;
+  CMUnitTestFunction fn;
+} check;
+
+static const check checks[] = {
+    {"layer", test_layer_matches_manifest},
+    {"w_hat bit-exact", test_decode_bit_exact},
+    {"w_dense", test_dense_weight},
+    {"cpu forward", test_cpu_forward},
+};
+#define NCHECKS (sizeof checks / sizeof checks[0])
+
+int main(void) {
+  tv_case *cases = NULL;
+  size_t ncases = tv_load_manifest(&cases);
+  if (ncases == 0) {
+    fprintf(stderr, "test_vectors: the manifest lists no cases\n");
+    return 1;
+  }
+  size_t ntests = ncases * NCHECKS;
+  struct CMUnitTest *tests = calloc(ntests, sizeof *tests);
+  char(*names)[160] = calloc(ntests, sizeof *names);
+  if (!tests || !names)
+    return 1;
+  for (size_t i = 0; i < ncases; i++)
+    for (size_t j = 0; j < NCHECKS; j++) {
+      size_t k = i * NCHECKS + j;
+      snprintf(names[k], sizeof names[k], "%s: %s", cases[i].name,
+               checks[j].suffix);
+      tests[k].name = names[k];
+      tests[k].test_func = checks[j].fn;
+      tests[k].initial_state = &cases[i];
+    }
+  int failed =
+      _cmocka_run_group_tests("test_vectors", tests, ntests, NULL, NULL);
+  free(tests);
+  free(names);
+  free(cases);
+  return failed;
+}
