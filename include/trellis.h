@@ -62,15 +62,15 @@ typedef enum trellis_status {
   TRELLIS_ERR_IO = 3,               /* open/read/write/mmap failed */
   TRELLIS_ERR_FORMAT = 4,           /* malformed file: header, JSON, offsets */
   TRELLIS_ERR_DTYPE = 5,            /* a tensor or buffer has the wrong dtype */
-  TRELLIS_ERR_SHAPE = 6,            /* a tensor or problem has the wrong shape */
-  TRELLIS_ERR_NOT_FOUND = 7,        /* named tensor, layer or file missing */
-  TRELLIS_ERR_UNSUPPORTED = 8,      /* valid request this build cannot do */
-  TRELLIS_ERR_WORKSPACE = 9,        /* workspace missing or too small */
-  TRELLIS_ERR_BUFFER = 10,          /* a caller buffer missing/small/misaligned */
-  TRELLIS_ERR_NO_DEVICE = 11,       /* no CUDA device, or built without CUDA */
-  TRELLIS_ERR_ARCH = 12,            /* no kernel image for this GPU's arch */
-  TRELLIS_ERR_CUDA = 13,            /* a CUDA runtime or cuBLASLt call failed */
-  TRELLIS_ERR_NOT_PREPARED = 14,    /* plan used before trellis_plan_prepare */
+  TRELLIS_ERR_SHAPE = 6,         /* a tensor or problem has the wrong shape */
+  TRELLIS_ERR_NOT_FOUND = 7,     /* named tensor, layer or file missing */
+  TRELLIS_ERR_UNSUPPORTED = 8,   /* valid request this build cannot do */
+  TRELLIS_ERR_WORKSPACE = 9,     /* workspace missing or too small */
+  TRELLIS_ERR_BUFFER = 10,       /* a caller buffer missing/small/misaligned */
+  TRELLIS_ERR_NO_DEVICE = 11,    /* no CUDA device, or built without CUDA */
+  TRELLIS_ERR_ARCH = 12,         /* no kernel image for this GPU's arch */
+  TRELLIS_ERR_CUDA = 13,         /* a CUDA runtime or cuBLASLt call failed */
+  TRELLIS_ERR_NOT_PREPARED = 14, /* plan used before trellis_plan_prepare */
   TRELLIS_ERR_INTERNAL = 15
 } trellis_status;
 
@@ -117,8 +117,8 @@ TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 
 #define TRELLIS_MIN_BITS 1
 #define TRELLIS_MAX_BITS 8
-#define TRELLIS_TILE 16     /* weight tile is 16 x 16 */
-#define TRELLIS_HBLOCK 128  /* Hadamard block, and required k/n multiple */
+#define TRELLIS_TILE 16    /* weight tile is 16 x 16 */
+#define TRELLIS_HBLOCK 128 /* Hadamard block, and required k/n multiple */
 
 /* fp16 bits of the codebook value of one 16-bit trellis state. */
 TRELLIS_API uint16_t trellis_codebook_value(trellis_codebook cb,
@@ -142,17 +142,17 @@ TRELLIS_API trellis_status trellis_expand_signs(const int16_t *packed,
  * device memory for the plan API. Exactly one of suh/su and one of svh/sv is
  * set. */
 typedef struct trellis_weight {
-  uint32_t struct_size;     /* sizeof(trellis_weight) */
-  int64_t k;                /* in_features, multiple of 128 */
-  int64_t n;                /* out_features, multiple of 128 */
-  int bits;                 /* K, 1..8 */
+  uint32_t struct_size; /* sizeof(trellis_weight) */
+  int64_t k;            /* in_features, multiple of 128 */
+  int64_t n;            /* out_features, multiple of 128 */
+  int bits;             /* K, 1..8 */
   trellis_codebook codebook;
-  const int16_t *trellis;   /* [k/16][n/16][16*bits] */
-  const uint16_t *suh;      /* fp16 [k], or NULL when su is used */
-  const uint16_t *svh;      /* fp16 [n], or NULL when sv is used */
-  const int16_t *su;        /* legacy packed signs [k/16], or NULL */
-  const int16_t *sv;        /* legacy packed signs [n/16], or NULL */
-  const uint16_t *bias;     /* fp16 [n], or NULL */
+  const int16_t *trellis; /* [k/16][n/16][16*bits] */
+  const uint16_t *suh;    /* fp16 [k], or NULL when su is used */
+  const uint16_t *svh;    /* fp16 [n], or NULL when sv is used */
+  const int16_t *su;      /* legacy packed signs [k/16], or NULL */
+  const int16_t *sv;      /* legacy packed signs [n/16], or NULL */
+  const uint16_t *bias;   /* fp16 [n], or NULL */
 } trellis_weight;
 
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
@@ -187,11 +187,10 @@ TRELLIS_API trellis_status trellis_dense_weight(const trellis_weight *w,
  */
 TRELLIS_API size_t trellis_cpu_workspace_size(const trellis_weight *w,
                                               int64_t m, int threads);
-TRELLIS_API trellis_status
-trellis_cpu_forward(const trellis_weight *w, const void *x,
-                    trellis_dtype x_dtype, int64_t m, void *y,
-                    trellis_dtype y_dtype, void *workspace,
-                    size_t workspace_bytes, int threads);
+TRELLIS_API trellis_status trellis_cpu_forward(
+    const trellis_weight *w, const void *x, trellis_dtype x_dtype, int64_t m,
+    void *y, trellis_dtype y_dtype, void *workspace, size_t workspace_bytes,
+    int threads);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints: safetensors files and EXL3 model directories                 */
@@ -221,11 +220,11 @@ TRELLIS_API size_t trellis_tensor_dtype_size(trellis_tensor_dtype dt);
 #define TRELLIS_MAX_DIMS 8
 
 typedef struct trellis_tensor {
-  const char *name;          /* owned by the file/model */
+  const char *name; /* owned by the file/model */
   trellis_tensor_dtype dtype;
   int ndim;
   int64_t shape[TRELLIS_MAX_DIMS];
-  const void *data;          /* inside the mapped file */
+  const void *data; /* inside the mapped file */
   size_t nbytes;
 } trellis_tensor;
 
@@ -252,9 +251,9 @@ typedef struct trellis_quant_config {
   int present;           /* 1 when config.json had a quantization_config */
   char quant_method[32]; /* "exl3" */
   char version[32];
-  double bits;           /* average bits per weight, 0 if absent */
-  int head_bits;         /* 0 if absent */
-  char codebook[16];     /* "mcg", "mul1", "3inst" or "" */
+  double bits;       /* average bits per weight, 0 if absent */
+  int head_bits;     /* 0 if absent */
+  char codebook[16]; /* "mcg", "mul1", "3inst" or "" */
   char out_scales[16];
   int64_t calibration_rows, calibration_cols;
 } trellis_quant_config;
@@ -269,8 +268,8 @@ typedef enum trellis_sign_form {
 } trellis_sign_form;
 
 typedef struct trellis_layer {
-  const char *name;          /* prefix, e.g. "model.layers.0.mlp.up_proj" */
-  trellis_weight weight;     /* host pointers into the mapped files */
+  const char *name;      /* prefix, e.g. "model.layers.0.mlp.up_proj" */
+  trellis_weight weight; /* host pointers into the mapped files */
   trellis_sign_form signs;
   int has_bias;
 } trellis_layer;
@@ -331,20 +330,16 @@ TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
  * Launch work on `stream` only; never synchronise. Return TRELLIS_OK or an
  * error, which run() passes back.
  */
-typedef trellis_status (*trellis_h128_fn)(const void *in, trellis_dtype in_dtype,
-                                          void *out, trellis_dtype out_dtype,
-                                          const uint16_t *pre_scale,
-                                          const uint16_t *post_scale,
-                                          int64_t rows, int64_t cols,
-                                          void *stream, void *user_data);
+typedef trellis_status (*trellis_h128_fn)(
+    const void *in, trellis_dtype in_dtype, void *out, trellis_dtype out_dtype,
+    const uint16_t *pre_scale, const uint16_t *post_scale, int64_t rows,
+    int64_t cols, void *stream, void *user_data);
 
 /* The library's own rotation, with the callback's signature and contract. */
-TRELLIS_API trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
-                                             void *out, trellis_dtype out_dtype,
-                                             const uint16_t *pre_scale,
-                                             const uint16_t *post_scale,
-                                             int64_t rows, int64_t cols,
-                                             void *stream, void *user_data);
+TRELLIS_API trellis_status trellis_cuda_h128(
+    const void *in, trellis_dtype in_dtype, void *out, trellis_dtype out_dtype,
+    const uint16_t *pre_scale, const uint16_t *post_scale, int64_t rows,
+    int64_t cols, void *stream, void *user_data);
 
 typedef enum trellis_path {
   TRELLIS_PATH_NONE = 0,
@@ -357,19 +352,21 @@ TRELLIS_API const char *trellis_path_name(trellis_path path);
 
 /* Plan flags. */
 #define TRELLIS_PLAN_FORCE_GENERIC 0x1u /* never take the fused path */
-#define TRELLIS_PLAN_FORCE_DECODE 0x2u  /* generic never takes the dense path */
-#define TRELLIS_PLAN_FORCE_DENSE 0x4u   /* generic always takes the dense path */
+#define TRELLIS_PLAN_FORCE_DECODE 0x2u  /* generic never takes the dense path  \
+                                         */
+#define TRELLIS_PLAN_FORCE_DENSE 0x4u   /* generic always takes the dense path \
+                                         */
 
 typedef struct trellis_plan_desc {
-  uint32_t struct_size;         /* sizeof(trellis_plan_desc) */
-  int64_t max_m;                /* largest m any run will pass */
-  trellis_dtype input_dtype;    /* x: F16, BF16 or F32 */
-  trellis_dtype output_dtype;   /* y: F16, BF16 or F32 */
-  trellis_dtype compute_dtype;  /* F16 (default) or BF16 */
-  trellis_h128_fn h128;         /* external rotation, or NULL */
+  uint32_t struct_size;        /* sizeof(trellis_plan_desc) */
+  int64_t max_m;               /* largest m any run will pass */
+  trellis_dtype input_dtype;   /* x: F16, BF16 or F32 */
+  trellis_dtype output_dtype;  /* y: F16, BF16 or F32 */
+  trellis_dtype compute_dtype; /* F16 (default) or BF16 */
+  trellis_h128_fn h128;        /* external rotation, or NULL */
   void *h128_user_data;
-  uint32_t flags;               /* TRELLIS_PLAN_* */
-  int split_k;                  /* forced split-K factor; 0 = automatic */
+  uint32_t flags; /* TRELLIS_PLAN_* */
+  int split_k;    /* forced split-K factor; 0 = automatic */
 } trellis_plan_desc;
 
 TRELLIS_API void trellis_plan_desc_init(trellis_plan_desc *d);
@@ -380,15 +377,15 @@ typedef struct trellis_plan trellis_plan;
  * same layout function run() uses to carve the buffers. */
 typedef struct trellis_buffer_sizes {
   uint32_t struct_size;
-  trellis_path path;        /* the path run() takes for this m */
-  size_t rotated_bytes;     /* fp16 [m][k] rotated input (always needed) */
-  size_t input_f16_bytes;   /* fp16 [m][k] staging when x is not fp16 */
-  size_t output_f16_bytes;  /* fp16 [m][n] staging when y is bf16 (fused) */
-  size_t workspace_bytes;   /* generic scratch; 0 on the fused path */
+  trellis_path path;       /* the path run() takes for this m */
+  size_t rotated_bytes;    /* fp16 [m][k] rotated input (always needed) */
+  size_t input_f16_bytes;  /* fp16 [m][k] staging when x is not fp16 */
+  size_t output_f16_bytes; /* fp16 [m][n] staging when y is bf16 (fused) */
+  size_t workspace_bytes;  /* generic scratch; 0 on the fused path */
 } trellis_buffer_sizes;
 
 typedef struct trellis_buffers {
-  uint32_t struct_size;     /* sizeof(trellis_buffers) */
+  uint32_t struct_size; /* sizeof(trellis_buffers) */
   void *rotated;
   size_t rotated_bytes;
   void *input_f16;

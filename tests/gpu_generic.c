@@ -105,7 +105,8 @@ static void test_random_layers(void **state) {
              trellis_codebook_name(s->cb), s->legacy, s->bias,
              trellis_path_name(sz.path));
     check_close(y, ref, (size_t)(s->m * s->n), 1e-4, 1e-3, what);
-    printf("  ok %s rel %.2e\n", what, tu_rel_l2(y, ref, (size_t)(s->m * s->n)));
+    printf("  ok %s rel %.2e\n", what,
+           tu_rel_l2(y, ref, (size_t)(s->m * s->n)));
     free(y);
     free(ref);
     free(x);
@@ -405,10 +406,12 @@ static void test_misuse(void **state) {
                    TRELLIS_ERR_INVALID_ARGUMENT);
   trellis_buffers b = g.b;
   b.rotated = NULL;
-  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0),
+                   TRELLIS_ERR_BUFFER);
   b = g.b;
   b.rotated_bytes = 16;
-  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_run(g.plan, g.dx, 1, g.dy, &b, 0),
+                   TRELLIS_ERR_BUFFER);
   b = g.b;
   trellis_buffer_sizes sz;
   OK(trellis_plan_query(g.plan, 4, &sz));
@@ -418,7 +421,8 @@ static void test_misuse(void **state) {
   tu_assert_error_has("too small");
   b = g.b;
   b.workspace = (char *)b.workspace + 16; /* size still claimed: alignment */
-  tu_assert_status(trellis_run(g.plan, g.dx, 4, g.dy, &b, 0), TRELLIS_ERR_BUFFER);
+  tu_assert_status(trellis_run(g.plan, g.dx, 4, g.dy, &b, 0),
+                   TRELLIS_ERR_BUFFER);
   tu_assert_status(trellis_plan_query(g.plan, 5, &sz), TRELLIS_ERR_SHAPE);
 
   /* run before prepare */

@@ -15,7 +15,7 @@
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \
     if (e_ != cudaSuccess)                                                     \
-      fail_msg("%s:%d %s: %s", __FILE__, __LINE__, #call,                     \
+      fail_msg("%s:%d %s: %s", __FILE__, __LINE__, #call,                      \
                cudaGetErrorString(e_));                                        \
   } while (0)
 

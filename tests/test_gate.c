@@ -75,7 +75,8 @@ static void test_layout_fused_needs_no_workspace(void **state) {
 
 static void test_layout_generic(void **state) {
   (void)state;
-  const int64_t shapes[][2] = {{128, 128}, {6144, 1024}, {8192, 28672}, {512, 6144}};
+  const int64_t shapes[][2] = {
+      {128, 128}, {6144, 1024}, {8192, 28672}, {512, 6144}};
   for (size_t i = 0; i < 4; ++i) {
     trellis_layout_params p = params(shapes[i][0], shapes[i][1]);
     for (int64_t m = 1; m <= 300; m += 7) {
@@ -86,7 +87,8 @@ static void test_layout_generic(void **state) {
       assert_int_equal(l.kt_per_split % 8, 0);
       assert_true((int64_t)l.splits * l.kt_per_split >= p.k / 16);
       assert_true((int64_t)(l.splits - 1) * l.kt_per_split < p.k / 16);
-      assert_int_equal(l.partial_bytes, (size_t)l.splits * (size_t)(m * p.n) * 4);
+      assert_int_equal(l.partial_bytes,
+                       (size_t)l.splits * (size_t)(m * p.n) * 4);
       assert_true(l.workspace_bytes >= l.partial_off + l.partial_bytes);
       assert_int_equal(l.workspace_bytes % TRELLIS_WS_ALIGN, 0);
     }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build for sm_90, run every test (GPU and CPU),
+# optionally the benchmark, and print a short summary last.
+#   scripts/device-check.sh [tests] [bench] [BENCH ARGS...]
+# Debian packages of jansson/cmocka found in .deps/ are unpacked to a private
+# prefix when the machine lacks them (the device image has no registry).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/trellis-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-build-device}
+what=${1:-all}
+shift || true
+
+if [ -d .deps ] && ! pkg-config --exists jansson cmocka 2>/dev/null; then
+  rm -rf /tmp/trellis-deps
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/trellis-deps; done
+  pc=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu/pkgconfig
+  sed -i 's|^prefix=/usr|prefix=/tmp/trellis-deps/usr|' "$pc"/*.pc
+  export PKG_CONFIG_PATH=$pc
+  export CMAKE_PREFIX_PATH=/tmp/trellis-deps/usr
+  export LD_LIBRARY_PATH=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+export PATH=/usr/local/cuda/bin:$PATH
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
+echo "$gpu"
+t0=$(date +%s)
+cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRELLIS_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" >"$OUT/build.log" 2>&1 ||
+  { tail -30 "$OUT/build.log"; exit 1; }
+cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
+  { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+t1=$(date +%s)
+echo "build: $((t1 - t0)) s, $(grep -c "warning" "$OUT/build.log") warning lines"
+grep -A3 "warning" "$OUT/build.log" | head -20
+
+gpu_rc=0 cpu_rc=0 bench_rc=0
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  ctest --test-dir "$BUILD" -L gpu --output-on-failure -V >"$OUT/gpu-tests.log" 2>&1
+  gpu_rc=$?
+  ctest --test-dir "$BUILD" -L cpu -j8 --output-on-failure >"$OUT/cpu-tests.log" 2>&1
+  cpu_rc=$?
+  grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Error|error:|fail|rel " "$OUT/gpu-tests.log" | tail -80
+  tail -3 "$OUT/cpu-tests.log"
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  "$BUILD/trellis" bench --csv "$OUT/bench.csv" --json /tmp/bench.json "$@" >"$OUT/bench.txt" 2>&1
+  bench_rc=$?
+fi
+"$BUILD/trellis" demo >"$OUT/demo.txt" 2>&1
+demo_rc=$?
+
+# SASS of the hot kernels: instruction mix of the K6 decode loops.
+if command -v cuobjdump >/dev/null; then
+  for obj in $(find "$BUILD" -name 'gemm_k6.cu.o'); do
+    cuobjdump -sass "$obj" >"$OUT/$(basename "$obj" .cu.o).sass" 2>/dev/null
+  done
+fi
+
+echo "================ summary ================"
+echo "$gpu"
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  echo "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1) (rc $gpu_rc)"
+  grep -E "^[0-9]+/[0-9]+ Test" "$OUT/gpu-tests.log" | sed 's/^/  /'
+  echo "cpu tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1) (rc $cpu_rc)"
+fi
+echo "demo (rc $demo_rc):"
+sed 's/^/  /' "$OUT/demo.txt" | tail -12
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  echo "bench (rc $bench_rc):"
+  cat "$OUT/bench.txt" | tail -120
+fi
+[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $demo_rc -eq 0 ]
