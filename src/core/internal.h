@@ -26,8 +26,8 @@ trellis_status trellis_failv(trellis_status status, const char *fmt,
                              va_list ap);
 /* Prepends "context: " to the current detail message (for callers that add
  * a file or tensor name to an error from below) and returns `status`. */
-trellis_status trellis_fail_prefix(trellis_status status, const char *fmt,
-                                   ...) TRELLIS_PRINTF(2, 3);
+trellis_status trellis_fail_prefix(trellis_status status, const char *fmt, ...)
+    TRELLIS_PRINTF(2, 3);
 
 /* Overflow-checked size arithmetic: return 0 on overflow. */
 int trellis_mul_size(size_t a, size_t b, size_t *out);
