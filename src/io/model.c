@@ -2,6 +2,7 @@
  * model.safetensors or model.safetensors.index.json shards, plus an optional
  * config.json with a quantization_config (EXL3-FORMAT §1 "Model level"). */
 #include "io/model.h"
+#include "io/posix_file.h"
 
 #include "io/layers.h"
 #include "io/safetensors.h"
@@ -302,53 +303,6 @@ trellis_status trellis_index_parse(const char *json, size_t len,
 
 /* ---------------------------------------------------------- file help -- */
 
-static trellis_status errno_fail(const char *path, const char *what, int e) {
-  char buf[128];
-  if (strerror_r(e, buf, sizeof buf) != 0)
-    buf[0] = '\0';
-  return trellis_fail(e == ENOENT ? TRELLIS_ERR_NOT_FOUND : TRELLIS_ERR_IO,
-                      "%s: %s: %s", path, what, buf);
-}
-
-static trellis_status read_text(const char *path, char **buf, size_t *len) {
-  *buf = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errno_fail(path, "cannot open", errno);
-  struct stat sb;
-  trellis_status st = TRELLIS_OK;
-  if (fstat(fd, &sb) != 0)
-    st = errno_fail(path, "cannot stat", errno);
-  else if (!S_ISREG(sb.st_mode))
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: not a regular file", path);
-  else if ((uintmax_t)sb.st_size > TEXT_FILE_LIMIT)
-    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: %lld bytes is too large", path,
-                      (long long)sb.st_size);
-  size_t size = st == TRELLIS_OK ? (size_t)sb.st_size : 0, got = 0;
-  char *p = st == TRELLIS_OK ? malloc(size ? size : 1) : NULL;
-  if (st == TRELLIS_OK && !p)
-    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  while (st == TRELLIS_OK && got < size) {
-    ssize_t r = read(fd, p + got, size - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      st = r < 0 ? errno_fail(path, "read failed", errno)
-                 : trellis_fail(TRELLIS_ERR_IO, "%s: file shrank while read",
-                                path);
-    else
-      got += (size_t)r;
-  }
-  close(fd);
-  if (st != TRELLIS_OK) {
-    free(p);
-    return st;
-  }
-  *buf = p;
-  *len = size;
-  return TRELLIS_OK;
-}
-
 /* 1 if `path` names an existing filesystem entry. */
 static int exists(const char *path) {
   struct stat sb;
@@ -423,7 +377,8 @@ static trellis_status open_index(trellis_model *m, const char *dir,
                                  const char *index_path) {
   char *text = NULL;
   size_t len = 0;
-  trellis_status st = read_text(index_path, &text, &len);
+  trellis_status st =
+      trellis_read_file(index_path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
   if (st != TRELLIS_OK)
     return st;
   trellis_index idx;
@@ -444,7 +399,7 @@ static trellis_status open_config(trellis_model *m, const char *dir) {
   if (exists(path)) {
     char *text = NULL;
     size_t len = 0;
-    st = read_text(path, &text, &len);
+    st = trellis_read_file(path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
     if (st == TRELLIS_OK)
       st = trellis_quant_config_parse(text, len, path, &m->qc);
     free(text);
@@ -499,7 +454,7 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
 static trellis_status open_any(trellis_model *m, const char *path) {
   struct stat sb;
   if (stat(path, &sb) != 0)
-    return errno_fail(path, "cannot open model", errno);
+    return trellis_errno_fail(path, "cannot open model", errno);
   if (S_ISDIR(sb.st_mode))
     return open_dir(m, path);
   if (!ends_with(path, ".index.json"))

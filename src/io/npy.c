@@ -1,6 +1,7 @@
 /* .npy reading and writing (see npy.h). The header is a Python dict literal;
  * it is parsed with a small strict scanner, never evaluated. */
 #include "io/npy.h"
+#include "io/posix_file.h"
 
 #include "core/internal.h"
 
@@ -282,51 +283,6 @@ trellis_status trellis_npy_parse(const void *buf, size_t size,
 
 /* ------------------------------------------------------------ file I/O -- */
 
-static trellis_status errno_fail(const char *path, const char *what, int e) {
-  char buf[128];
-  if (strerror_r(e, buf, sizeof buf) != 0)
-    buf[0] = '\0';
-  return trellis_fail(e == ENOENT ? TRELLIS_ERR_NOT_FOUND : TRELLIS_ERR_IO,
-                      "%s: %s: %s", path, what, buf);
-}
-
-static trellis_status read_all(const char *path, uint8_t **buf, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return errno_fail(path, "cannot open", errno);
-  struct stat sb;
-  trellis_status st = TRELLIS_OK;
-  if (fstat(fd, &sb) != 0)
-    st = errno_fail(path, "cannot stat", errno);
-  else if (!S_ISREG(sb.st_mode))
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: not a regular file", path);
-  else if ((uintmax_t)sb.st_size > SIZE_MAX)
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: file too large", path);
-  size_t size = st == TRELLIS_OK ? (size_t)sb.st_size : 0, got = 0;
-  uint8_t *p = st == TRELLIS_OK ? malloc(size ? size : 1) : NULL;
-  if (st == TRELLIS_OK && !p)
-    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  while (st == TRELLIS_OK && got < size) {
-    ssize_t r = read(fd, p + got, size - got);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      st = r < 0 ? errno_fail(path, "read failed", errno)
-                 : trellis_fail(TRELLIS_ERR_IO, "%s: file shrank while read",
-                                path);
-    else
-      got += (size_t)r;
-  }
-  close(fd);
-  if (st != TRELLIS_OK) {
-    free(p);
-    return st;
-  }
-  *buf = p;
-  *len = size;
-  return TRELLIS_OK;
-}
-
 trellis_status trellis_npy_read(const char *path, trellis_npy *out) {
   if (!out)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -335,7 +291,7 @@ trellis_status trellis_npy_read(const char *path, trellis_npy *out) {
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
   uint8_t *buf = NULL;
   size_t len = 0;
-  trellis_status st = read_all(path, &buf, &len);
+  trellis_status st = trellis_read_file(path, SIZE_MAX - 1, &buf, &len);
   if (st != TRELLIS_OK)
     return st;
   st = trellis_npy_parse(buf, len, out);
@@ -408,7 +364,7 @@ trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
     return trellis_fail(TRELLIS_ERR_INTERNAL, "npy write: header too long");
   FILE *fp = fopen(path, "wb");
   if (!fp)
-    return errno_fail(path, "cannot create", errno);
+    return trellis_errno_fail(path, "cannot create", errno);
   int ok = fwrite(header, 1, hsize, fp) == hsize &&
            (bytes == 0 || fwrite(data, 1, bytes, fp) == bytes);
   int e = errno;
@@ -418,7 +374,7 @@ trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
   }
   if (!ok) {
     remove(path);
-    return errno_fail(path, "write failed", e);
+    return trellis_errno_fail(path, "write failed", e);
   }
   return TRELLIS_OK;
 }

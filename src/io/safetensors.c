@@ -11,6 +11,7 @@
  * Every message starts with the file's path ("<memory>" for buffers) and
  * names the tensor concerned. */
 #include "io/safetensors.h"
+#include "io/posix_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -412,23 +413,15 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
   return TRELLIS_OK;
 }
 
-static trellis_status errno_fail(const char *path, const char *what, int e) {
-  char buf[128];
-  if (strerror_r(e, buf, sizeof buf) != 0)
-    buf[0] = '\0';
-  return trellis_fail(e == ENOENT ? TRELLIS_ERR_NOT_FOUND : TRELLIS_ERR_IO,
-                      "%s: %s: %s", path, what, buf);
-}
-
 /* Maps the whole file read-only; the descriptor is closed again at once. */
 static trellis_status map_file(trellis_file *f, const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return errno_fail(path, "cannot open", errno);
+    return trellis_errno_fail(path, "cannot open", errno);
   struct stat sb;
   trellis_status st = TRELLIS_OK;
   if (fstat(fd, &sb) != 0)
-    st = errno_fail(path, "cannot stat", errno);
+    st = trellis_errno_fail(path, "cannot stat", errno);
   else if (S_ISDIR(sb.st_mode))
     st = trellis_fail(TRELLIS_ERR_IO, "%s: is a directory", path);
   else if (!S_ISREG(sb.st_mode))
@@ -438,7 +431,7 @@ static trellis_status map_file(trellis_file *f, const char *path) {
   else if (sb.st_size > 0) {
     void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
-      st = errno_fail(path, "cannot mmap", errno);
+      st = trellis_errno_fail(path, "cannot mmap", errno);
     else {
       f->map = p;
       f->map_size = (size_t)sb.st_size;
