@@ -3,17 +3,6 @@
  * (skipped) without a GPU. */
 #include "gpu_util.h"
 
-static trellis_plan_desc desc_of(int64_t max_m, trellis_dtype in,
-                                 trellis_dtype out, uint32_t flags) {
-  trellis_plan_desc d;
-  trellis_plan_desc_init(&d);
-  d.max_m = max_m;
-  d.input_dtype = in;
-  d.output_dtype = out;
-  d.flags = flags;
-  return d;
-}
-
 static double cosine(const float *a, const float *b, size_t n) {
   double ab = 0, aa = 0, bb = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -36,9 +25,9 @@ static void parity(int64_t m, int64_t k, int64_t n, uint64_t seed, int bias) {
   gw w;
   gw_random(&w, k, n, 6, TRELLIS_CB_MCG, 0, bias, seed);
   void *x = rand_input(m, k, TRELLIS_F16, seed + 1);
-  trellis_plan_desc df = desc_of(m, TRELLIS_F16, TRELLIS_F16, 0);
+  trellis_plan_desc df = gu_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
   trellis_plan_desc dg =
-      desc_of(m, TRELLIS_F16, TRELLIS_F16, TRELLIS_PLAN_FORCE_GENERIC);
+      gu_desc(m, TRELLIS_F16, TRELLIS_F16, TRELLIS_PLAN_FORCE_GENERIC);
   grun f, g;
   grun_open(&f, &w.w, &df);
   grun_open(&g, &w.w, &dg);
@@ -103,7 +92,7 @@ static void test_every_m(void **state) {
   gw_random(&w, 1024, 768, 6, TRELLIS_CB_MCG, 0, 1, 40);
   void *x = rand_input(128, w.w.k, TRELLIS_F16, 41);
   float *ref = cpu_ref(&w.w, x, TRELLIS_F16, 128, TRELLIS_F32);
-  trellis_plan_desc d = desc_of(128, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(128, TRELLIS_F16, TRELLIS_F32, 0);
   grun g;
   grun_open(&g, &w.w, &d);
   for (int64_t m = 1; m <= 128; ++m) {
@@ -130,7 +119,7 @@ static void test_dtypes(void **state) {
       const int64_t m = 11;
       void *x = rand_input(m, w.w.k, dts[i], 51 + (uint64_t)i);
       float *ref = cpu_ref(&w.w, x, dts[i], m, dts[o]);
-      trellis_plan_desc d = desc_of(m, dts[i], dts[o], 0);
+      trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
       grun g;
       grun_open(&g, &w.w, &d);
       assert_int_equal(path_of(&g, m), TRELLIS_PATH_FUSED);
@@ -154,7 +143,7 @@ static void test_capture_without_workspace(void **state) {
   for (int t = 0; t < 2; ++t) {
     const int64_t m = ms[t];
     void *x = rand_input(m, w.w.k, TRELLIS_F16, 61);
-    trellis_plan_desc d = desc_of(m, TRELLIS_F16, TRELLIS_F16, 0);
+    trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
     grun g;
     grun_open(&g, &w.w, &d);
     cudaStream_t s;
@@ -193,7 +182,7 @@ static void test_capture_without_workspace(void **state) {
     /* The seed's regression: the same call forced onto the generic path
      * under capture with no workspace gets the generic capture error. */
     trellis_plan_desc dg =
-        desc_of(m, TRELLIS_F16, TRELLIS_F16, TRELLIS_PLAN_FORCE_GENERIC);
+        gu_desc(m, TRELLIS_F16, TRELLIS_F16, TRELLIS_PLAN_FORCE_GENERIC);
     trellis_plan *pg = NULL;
     OK(trellis_plan_create(&g.dw, &dg, &pg));
     OK(trellis_plan_prepare(pg));
@@ -235,7 +224,7 @@ static void test_gate_goes_generic(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     gw w;
     gw_random(&w, 512, 256, cases[i].bits, cases[i].cb, 0, 0, 70 + i);
-    trellis_plan_desc d = desc_of(cases[i].m, TRELLIS_F16, TRELLIS_F32, 0);
+    trellis_plan_desc d = gu_desc(cases[i].m, TRELLIS_F16, TRELLIS_F32, 0);
     d.compute_dtype = cases[i].compute;
     if (cases[i].callback)
       d.h128 = trellis_cuda_h128;
@@ -267,7 +256,7 @@ static void test_vectors_take_fused(void **state) {
       continue;
     tv_loaded t;
     tv_open(&cases[i], &t);
-    trellis_plan_desc d = desc_of(cases[i].m, TRELLIS_F16, TRELLIS_F32, 0);
+    trellis_plan_desc d = gu_desc(cases[i].m, TRELLIS_F16, TRELLIS_F32, 0);
     grun g;
     grun_open(&g, &t.layer.weight, &d);
     assert_int_equal(path_of(&g, cases[i].m), TRELLIS_PATH_FUSED);

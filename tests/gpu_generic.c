@@ -3,24 +3,13 @@
  * plans and misuse. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
-static trellis_plan_desc make_desc(int64_t max_m, trellis_dtype in,
-                                   trellis_dtype out, uint32_t flags) {
-  trellis_plan_desc d;
-  trellis_plan_desc_init(&d);
-  d.max_m = max_m;
-  d.input_dtype = in;
-  d.output_dtype = out;
-  d.flags = flags;
-  return d;
-}
-
 static void run_vectors(uint32_t flags, trellis_dtype out, double max_tol) {
   tv_case *cases = NULL;
   size_t count = tv_load_manifest(&cases);
   for (size_t i = 0; i < count; ++i) {
     tv_loaded t;
     tv_open(&cases[i], &t);
-    trellis_plan_desc d = make_desc(cases[i].m, TRELLIS_F16, out, flags);
+    trellis_plan_desc d = gu_desc(cases[i].m, TRELLIS_F16, out, flags);
     grun g;
     grun_open(&g, &t.layer.weight, &d);
     float *y = grun_forward(&g, t.x.data, cases[i].m, 0);
@@ -93,7 +82,7 @@ static void test_random_layers(void **state) {
     void *x = rand_input(s->m, s->k, TRELLIS_F16, 200 + i);
     float *ref = cpu_ref(&w.w, x, TRELLIS_F16, s->m, TRELLIS_F32);
     trellis_plan_desc d =
-        make_desc(s->m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
+        gu_desc(s->m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
     grun g;
     grun_open(&g, &w.w, &d);
     trellis_buffer_sizes sz;
@@ -125,7 +114,7 @@ static void test_dtypes(void **state) {
       const int64_t m = 19;
       void *x = rand_input(m, w.w.k, dts[i], 300 + i);
       float *ref = cpu_ref(&w.w, x, dts[i], m, dts[o]);
-      trellis_plan_desc d = make_desc(m, dts[i], dts[o], 0);
+      trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
       grun g;
       grun_open(&g, &w.w, &d);
       float *y = grun_forward(&g, x, m, 0);
@@ -151,7 +140,7 @@ static void test_bf16_compute(void **state) {
   for (int i = 0; i < 3; ++i) {
     void *x = rand_input(ms[i], w.w.k, TRELLIS_BF16, 400 + i);
     float *ref = cpu_ref(&w.w, x, TRELLIS_BF16, ms[i], TRELLIS_F32);
-    trellis_plan_desc d = make_desc(ms[i], TRELLIS_BF16, TRELLIS_F32, 0);
+    trellis_plan_desc d = gu_desc(ms[i], TRELLIS_BF16, TRELLIS_F32, 0);
     d.compute_dtype = TRELLIS_BF16;
     grun g;
     grun_open(&g, &w.w, &d);
@@ -189,7 +178,7 @@ static void test_external_h128(void **state) {
     void *x = rand_input(m, w.w.k, TRELLIS_F16, 500 + i);
     /* both generic: the fused path never takes a callback */
     trellis_plan_desc d =
-        make_desc(m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
+        gu_desc(m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
     grun gi;
     grun_open(&gi, &w.w, &d);
     float *yi = grun_forward(&gi, x, m, 0);
@@ -220,7 +209,7 @@ static void test_graph_capture(void **state) {
   gw_random(&w, 2048, 2048, 4, TRELLIS_CB_MUL1, 0, 1, 10);
   const int64_t m = 9;
   void *x = rand_input(m, w.w.k, TRELLIS_F16, 600);
-  trellis_plan_desc d = make_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
+  trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
   grun g;
   grun_open(&g, &w.w, &d);
   cudaStream_t s;
@@ -291,7 +280,7 @@ static void test_two_plans_two_streams(void **state) {
   float *r2 = cpu_ref(&w.w, x2, TRELLIS_F16, m, TRELLIS_F32);
   trellis_weight dw;
   OK(trellis_weight_upload(&w.w, &dw));
-  trellis_plan_desc d = make_desc(m, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F32, 0);
   trellis_plan *p[2];
   trellis_buffers b[2];
   void *dx[2], *dy[2];
@@ -347,8 +336,8 @@ static void test_dense_path(void **state) {
   for (int i = 0; i < 3; ++i) {
     void *x = rand_input(ms[i], w.w.k, TRELLIS_F16, 800 + i);
     float *ref = cpu_ref(&w.w, x, TRELLIS_F16, ms[i], TRELLIS_F32);
-    trellis_plan_desc d = make_desc(ms[i], TRELLIS_F16, TRELLIS_F32,
-                                    i == 0 ? TRELLIS_PLAN_FORCE_DENSE : 0);
+    trellis_plan_desc d = gu_desc(ms[i], TRELLIS_F16, TRELLIS_F32,
+                                  i == 0 ? TRELLIS_PLAN_FORCE_DENSE : 0);
     grun g;
     grun_open(&g, &w.w, &d);
     trellis_buffer_sizes sz;
@@ -368,7 +357,7 @@ static void test_misuse(void **state) {
   (void)state;
   gw w;
   gw_random(&w, 256, 256, 2, TRELLIS_CB_3INST, 0, 0, 13);
-  trellis_plan_desc d = make_desc(4, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(4, TRELLIS_F16, TRELLIS_F32, 0);
   trellis_plan *bad = NULL;
   /* host pointers are not a device weight */
   tu_assert_status(trellis_plan_create(&w.w, &d, &bad),

@@ -21,6 +21,18 @@
 
 #define OK(call) tu_assert_status((call), TRELLIS_OK)
 
+/* A plan description with the given limits, dtypes and flags. */
+static inline trellis_plan_desc gu_desc(int64_t max_m, trellis_dtype in,
+                                        trellis_dtype out, uint32_t flags) {
+  trellis_plan_desc d;
+  trellis_plan_desc_init(&d);
+  d.max_m = max_m;
+  d.input_dtype = in;
+  d.output_dtype = out;
+  d.flags = flags;
+  return d;
+}
+
 /* A host weight and the arrays it points to. */
 typedef struct gw {
   trellis_weight w;

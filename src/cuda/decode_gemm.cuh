@@ -47,6 +47,20 @@ template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
   return ring > red ? ring : red;
 }
 
+/* Dynamic shared memory of the m_blocks variant (runtime m_blocks). */
+template <int K> inline size_t smem_for_mb(int mb) {
+  switch (mb) {
+  case 1:
+    return smem_bytes<K, 1>();
+  case 2:
+    return smem_bytes<K, 2>();
+  case 4:
+    return smem_bytes<K, 4>();
+  default:
+    return smem_bytes<K, 8>();
+  }
+}
+
 struct Params {
   const int16_t *trellis;
   const uint16_t *rotated;
@@ -337,18 +351,7 @@ template <int K> struct Variants {
       return bf ? regs_cb<1, true>(mb) : regs_cb<1, false>(mb);
     return bf ? regs_cb<2, true>(mb) : regs_cb<2, false>(mb);
   }
-  static size_t smem(int mb) {
-    switch (mb) {
-    case 1:
-      return smem_bytes<K, 1>();
-    case 2:
-      return smem_bytes<K, 2>();
-    case 4:
-      return smem_bytes<K, 4>();
-    default:
-      return smem_bytes<K, 8>();
-    }
-  }
+  static size_t smem(int mb) { return smem_for_mb<K>(mb); }
 };
 
 } // namespace gemm

@@ -26,7 +26,8 @@ namespace fused {
 using namespace trellis::gemm;
 
 constexpr int K = 6;
-[[maybe_unused]] constexpr int CB = 1; /* unused where the body is compiled out */
+[[maybe_unused]] constexpr int CB =
+    1; /* unused where the body is compiled out */
 
 struct FusedParams {
   const int16_t *trellis;
@@ -292,18 +293,7 @@ const void *kernel_for(int mb) {
   }
 }
 
-size_t smem_for(int mb) {
-  switch (mb) {
-  case 1:
-    return smem_bytes<K, 1>();
-  case 2:
-    return smem_bytes<K, 2>();
-  case 4:
-    return smem_bytes<K, 4>();
-  default:
-    return smem_bytes<K, 8>();
-  }
-}
+size_t smem_for(int mb) { return smem_for_mb<K>(mb); }
 
 } // namespace fused
 } // namespace trellis
