@@ -120,7 +120,8 @@ TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 #define TRELLIS_TILE 16    /* weight tile is 16 x 16 */
 #define TRELLIS_HBLOCK 128 /* Hadamard block, and required k/n multiple */
 
-/* fp16 bits of the codebook value of one 16-bit trellis state. */
+/* fp16 bits of the codebook value of one trellis state (its low 16 bits are
+ * used). An invalid codebook gives fp16 NaN (0x7E00). */
 TRELLIS_API uint16_t trellis_codebook_value(trellis_codebook cb,
                                             uint32_t state);
 /* The whole codebook: 65536 fp16 values indexed by state (built once,
@@ -177,13 +178,15 @@ TRELLIS_API trellis_status trellis_dense_weight(const trellis_weight *w,
 /*
  * y[m][n] = Hblk(Hblk(x * s_in) . W_hat) * s_out + bias, where
  *   - the rotated input is rounded to fp16 exactly as the GPU does:
- *     a = fp16(x * s_in); fp32 butterflies; * 1/sqrt(128); RNE to fp16;
+ *     a = fp16(float(x) * float(s_in)) (one rounding; for fp16 x this is the
+ *     GPU's __hmul); fp32 butterflies; * 1/sqrt(128); RNE to fp16;
  *   - the product accumulates in fp32 (fp16 x fp16 products are exact);
  *   - the output rotation runs in fp32; fp16/bf16 outputs round once at the
  *     end, after svh and bias.
  * The weight is decoded tile by tile through the codebook table; no W_hat is
  * materialised. Work is split over `threads` threads (0 = one per core).
- * `workspace` must hold trellis_cpu_workspace_size() bytes.
+ * `workspace` must hold trellis_cpu_workspace_size() bytes (the size does
+ * not depend on `threads`; the argument is kept for future schedules).
  */
 TRELLIS_API size_t trellis_cpu_workspace_size(const trellis_weight *w,
                                               int64_t m, int threads);
@@ -323,7 +326,8 @@ TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
  *     out = RNE(H128blk(in * pre_scale) * post_scale)
  * with H128 normalised by 1/sqrt(128). pre_scale/post_scale are fp16 device
  * vectors of length `cols`, or NULL for 1. Dtypes are fixed per stage:
- *     input rotation : in = x in the plan's input dtype, out = fp16,
+ *     input rotation : in = x in the plan's input dtype, out = the compute
+ *                      dtype (fp16, or bf16 for BF16 compute),
  *                      pre_scale = suh, post_scale = NULL;
  *     output rotation: in = fp32 GEMM sums, out = fp32, pre_scale = NULL,
  *                      post_scale = svh (bias is added by the library).
@@ -350,12 +354,12 @@ typedef enum trellis_path {
 
 TRELLIS_API const char *trellis_path_name(trellis_path path);
 
-/* Plan flags. */
-#define TRELLIS_PLAN_FORCE_GENERIC 0x1u /* never take the fused path */
-#define TRELLIS_PLAN_FORCE_DECODE 0x2u  /* generic never takes the dense path  \
-                                         */
-#define TRELLIS_PLAN_FORCE_DENSE 0x4u   /* generic always takes the dense path \
-                                         */
+/* Plan flags. FORCE_GENERIC: never take the fused path. FORCE_DECODE: the
+ * generic path never takes the dense (cuBLASLt) variant. FORCE_DENSE: it
+ * always does. */
+#define TRELLIS_PLAN_FORCE_GENERIC 0x1u
+#define TRELLIS_PLAN_FORCE_DECODE 0x2u
+#define TRELLIS_PLAN_FORCE_DENSE 0x4u
 
 typedef struct trellis_plan_desc {
   uint32_t struct_size;        /* sizeof(trellis_plan_desc) */
@@ -379,8 +383,8 @@ typedef struct trellis_buffer_sizes {
   uint32_t struct_size;
   trellis_path path;       /* the path run() takes for this m */
   size_t rotated_bytes;    /* fp16 [m][k] rotated input (always needed) */
-  size_t input_f16_bytes;  /* fp16 [m][k] staging when x is not fp16 */
-  size_t output_f16_bytes; /* fp16 [m][n] staging when y is bf16 (fused) */
+  size_t input_f16_bytes;  /* fp16 staging of x: 0, kernels read any dtype */
+  size_t output_f16_bytes; /* fp16 staging of y: 0, kernels write any dtype */
   size_t workspace_bytes;  /* generic scratch; 0 on the fused path */
 } trellis_buffer_sizes;
 
