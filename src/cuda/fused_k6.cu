@@ -66,57 +66,41 @@ __device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
     store_from_float<2>(y, i, v);
 }
 
-/* One thread rotates k-block b of every row (the rare late-claim path):
- * the same butterflies and roundings as the warp version. */
-__device__ __noinline__ void rotate_block_alone(const FusedParams &p,
-                                                int64_t b) {
-  for (int64_t row = 0; row < p.m; ++row) {
-    float v[128];
-    for (int i = 0; i < 128; ++i) {
-      float x = load_x(p.x, p.in_dtype, row * p.k + b * 128 + i);
-      float s = __half2float(__ushort_as_half(p.s_in[b * 128 + i]));
-      v[i] = __half2float(__float2half_rn(__fmul_rn(x, s)));
-    }
-    for (int t = 0; t < 32; ++t) { /* 4-point stage per "lane" */
-      float *h = v + 4 * t;
-      float s0 = h[0] + h[1], d0 = h[0] - h[1], s1 = h[2] + h[3],
-            d1 = h[2] - h[3];
-      h[0] = s0 + s1, h[1] = d0 + d1, h[2] = s0 - s1, h[3] = d0 - d1;
-    }
-    for (int m = 1; m < 32; m <<= 1)
-      for (int t = 0; t < 32; ++t)
-        if (!(t & m))
-          for (int e = 0; e < 4; ++e) {
-            float a = v[4 * t + e], c = v[4 * (t | m) + e];
-            v[4 * t + e] = a + c;
-            v[4 * (t | m) + e] = -c + a;
-          }
-    for (int i = 0; i < 128; ++i)
-      p.rotated[row * p.k + b * 128 + i] =
-          __half_as_ushort(__float2half_rn(v[i] * r_scale()));
-  }
-}
-
-/* One warp rotates k-block b of every row into p.rotated. */
-__device__ void rotate_block_warp(const FusedParams &p, int64_t b, int lane) {
+/* The CTA rotates k-block b of every row into p.rotated: rows are spread
+ * over the warps, four at a time per warp so their loads overlap. */
+__device__ void rotate_block_cta(const FusedParams &p, int64_t b) {
+  constexpr int kWarps = kThreads / 32, kUnroll = 4;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t col0 = b * 128 + 4 * lane;
   float s[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e)
     s[e] = __half2float(__ushort_as_half(p.s_in[col0 + e]));
-  for (int64_t row = 0; row < p.m; ++row) {
-    float h[4];
+  for (int64_t r0 = warp; r0 < p.m; r0 += kWarps * kUnroll) {
+    float h[kUnroll][4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = load_x(p.x, p.in_dtype, row * p.k + col0 + e);
-      h[e] = __half2float(__float2half_rn(__fmul_rn(v, s[e])));
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t row = r0 + u * kWarps;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        h[u][e] =
+            row < p.m ? load_x(p.x, p.in_dtype, row * p.k + col0 + e) : 0.f;
     }
-    h128_warp(h, lane);
-    __half2 lo = __floats2half2_rn(h[0], h[1]),
-            hi = __floats2half2_rn(h[2], h[3]);
-    uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
-                              *reinterpret_cast<uint32_t *>(&hi));
-    *reinterpret_cast<uint2 *>(p.rotated + row * p.k + col0) = packed;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t row = r0 + u * kWarps;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        h[u][e] = __half2float(__float2half_rn(__fmul_rn(h[u][e], s[e])));
+      h128_warp(h[u], lane); /* warp-uniform: every lane runs it */
+      if (row < p.m) {
+        __half2 lo = __floats2half2_rn(h[u][0], h[u][1]);
+        __half2 hi = __floats2half2_rn(h[u][2], h[u][3]);
+        uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                                  *reinterpret_cast<uint32_t *>(&hi));
+        *reinterpret_cast<uint2 *>(p.rotated + row * p.k + col0) = packed;
+      }
+    }
   }
 }
 
@@ -127,57 +111,49 @@ __device__ __forceinline__ void publish(unsigned *flag) {
 }
 
 /* Makes blocks [b_begin, b_end) of the rotated input ready (CTA-collective,
- * at most 256 blocks per call): every thread claims one block at once
- * (0 -> 1), the CTA rotates the blocks it won and publishes them (-> 2), then
- * waits for the blocks other CTAs won. A block found still free while
- * waiting is claimed too, so no CTA ever waits on one that has not started. */
-__device__ void make_ready(const FusedParams &p, int64_t b_begin,
-                           int64_t b_end) {
-  __shared__ unsigned won[kThreads / 32];
+ * at most kThreads blocks per call). Rounds: every thread looks at one
+ * block; the CTA claims at most ONE free block per round (0 -> 1), starting
+ * at an offset that differs between strips so CTAs spread over the blocks,
+ * rotates it with all its warps and publishes it (-> 2). It stops when all
+ * its blocks are ready. A CTA only ever waits on a block another CTA has
+ * claimed, and a claimer rotates and publishes without waiting on anyone, so
+ * no co-residency is needed. One block per round keeps the rotation work
+ * spread over many CTAs (it is m rows per block). */
+__device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
+                           int offset) {
+  __shared__ int64_t chosen;
+  __shared__ unsigned free_mask[kThreads / 32];
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int64_t b = b_begin + t;
-  const bool mine = b < b_end;
-  bool claimed = false;
-  if (mine)
-    claimed =
-        load_acquire(p.flags + b) == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u;
-  unsigned ballot = __ballot_sync(0xFFFFFFFFu, claimed);
-  if (lane == 0)
-    won[warp] = ballot;
-  __syncthreads();
-  /* The blocks this CTA won are spread over its warps, and each warp
-   * publishes its block as soon as it is rotated: the latency is one block's
-   * rotation, not the sum over the blocks. */
-  int i = 0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    unsigned bits = won[w];
-    while (bits) {
-      const int lw = __ffs(bits) - 1;
-      bits &= bits - 1;
-      if ((i++ % (kThreads / 32)) == warp) {
-        const int64_t blk = b_begin + w * 32 + lw;
-        rotate_block_warp(p, blk, lane);
-        __syncwarp();
-        if (lane == 0)
-          publish(p.flags + blk);
+  const int count = (int)(b_end - b_begin);
+  for (;;) {
+    const unsigned f = t < count ? load_acquire(p.flags + b_begin + t) : 2u;
+    const unsigned ballot = __ballot_sync(0xFFFFFFFFu, f == 0);
+    if (lane == 0)
+      free_mask[warp] = ballot;
+    const int all_ready = __syncthreads_and(f == 2);
+    if (all_ready)
+      return;
+    if (t == 0) {
+      chosen = -1;
+      for (int i = 0; i < count && chosen < 0; ++i) {
+        const int j = (offset + i) % count;
+        if ((free_mask[j >> 5] >> (j & 31)) & 1u)
+          if (atomicCAS(p.flags + b_begin + j, 0u, 1u) == 0u)
+            chosen = b_begin + j;
       }
     }
-  }
-  /* Wait for the rest; claim (and rotate alone) any block still free. */
-  if (mine && !claimed) {
-    for (;;) {
-      unsigned f = load_acquire(p.flags + b);
-      if (f == 2)
-        break;
-      if (f == 0 && atomicCAS(p.flags + b, 0u, 1u) == 0u) {
-        rotate_block_alone(p, b);
-        publish(p.flags + b);
-        break;
-      }
-      __nanosleep(32);
+    __syncthreads();
+    const int64_t mine = chosen;
+    if (mine >= 0) {
+      rotate_block_cta(p, mine);
+      __syncthreads();
+      if (t == 0)
+        publish(p.flags + mine);
+    } else if (t == 0) {
+      __nanosleep(64); /* others are rotating what we need */
     }
+    __syncthreads();
   }
-  __syncthreads();
 }
 
 template <int MB>
@@ -210,7 +186,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   cp_async_commit();
   /* 2. Rotate the free blocks of our k-range, wait for the others. */
   for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
-    make_ready(p, b0, min(b0 + kThreads, b_end));
+    make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
     /* 3. Activations of the first stages, then the ring as in the generic path.
      */
 #pragma unroll
