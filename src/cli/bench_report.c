@@ -335,6 +335,12 @@ static void tally_status(bench_target *t, const tally *y) {
   }
 }
 
+/* Target 4's rate in T decoded weights/s at K bits: min(85% of the read
+ * peak, 4.5 T/s). */
+static double target4_need(double peak_gbs, int bits) {
+  return fmin(0.85 * peak_gbs * 1e9 * 8.0 / bits / 1e12, 4.5);
+}
+
 static int is_small_m_k6(const bench_row *r) {
   return r->flags == 0 && r->bits == 6 && r->cb == TRELLIS_CB_MCG &&
          r->m >= 1 && r->m <= 16;
@@ -451,8 +457,7 @@ void bench_eval_targets(const bench_env *env, const bench_options *o,
     const bench_row *r = &res->rows[i];
     if (r->flags || r->m != 1 || r->weight_bytes < BENCH_BIG_LAYER)
       continue;
-    double need = fmin(0.85 * peak * 1e9 * 8.0 / r->bits / 1e12, 4.5);
-    tally_add(&y, r, need / bench_row_tws(r));
+    tally_add(&y, r, target4_need(peak, r->bits) / bench_row_tws(r));
   }
   tally_status(t, &y);
   if (y.rows) {
@@ -462,8 +467,7 @@ void bench_eval_targets(const bench_env *env, const bench_options *o,
          "%d of %d rows below; worst %s: %.2f T weights/s (%.1f%% of "
          "peak) vs %.2f T/s needed%s%s",
          y.missed, y.rows, name, bench_row_tws(w), bench_row_pct(w, peak),
-         fmin(0.85 * peak * 1e9 * 8.0 / w->bits / 1e12, 4.5),
-         w->check_ok ? "" : ", check FAIL",
+         target4_need(peak, w->bits), w->check_ok ? "" : ", check FAIL",
          o->sweep ? "" : " (partial: run --sweep for every K/codebook)");
   }
 
