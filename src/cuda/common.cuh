@@ -28,6 +28,16 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
   return y;
 }
 
+/* 3INST / MCG: the codebook's two fp16 halves of one state (low 16 bits of
+ * `state`, upper bits zero), before they are summed. */
+template <int CB>
+__device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
+  static_assert(CB == 0 || CB == 1, "3INST and MCG only");
+  const uint32_t x =
+      (CB == 0) ? state * kMul3Inst + kAdd3Inst : state * kMulMcg;
+  return lop3_mask_xor(x);
+}
+
 /* Decodes one 16-bit state (low 16 bits of `state`, upper bits zero) to a
  * 32-bit register whose LOW half holds the fp16 weight. The high half holds
  * a finite value the MMA multiplies by zero. Bit-exact with the format. */
@@ -44,8 +54,7 @@ __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
     __half2 w = __hfma2(*reinterpret_cast<__half2 *>(&h), k_inv, bias);
     return *reinterpret_cast<uint32_t *>(&w);
   } else {
-    uint32_t x = (CB == 0) ? state * kMul3Inst + kAdd3Inst : state * kMulMcg;
-    uint32_t y = lop3_mask_xor(x);
+    uint32_t y = codebook_halves<CB>(state);
     __half2 y2 = *reinterpret_cast<__half2 *>(&y);
     /* (lo + hi) in both halves: one correctly rounded fp16 add. */
     __half2 s = __hadd2(__low2half2(y2), __high2half2(y2));

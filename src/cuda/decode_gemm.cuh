@@ -28,7 +28,9 @@ template <int MB> struct Layout {
   static constexpr int WN = MB == 1 ? 2 : (MB == 2 ? 4 : 8);
   static constexpr int WK = 8 / WN;
   static constexpr int NTW = kNT / WN; /* tile columns per warp */
-  /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8. */
+  /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8.
+   * (MB 1 with 3 stages and registers capped for 4 CTAs/SM measured 9%
+   * slower than 4 stages at 3 CTAs/SM: RESULTS.md.) */
   static constexpr int kStages = MB == 8 ? 2 : (MB == 4 ? 3 : 4);
 };
 
@@ -67,7 +69,15 @@ struct Params {
   float *partial;
   int64_t m, k, n;
   int kt_per_split; /* tile rows per split, multiple of kSK */
+  HotShifts shifts; /* see tile_decode.cuh */
 };
+
+/* Fills a kernel's shift table (host side; empty for LiteralShifts). */
+inline void init_shifts(LiteralShifts &) {}
+inline void init_shifts(Pow2Table &t) {
+  for (int r = 0; r < 16; ++r)
+    t.pow2[r] = 1u << r;
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4],
                                             const void *smem) {
@@ -122,16 +132,21 @@ template <int K, int MB> struct Loader {
       asize[i] = valid ? 16u : 0u;
     }
   }
-  /* Stage s (0, 1, 2, ... of this CTA's range) into the buffer at `stage`. */
-  __device__ __forceinline__ void issue_w(uint32_t stage, int s) const {
+  /* The next stage of each stream into the buffer at `stage`; stages are
+   * issued in order, so each source only advances by a constant. */
+  __device__ __forceinline__ void issue_w(uint32_t stage) {
 #pragma unroll
-    for (int i = 0; i < kWPer; ++i)
-      cp_async16_raw(stage + wdst[i], wsrc[i] + s * wstride, 16u);
+    for (int i = 0; i < kWPer; ++i) {
+      cp_async16_raw(stage + wdst[i], wsrc[i], 16u);
+      wsrc[i] += wstride;
+    }
   }
-  __device__ __forceinline__ void issue_a(uint32_t stage, int s) const {
+  __device__ __forceinline__ void issue_a(uint32_t stage) {
 #pragma unroll
-    for (int i = 0; i < kAPer; ++i)
-      cp_async16_raw(stage + adst[i], asrc[i] + s * 256, asize[i]);
+    for (int i = 0; i < kAPer; ++i) {
+      cp_async16_raw(stage + adst[i], asrc[i], asize[i]);
+      asrc[i] += 256;
+    }
   }
 };
 
@@ -150,19 +165,28 @@ template <int MB> struct Acc {
   }
 };
 
-/* Decodes this warp's tiles of one resident stage and accumulates. (A
- * variant that skipped the pack for one m-block, feeding each weight's
- * register to the MMA against an A fragment with zeroed odd k, measured
- * slower on the H200; see RESULTS.md.) */
+/* Decodes this warp's tiles of one resident stage and accumulates. The
+ * tile words are read at per-lane offsets computed once per kernel (`lt`).
+ * (Two variants with the weights as the MMA's A operand, which drop the
+ * B-fragment pack, measured slower or rounded W_hat differently: see
+ * RESULTS.md.) */
 template <int K, int CB, int MB, bool BF16>
-__device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc,
-                                              int lane, int wn, int wk) {
+__device__ __forceinline__ void
+compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
+              int wn, int wk, const HotShifts &sh) {
   using L = Layout<MB>;
-  const uint32_t *wts = reinterpret_cast<const uint32_t *>(stage);
+  using G = TileGeom<K>;
+  constexpr int kTileBytes = 32 * K;
+  const char *wbase = stage + (wk * kNT + wn * L::NTW) * kTileBytes;
+  const char *wl[G::kNW];
+#pragma unroll
+  for (int i = 0; i < G::kNW; ++i)
+    wl[i] = wbase + lt.off[i];
   const uint16_t *as =
       reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
 #pragma unroll
-  for (int kr = wk; kr < kSK; kr += L::WK) {
+  for (int ii = 0; ii < kSK / L::WK; ++ii) {
+    const int kr = wk + ii * L::WK;
     uint32_t afrag[MB][4];
 #pragma unroll
     for (int mb = 0; mb < MB; ++mb) {
@@ -173,9 +197,13 @@ __device__ __forceinline__ void compute_stage(const char *stage, Acc<MB> &acc,
     }
 #pragma unroll
     for (int a = 0; a < L::NTW; ++a) {
-      int nt = wn * L::NTW + a;
+      const int off = (ii * L::WK * kNT + a) * kTileBytes;
+      uint32_t w[G::kNW];
+#pragma unroll
+      for (int i = 0; i < G::kNW; ++i)
+        w[i] = *reinterpret_cast<const uint32_t *>(wl[i] + off);
       uint32_t b[4];
-      decode_tile_frags<K, CB, BF16>(wts + (kr * kNT + nt) * 8 * K, lane, b);
+      decode_frags<K, CB, BF16>(w, lt.o, b, sh);
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
         mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
@@ -192,6 +220,7 @@ __device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
                                            int lane, int wn, int wk) {
   using L = Layout<MB>;
   const int g = lane >> 2, q = lane & 3;
+  float *base = red + (wk * 16 * MB) * 128;
   /* k-warp w writes its slice red[w]; slice 0 then holds the sum. */
 #pragma unroll
   for (int a = 0; a < L::NTW; ++a)
@@ -201,7 +230,6 @@ __device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
       for (int mb = 0; mb < MB; ++mb) {
         int col = (wn * L::NTW + a) * 16 + h * 8 + 2 * q;
         int r = mb * 16 + g;
-        float *base = red + (wk * 16 * MB) * 128;
         *reinterpret_cast<float2 *>(base + r * 128 + col) =
             make_float2(acc.v[a][h][mb][0], acc.v[a][h][mb][1]);
         *reinterpret_cast<float2 *>(base + (r + 8) * 128 + col) =
@@ -235,6 +263,7 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
 
   Acc<MB> acc;
   acc.zero();
+  const LaneWords<K> lt(lane);
   constexpr int SB = stage_bytes<K, MB>();
   Loader<K, MB> ld;
   ld.init(p.trellis, p.n, p.rotated, p.m, p.k, kt_begin, nt0, row0);
@@ -242,8 +271,8 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
 #pragma unroll
   for (int s = 0; s < L::kStages - 1; ++s) {
     if (s < nstages) {
-      ld.issue_w(ring + s * SB, s);
-      ld.issue_a(ring + s * SB, s);
+      ld.issue_w(ring + s * SB);
+      ld.issue_a(ring + s * SB);
     }
     cp_async_commit();
   }
@@ -253,12 +282,12 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
     const int nxt = it + L::kStages - 1;
     if (nxt < nstages) {
       const uint32_t st = ring + (nxt % L::kStages) * SB;
-      ld.issue_w(st, nxt);
-      ld.issue_a(st, nxt);
+      ld.issue_w(st);
+      ld.issue_a(st);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lane, wn,
-                                   wk);
+    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lt, lane,
+                                   wn, wk, p.shifts);
   }
   cp_async_wait<0>();
   __syncthreads();

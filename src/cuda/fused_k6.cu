@@ -38,6 +38,7 @@ struct FusedParams {
   unsigned *flags; /* [k/128] block states, then the done counter */
   int64_t m, k, n;
   int in_dtype, out_dtype;
+  HotShifts shifts; /* see tile_decode.cuh */
 };
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
 #pragma unroll
   for (int s = 0; s < L::kStages - 1; ++s)
     if (s < nstages)
-      ld.issue_w(ring + s * SB, s);
+      ld.issue_w(ring + s * SB);
   cp_async_commit();
   /* 2. Rotate the free blocks of our k-range, wait for the others. */
   for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
@@ -192,23 +193,24 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
 #pragma unroll
   for (int s = 0; s < L::kStages - 1; ++s) {
     if (s < nstages)
-      ld.issue_a(ring + s * SB, s);
+      ld.issue_a(ring + s * SB);
     cp_async_commit();
   }
   Acc<MB> acc;
   acc.zero();
+  const LaneWords<K> lt(lane);
   for (int it = 0; it < nstages; ++it) {
     cp_async_wait<L::kStages - 2>();
     __syncthreads();
     const int nxt = it + L::kStages - 1;
     if (nxt < nstages) {
       const uint32_t st = ring + (nxt % L::kStages) * SB;
-      ld.issue_w(st, nxt);
-      ld.issue_a(st, nxt);
+      ld.issue_w(st);
+      ld.issue_a(st);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lane,
-                                    wn, wk);
+    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lt,
+                                    lane, wn, wk, p.shifts);
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -355,6 +357,7 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   p.n = n;
   p.in_dtype = in_dtype;
   p.out_dtype = out_dtype;
+  init_shifts(p.shifts);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;

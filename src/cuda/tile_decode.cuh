@@ -19,43 +19,99 @@ template <int K> struct TileGeom {
   static constexpr int kNW = kNV + 1;
 };
 
-/* The lane's 8 weights: u[j] holds weight 8L + j in its LOW half (the high
- * half is finite). Windows are cut with shifts: a variant that moved half of
- * them to the FMA pipe (multiplies by 2^r, mul.hi by 2^16) balanced the two
- * pipes but measured 19% slower on the H200 (RESULTS.md). */
-template <int K, int CB, bool BF16>
-__device__ __forceinline__ void
-decode_tile_weights(const uint32_t *__restrict__ tile, int lane,
-                    uint32_t (&u)[8]) {
-  using G = TileGeom<K>;
-  /* first stream bit of weight 8L's window, kept positive modulo 256K */
-  const int start = (8 * lane * K + K - 16 + 256 * K) % (256 * K);
-  const int s0 = start >> 5;
-  const int o = start & 31;
-  uint32_t w[G::kNW];
+/* Byte offsets, inside one tile, of the kNW words holding lane L's bits,
+ * and the bit offset of its first window in the first of them. Computed
+ * once per kernel: they depend on the lane only. */
+template <int K> struct LaneWords {
+  uint32_t off[TileGeom<K>::kNW];
+  int o;
+  __device__ __forceinline__ explicit LaneWords(int lane) {
+    using G = TileGeom<K>;
+    /* first stream bit of weight 8L's window, kept positive mod 256K */
+    const int start = (8 * lane * K + K - 16 + 256 * K) % (256 * K);
+    o = start & 31;
 #pragma unroll
-  for (int i = 0; i < G::kNW; ++i) {
-    int idx = s0 + i;
-    idx = idx >= G::kWords ? idx - G::kWords : idx;
-    w[i] = tile[idx];
+    for (int i = 0; i < G::kNW; ++i) {
+      int idx = (start >> 5) + i;
+      idx = idx >= G::kWords ? idx - G::kWords : idx;
+      off[i] = 4u * (uint32_t)idx;
+    }
   }
-  /* Stream words are MSB-first: shift the lane's bits to the top once. */
+};
+
+/* Left shifts by a constant, two ways. LiteralShifts: the compiler sees the
+ * amount and emits a shift (integer ALU pipe). Pow2Table: the kernel gets
+ * the powers of two as a parameter, so v * pow2[r] stays an IMAD on the
+ * FMA pipe with its operand read from the constant bank. The decode is
+ * bound by the ALU pipe (window shifts, codebook LOP3), so the hot kernels
+ * (HotShifts) move these shifts to the lightly used FMA pipe: 5% faster on
+ * the H200 (RESULTS.md). */
+struct LiteralShifts {
+  __device__ __forceinline__ uint32_t shl(uint32_t v, int r) const {
+    return v << r;
+  }
+};
+struct Pow2Table {
+  uint32_t pow2[16]; /* pow2[r] = 1 << r, filled by the host */
+  __device__ __forceinline__ uint32_t shl(uint32_t v, int r) const {
+    return v * pow2[r];
+  }
+};
+using HotShifts = Pow2Table;
+
+/* The lane's 8 trellis states from its words: s[j] = state of weight 8L + j,
+ * zero-extended.
+ *  - v[i]: the lane's bits aligned to the top of a word (one funnel shift
+ *    per word, by the lane's runtime bit offset);
+ *  - h[i]: v[i] and v[i+1] funnel-shifted by 16 (one byte permute), so a
+ *    window that straddles two v words lies inside one h word;
+ *  - each window then costs one op where it is byte-aligned in its word
+ *    (r = 0: shift down; 8: byte permute; 16: mask) and otherwise a left
+ *    shift (`sh`, see above) plus the shift down by 16.
+ * (Multiply-high by 2^16 for the shift down measured 7% slower: RESULTS.) */
+template <int K, class Shifts>
+__device__ __forceinline__ void
+states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,
+                  uint32_t (&s)[8], const Shifts &sh) {
+  using G = TileGeom<K>;
   uint32_t v[G::kNV];
 #pragma unroll
   for (int i = 0; i < G::kNV; ++i)
-    v[i] = __funnelshift_l(w[i + 1], w[i], o);
+    v[i] = __funnelshift_l(w[i + 1], w[i], o); /* stream is MSB-first */
+  uint32_t h[G::kNV > 1 ? G::kNV - 1 : 1] = {};
+#pragma unroll
+  for (int i = 0; i + 1 < G::kNV; ++i)
+    h[i] = __byte_perm(v[i + 1], v[i], 0x5432); /* bits 16..47 of v[i].. */
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     const int q = K * j; /* compile-time after unrolling */
-    const int bi = q >> 5, r = q & 31;
-    uint32_t t;
+    const int bi = q >> 5, r0 = q & 31;
+    /* the word holding the window, and the window's offset in it */
+    const uint32_t word = r0 <= 16 ? v[bi] : h[bi];
+    const int r = r0 <= 16 ? r0 : r0 - 16;
     if (r == 0)
-      t = v[bi];
-    else if (r <= 16)
-      t = v[bi] << r;
+      s[j] = word >> 16;
+    else if (r == 8)
+      s[j] = __byte_perm(word, 0u, 0x4421); /* bytes 2,1 of it; zeros */
+    else if (r == 16)
+      s[j] = word & 0xFFFFu;
     else
-      t = __funnelshift_l(v[bi + 1], v[bi], r);
-    u[j] = decode_state<CB>(t >> 16);
+      s[j] = sh.shl(word, r) >> 16;
+  }
+}
+
+/* The lane's 8 weights from its words: u[j] holds weight 8L + j in its LOW
+ * half; the high half is finite (3INST/MCG: the weight again, MUL1: the
+ * codebook bias, BF16: zero). */
+template <int K, int CB, bool BF16, class Shifts>
+__device__ __forceinline__ void
+decode_weights(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&u)[8],
+               const Shifts &sh) {
+  uint32_t s[8];
+  states_from_words<K>(w, o, s, sh);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    u[j] = decode_state<CB>(s[j]);
     if constexpr (BF16)
       u[j] = f16lo_to_bf16lo(u[j]);
   }
@@ -63,17 +119,30 @@ decode_tile_weights(const uint32_t *__restrict__ tile, int lane,
 
 /* b[0], b[1]: B fragment (rows 2q..2q+9) of column L/4; b[2], b[3]: of
  * column L/4 + 8. Fragment halves: low = even row. */
-template <int K, int CB, bool BF16>
+template <int K, int CB, bool BF16, class Shifts>
 __device__ __forceinline__ void
-decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
-                  uint32_t (&b)[4]) {
+decode_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&b)[4],
+             const Shifts &sh) {
   uint32_t u[8];
-  decode_tile_weights<K, CB, BF16>(tile, lane, u);
+  decode_weights<K, CB, BF16>(w, o, u, sh);
   /* Pack the low halves pairwise: (row 2q, row 2q+1), (2q+8, 2q+9). */
   b[0] = __byte_perm(u[0], u[1], 0x5410);
   b[1] = __byte_perm(u[2], u[3], 0x5410);
   b[2] = __byte_perm(u[4], u[5], 0x5410);
   b[3] = __byte_perm(u[6], u[7], 0x5410);
+}
+
+/* The same from a tile in shared memory (reconstruct kernel). */
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ void
+decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
+                  uint32_t (&b)[4]) {
+  const LaneWords<K> lw(lane);
+  uint32_t w[TileGeom<K>::kNW];
+#pragma unroll
+  for (int i = 0; i < TileGeom<K>::kNW; ++i)
+    w[i] = tile[lw.off[i] / 4];
+  decode_frags<K, CB, BF16>(w, lw.o, b, LiteralShifts());
 }
 
 } // namespace trellis
