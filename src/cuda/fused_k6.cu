@@ -26,6 +26,9 @@ namespace fused {
 using namespace trellis::gemm;
 
 constexpr int K = 6;
+/* Largest cluster prepare picks: 16-CTA clusters need 16 SMs of one GPC
+ * and measured badly. */
+constexpr int kMaxCluster = 8;
 [[maybe_unused]] constexpr int CB =
     1; /* unused where the body is compiled out */
 
@@ -222,12 +225,20 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   const int64_t col0 = (int64_t)nt0 * 16 + 4 * lane;
   for (int64_t row = rank * (kThreads / 32) + warp; row < p.m;
        row += cs * (kThreads / 32)) {
+    /* All peers' loads are issued before the first add (cs <= 8): one
+     * DSMEM round trip per row, not cs. Summed in rank order, so the
+     * result is deterministic. */
+    float4 v[kMaxCluster];
+#pragma unroll
+    for (int c = 0; c < kMaxCluster; ++c)
+      if (c < cs)
+        v[c] = *reinterpret_cast<const float4 *>(
+            cluster.map_shared_rank(red, c) + row * 128 + 4 * lane);
     float h[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int c = 0; c < cs; ++c) { /* fixed order: deterministic */
-      const float *r = cluster.map_shared_rank(red, c);
-      float4 v = *reinterpret_cast<const float4 *>(r + row * 128 + 4 * lane);
-      h[0] += v.x, h[1] += v.y, h[2] += v.z, h[3] += v.w;
-    }
+#pragma unroll
+    for (int c = 0; c < kMaxCluster; ++c)
+      if (c < cs)
+        h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
     h128_warp(h, lane);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -284,12 +295,36 @@ extern "C" int trellis_fused_check(void) {
   return (int)cudaFuncGetAttributes(&attr, kernel_for(1));
 }
 
-/* Sets attributes of the four variants and picks each one's cluster size:
- * the power of two (<= 8: 16-CTA clusters need 16 SMs of one GPC and
- * measured badly) minimising waves x (k-blocks per CTA + 2), where
- * a wave is what cudaOccupancyMaxActiveClusters says fits at once and the
- * +2 stands for each CTA's ramp (pipeline fill, claims, cluster reduce).
- * Large clusters split k finely but schedule poorly (16 SMs per cluster). */
+/* Launch configuration of `strips` clusters of `cs` CTAs (attr must
+ * outlive cfg). */
+static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr,
+                           int cs, int64_t strips, size_t smem,
+                           cudaStream_t stream) {
+  cfg = cudaLaunchConfig_t{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = (unsigned)cs;
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.gridDim = dim3((unsigned)(strips * cs));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+}
+
+/* Per-CTA fixed cost in units of one k-block's stage: pipeline fill, the
+ * rotation claims and the cluster reduce. Measured on the H200 (RESULTS.md):
+ * with 2 the model chose 8-CTA clusters for 8192x28672, 3-7% slower than
+ * 4-CTA clusters; 5 orders 4 vs 8 as measured on the three shapes tried. */
+constexpr int kRampStages = 5;
+
+/* Sets attributes of the four variants and picks each one's cluster size
+ * cs in 1..8 (16-CTA clusters need 16 SMs of one GPC and measured badly)
+ * minimising waves x (k-blocks per CTA + ramp), where a wave is what
+ * cudaOccupancyMaxActiveClusters says fits at once. Large clusters split k
+ * finely but pack into GPCs less well; sizes that are not powers of two
+ * (5, 6) often fit the wave count better and measured up to 17% faster. */
 extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
                                              int cluster_out[4]) {
   const int mbs[4] = {1, 2, 4, 8};
@@ -297,26 +332,18 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
   cudaError_t e;
   for (int i = 0; i < 4; ++i) {
     const void *kern = kernel_for(mbs[i]);
-    const int smem = (int)smem_for(mbs[i]);
+    const size_t smem = smem_for(mbs[i]);
     if ((e = cudaFuncSetAttribute(
-             kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) ||
+             kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) ||
         (e = cudaFuncSetAttribute(
              kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
       return (int)e;
     int best = 1;
     int64_t best_cost = INT64_MAX;
-    for (int cs = 1; cs <= 8 && (cs == 1 || cs <= kblocks); cs *= 2) {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = (unsigned)cs;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.gridDim = dim3((unsigned)(strips * cs));
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = (size_t)smem;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
+    for (int cs = 1; cs <= kMaxCluster && (cs == 1 || cs <= kblocks); ++cs) {
+      cudaLaunchConfig_t cfg;
+      cudaLaunchAttribute attr;
+      cluster_config(cfg, attr, cs, strips, smem, 0);
       int clusters = 0;
       if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) !=
               cudaSuccess ||
@@ -325,7 +352,7 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
         break;
       }
       const int64_t waves = (strips + clusters - 1) / clusters;
-      const int64_t cost = waves * ((kblocks + cs - 1) / cs + 2);
+      const int64_t cost = waves * ((kblocks + cs - 1) / cs + kRampStages);
       if (cost < best_cost) {
         best_cost = cost;
         best = cs;
@@ -358,18 +385,10 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   p.in_dtype = in_dtype;
   p.out_dtype = out_dtype;
   init_shifts(p.shifts);
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = (unsigned)cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3((unsigned)(n / 128 * cluster));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem_for(m_blocks);
-  cfg.stream = (cudaStream_t)stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cudaLaunchConfig_t cfg;
+  cudaLaunchAttribute attr;
+  cluster_config(cfg, attr, cluster, n / 128, smem_for(m_blocks),
+                 (cudaStream_t)stream);
   void *args[] = {&p};
   return (int)cudaLaunchKernelExC(&cfg, kernel_for(m_blocks), args);
 }
