@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build for sm_90, run every test (GPU and CPU),
 # optionally the benchmark, and print a short summary last.
-#   scripts/device-check.sh [tests] [bench] [BENCH ARGS...]
+#   scripts/device-check.sh [all|tests|bench] [BENCH ARGS...]
+# Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
+# (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...).
 # Debian packages of jansson/cmocka found in .deps/ are unpacked to a private
 # prefix when the machine lacks them (the device image has no registry).
 set -uo pipefail
@@ -29,7 +31,8 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.m
 echo "$gpu"
 t0=$(date +%s)
 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRELLIS_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" >"$OUT/build.log" 2>&1 ||
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" \
+  ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
@@ -53,11 +56,19 @@ fi
 "$BUILD/trellis" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
 
-# SASS of the hot kernels: instruction mix of the K6 decode loops.
+# SASS of the hot kernels: instruction mix of the K6/MCG m-block-1 decode
+# kernel (its stage loop is fully unrolled: 8 tiles per warp per stage).
+sass_mix=""
 if command -v cuobjdump >/dev/null; then
   for obj in $(find "$BUILD" -name 'gemm_k6.cu.o'); do
-    cuobjdump -sass "$obj" >"$OUT/$(basename "$obj" .cu.o).sass" 2>/dev/null
+    cuobjdump -sass "$obj" >"$OUT/gemm_k6.sass" 2>/dev/null
   done
+  sass_mix=$(awk '/Function : .*dq_gemm_kernelILi6ELi1ELi1ELb0E/ {on=1; next}
+    /Function :/ {on=0} on && /\/\*[0-9a-f]+\*\/ / {
+      for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z][A-Z0-9_.]+$/) {
+        split($i, a, "."); c[a[1]]++; n++; break } }
+    END { for (k in c) printf "%s %d\n", k, c[k]; printf "TOTAL %d\n", n }' \
+    "$OUT/gemm_k6.sass" | sort -k2 -nr | head -16 | tr '\n' ' ')
 fi
 
 echo "================ summary ================"
@@ -67,6 +78,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   grep -E "^[0-9]+/[0-9]+ Test" "$OUT/gpu-tests.log" | sed 's/^/  /'
   echo "cpu tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1) (rc $cpu_rc)"
 fi
+[ -n "$sass_mix" ] && echo "SASS dq_gemm_kernel<6,MCG,1,fp16>: $sass_mix"
 echo "demo (rc $demo_rc):"
 sed 's/^/  /' "$OUT/demo.txt" | tail -12
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -5,6 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trellis-out}
+mkdir -p "$OUT"
 BUILD=${BUILD:-build-device}
 k=${1:-8192} n=${2:-28672} m=${3:-1}
 sections=(--section SpeedOfLight --section Occupancy --section LaunchStats
