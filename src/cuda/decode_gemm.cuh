@@ -248,6 +248,35 @@ __device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
   }
 }
 
+/* The ring's steady state, shared by the generic and the fused kernel:
+ * stage `it` is decoded while stage it + kStages - 1 streams in. The
+ * caller has issued the first kStages - 1 stages in at most kStages - 1
+ * commit groups. Returns with the ring drained and the CTA synchronised. */
+template <int K, int CB, int MB, bool BF16>
+__device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
+                                         int nstages, Acc<MB> &acc,
+                                         const LaneWords<K> &lt, int lane,
+                                         int wn, int wk, const HotShifts &sh) {
+  using L = Layout<MB>;
+  constexpr int SB = stage_bytes<K, MB>();
+  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
+  for (int it = 0; it < nstages; ++it) {
+    cp_async_wait<L::kStages - 2>();
+    __syncthreads();
+    const int nxt = it + L::kStages - 1;
+    if (nxt < nstages) {
+      const uint32_t st = ring + (nxt % L::kStages) * SB;
+      ld.issue_w(st);
+      ld.issue_a(st);
+    }
+    cp_async_commit();
+    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lt, lane,
+                                   wn, wk, sh);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+}
+
 /* The generic path's decode-GEMM: one k-split of one 128-column strip. */
 template <int K, int CB, int MB, bool BF16>
 __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
@@ -276,21 +305,7 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
     }
     cp_async_commit();
   }
-  for (int it = 0; it < nstages; ++it) {
-    cp_async_wait<L::kStages - 2>();
-    __syncthreads();
-    const int nxt = it + L::kStages - 1;
-    if (nxt < nstages) {
-      const uint32_t st = ring + (nxt % L::kStages) * SB;
-      ld.issue_w(st);
-      ld.issue_a(st);
-    }
-    cp_async_commit();
-    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lt, lane,
-                                   wn, wk, p.shifts);
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn, wk, p.shifts);
 
   float *red = reinterpret_cast<float *>(smem);
   reduce_cta<MB>(acc, red, lane, wn, wk);

@@ -202,21 +202,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   Acc<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
-  for (int it = 0; it < nstages; ++it) {
-    cp_async_wait<L::kStages - 2>();
-    __syncthreads();
-    const int nxt = it + L::kStages - 1;
-    if (nxt < nstages) {
-      const uint32_t st = ring + (nxt % L::kStages) * SB;
-      ld.issue_w(st);
-      ld.issue_a(st);
-    }
-    cp_async_commit();
-    compute_stage<K, CB, MB, false>(smem + (it % L::kStages) * SB, acc, lt,
-                                    lane, wn, wk, p.shifts);
-  }
-  cp_async_wait<0>();
-  __syncthreads();
+  run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
+                             p.shifts);
 
   /* 4. CTA sums in shared memory, then the cluster's sum per row. */
   float *red = reinterpret_cast<float *>(smem);
