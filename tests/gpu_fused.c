@@ -111,26 +111,9 @@ static void test_every_m(void **state) {
 
 static void test_dtypes(void **state) {
   (void)state;
-  const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
   gw w;
   gw_random(&w, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 50);
-  for (int i = 0; i < 3; ++i)
-    for (int o = 0; o < 3; ++o) {
-      const int64_t m = 11;
-      void *x = rand_input(m, w.w.k, dts[i], 51 + (uint64_t)i);
-      float *ref = cpu_ref(&w.w, x, dts[i], m, dts[o]);
-      trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
-      grun g;
-      grun_open(&g, &w.w, &d);
-      assert_int_equal(path_of(&g, m), TRELLIS_PATH_FUSED);
-      float *y = grun_forward(&g, x, m, 0);
-      check_close(y, ref, (size_t)(m * w.w.n), 2e-3,
-                  dts[o] == TRELLIS_BF16 ? 8e-3 : 2e-3, "fused dtypes");
-      free(y);
-      free(ref);
-      free(x);
-      grun_close(&g);
-    }
+  gu_check_dtype_grid(&w, 11, 51, TRELLIS_PATH_FUSED);
   gw_free(&w);
 }
 

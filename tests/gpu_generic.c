@@ -106,29 +106,9 @@ static void test_random_layers(void **state) {
 
 static void test_dtypes(void **state) {
   (void)state;
-  const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
   gw w;
   gw_random(&w, 1024, 768, 4, TRELLIS_CB_MCG, 0, 1, 7);
-  for (int i = 0; i < 3; ++i)
-    for (int o = 0; o < 3; ++o) {
-      const int64_t m = 19;
-      void *x = rand_input(m, w.w.k, dts[i], 300 + i);
-      float *ref = cpu_ref(&w.w, x, dts[i], m, dts[o]);
-      trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
-      grun g;
-      grun_open(&g, &w.w, &d);
-      float *y = grun_forward(&g, x, m, 0);
-      char what[64];
-      snprintf(what, sizeof what, "in %s out %s", trellis_dtype_name(dts[i]),
-               trellis_dtype_name(dts[o]));
-      /* one output ulp where CPU and GPU sums straddle a rounding point */
-      check_close(y, ref, (size_t)(m * w.w.n), 2e-3,
-                  dts[o] == TRELLIS_BF16 ? 8e-3 : 2e-3, what);
-      free(y);
-      free(ref);
-      free(x);
-      grun_close(&g);
-    }
+  gu_check_dtype_grid(&w, 19, 300, -1);
   gw_free(&w);
 }
 

@@ -242,4 +242,35 @@ static inline void check_close(const float *got, const float *ref, size_t n,
              rel, rel_tol, mx, max_tol);
 }
 
+/* Every input x output dtype pair (f16, bf16, f32) on one layer at m rows,
+ * against the CPU reference; each plan must take `path` (-1: any). One
+ * output ulp where the CPU and GPU sums straddle a rounding point. */
+static inline void gu_check_dtype_grid(const gw *w, int64_t m, uint64_t seed,
+                                       int path) {
+  const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 3; ++o) {
+      void *x = rand_input(m, w->w.k, dts[i], seed + (uint64_t)i);
+      float *ref = cpu_ref(&w->w, x, dts[i], m, dts[o]);
+      trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
+      grun g;
+      grun_open(&g, &w->w, &d);
+      if (path >= 0) {
+        trellis_buffer_sizes sz;
+        OK(trellis_plan_query(g.plan, m, &sz));
+        assert_int_equal(sz.path, path);
+      }
+      float *y = grun_forward(&g, x, m, 0);
+      char what[64];
+      snprintf(what, sizeof what, "in %s out %s", trellis_dtype_name(dts[i]),
+               trellis_dtype_name(dts[o]));
+      check_close(y, ref, (size_t)(m * w->w.n), 2e-3,
+                  dts[o] == TRELLIS_BF16 ? 8e-3 : 2e-3, what);
+      free(y);
+      free(ref);
+      free(x);
+      grun_close(&g);
+    }
+}
+
 #endif
