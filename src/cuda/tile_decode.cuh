@@ -68,7 +68,7 @@ using HotShifts = Pow2Table;
  *  - each window then costs one op where it is byte-aligned in its word
  *    (r = 0: shift down; 8: byte permute; 16: mask) and otherwise a left
  *    shift (`sh`, see above) plus the shift down by 16.
- * (Multiply-high by 2^16 for the shift down measured 7% slower: RESULTS.) */
+ * (Multiply-high by 2^16 for the shift down measured 7% slower: RESULTS.md.) */
 template <int K, class Shifts>
 __device__ __forceinline__ void
 states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,
