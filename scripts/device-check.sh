@@ -3,7 +3,9 @@
 # optionally the benchmark, and print a short summary last.
 #   scripts/device-check.sh [all|tests|bench] [BENCH ARGS...]
 # Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
-# (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...).
+# (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...),
+# TRELLIS_COMMIT (the commit the bench records: the device copy of the tree
+# has no .git, so set it in the device command, e.g. TRELLIS_COMMIT=abc1234).
 # Debian packages of jansson/cmocka found in .deps/ are unpacked to a private
 # prefix when the machine lacks them (the device image has no registry).
 set -uo pipefail
