@@ -325,7 +325,9 @@ TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
  * (multiple of 128) elements:
  *     out = RNE(H128blk(in * pre_scale) * post_scale)
  * with H128 normalised by 1/sqrt(128). pre_scale/post_scale are fp16 device
- * vectors of length `cols`, or NULL for 1. Dtypes are fixed per stage:
+ * vectors of length `cols`, or NULL for 1. trellis_cuda_h128 needs `in` and
+ * `out` 16-byte aligned and the scales 8-byte aligned (TRELLIS_ERR_BUFFER
+ * otherwise). Dtypes are fixed per stage:
  *     input rotation : in = x in the plan's input dtype, out = the compute
  *                      dtype (fp16, or bf16 for BF16 compute),
  *                      pre_scale = suh, post_scale = NULL;

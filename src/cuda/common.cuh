@@ -129,6 +129,62 @@ __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
     reinterpret_cast<float *>(p)[i] = v;
 }
 
+/* Elements i..i+3 (i % 4 == 0, 16-byte aligned row) in dtype DT as floats
+ * with one vector load, and the reverse with one vector store. */
+template <int DT>
+__device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
+                                               float (&v)[4]) {
+  if constexpr (DT == 2) {
+    const float4 f = *reinterpret_cast<const float4 *>(
+        reinterpret_cast<const float *>(p) + i);
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+  } else {
+    const uint2 u = *reinterpret_cast<const uint2 *>(
+        reinterpret_cast<const uint16_t *>(p) + i);
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (DT == 0) {
+        const __half2 x = *reinterpret_cast<const __half2 *>(&w[h]);
+        v[2 * h] = __low2float(x), v[2 * h + 1] = __high2float(x);
+      } else {
+        const __nv_bfloat162 x =
+            *reinterpret_cast<const __nv_bfloat162 *>(&w[h]);
+        v[2 * h] = __low2float(x), v[2 * h + 1] = __high2float(x);
+      }
+    }
+  }
+}
+
+template <int DT>
+__device__ __forceinline__ void store4_from_float(void *p, int64_t i,
+                                                  const float (&v)[4]) {
+  if constexpr (DT == 2) {
+    *reinterpret_cast<float4 *>(reinterpret_cast<float *>(p) + i) =
+        make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    uint32_t w[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (DT == 0) {
+        const __half2 x = __floats2half2_rn(v[2 * h], v[2 * h + 1]);
+        w[h] = *reinterpret_cast<const uint32_t *>(&x);
+      } else {
+        const __nv_bfloat162 x = __floats2bfloat162_rn(v[2 * h], v[2 * h + 1]);
+        w[h] = *reinterpret_cast<const uint32_t *>(&x);
+      }
+    }
+    *reinterpret_cast<uint2 *>(reinterpret_cast<uint16_t *>(p) + i) =
+        make_uint2(w[0], w[1]);
+  }
+}
+
+/* Four fp16 values (a scale vector) as floats. */
+__device__ __forceinline__ void load4_f16(const uint16_t *p, int64_t i,
+                                          float (&v)[4]) {
+  load4_as_float<0>(p, i, v);
+}
+
 /* H128 of one 128-element block held 4 per lane (elements 4t..4t+3) in a
  * full warp, in the format's butterfly order, fp32, times r_scale. */
 __device__ __forceinline__ void h128_warp(float (&h)[4], int lane) {

@@ -3,6 +3,7 @@
 #include "cuda/kernels.h"
 
 #include <cuda_runtime.h>
+#include <stdint.h>
 #include <string.h>
 
 int trellis_cuda_built(void) { return 1; }
@@ -101,6 +102,12 @@ trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
         TRELLIS_ERR_SHAPE,
         "h128: rows %lld, cols %lld: cols must be a positive multiple of 128",
         (long long)rows, (long long)cols);
+  /* rows are read and written 4 elements per lane, scales 4 at a time */
+  if ((uintptr_t)in % 16 || (uintptr_t)out % 16 || (uintptr_t)pre_scale % 8 ||
+      (uintptr_t)post_scale % 8)
+    return trellis_fail(TRELLIS_ERR_BUFFER,
+                        "h128: in and out must be 16-byte aligned and the "
+                        "scales 8-byte aligned");
   int err = trellis_launch_h128(in, (int)in_dtype, out, (int)out_dtype,
                                 pre_scale, post_scale, rows, cols, stream);
   if (err)

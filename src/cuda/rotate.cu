@@ -25,25 +25,23 @@ __global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
   const int64_t row = unit / blocks_per_row;
   const int64_t col0 = (unit % blocks_per_row) * 128 + 4 * lane;
   const int64_t base = row * cols + col0;
-  float h[4];
+  float h[4], sc[4];
+  load4_as_float<IN>(in, base, h);
+  if (pre) {
+    load4_f16(pre, col0, sc);
+    /* a = RNE_fp16(x * suh): one rounding (fp16*fp16 is exact in fp32). */
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    float v = load_as_float<IN>(in, base + e);
-    if (pre) {
-      /* a = RNE_fp16(x * suh): one rounding (fp16*fp16 is exact in fp32). */
-      v = __half2float(__float2half_rn(
-          __fmul_rn(v, __half2float(__ushort_as_half(pre[col0 + e])))));
-    }
-    h[e] = v;
+    for (int e = 0; e < 4; ++e)
+      h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], sc[e])));
   }
   h128_warp(h, lane);
+  if (post) {
+    load4_f16(post, col0, sc);
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    float v = h[e];
-    if (post)
-      v = __fmul_rn(v, __half2float(__ushort_as_half(post[col0 + e])));
-    store_from_float<OUT>(out, base + e, v);
+    for (int e = 0; e < 4; ++e)
+      h[e] = __fmul_rn(h[e], sc[e]);
   }
+  store4_from_float<OUT>(out, base, h);
 }
 
 template <int OUT>
@@ -68,14 +66,18 @@ __global__ void rot_out_kernel(const float *__restrict__ partial, int splits,
     h[0] += p.x, h[1] += p.y, h[2] += p.z, h[3] += p.w;
   }
   h128_warp(h, lane);
+  float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
+  load4_f16(svh, col0, sc);
+  if (bias)
+    load4_f16(bias, col0, bs);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     /* explicit _rn: no FMA contraction, so the CPU reference is bit-equal */
-    float o = __fmul_rn(h[e], __half2float(__ushort_as_half(svh[col0 + e])));
+    h[e] = __fmul_rn(h[e], sc[e]);
     if (bias)
-      o = __fadd_rn(o, __half2float(__ushort_as_half(bias[col0 + e])));
-    store_from_float<OUT>(y, base + e, o);
+      h[e] = __fadd_rn(h[e], bs[e]);
   }
+  store4_from_float<OUT>(y, base, h);
 }
 
 __global__ void reduce_kernel(const float *__restrict__ partial, int splits,
