@@ -109,6 +109,16 @@ static void test_layout_callback_and_dense(void **state) {
   assert_int_equal(l.what_bytes, (size_t)(4096 * l.slice_n * 2));
   assert_int_equal(l.cublas_bytes, TRELLIS_CUBLAS_WS_BYTES);
   assert_true(l.workspace_bytes >= l.cublas_off + l.cublas_bytes);
+  /* slices are equal and as wide as the cap allows */
+  trellis_layout_params big = params(8192, 28672);
+  assert_true(trellis_layout_compute(&big, TRELLIS_PATH_DENSE, 4096, &l));
+  assert_int_equal(l.slice_n, 7168);
+  /* a direct dense plan (cuBLASLt writes y) needs no fp32 partials */
+  p.has_h128 = 0;
+  p.dense_direct = 1;
+  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
+  assert_int_equal(l.partial_bytes, 0);
+  assert_true(l.workspace_bytes >= l.what_bytes + l.cublas_bytes);
   /* overflow is reported, not wrapped */
   trellis_layout_params huge = params((int64_t)1 << 40, (int64_t)1 << 40);
   assert_false(trellis_layout_compute(&huge, TRELLIS_PATH_GENERIC,

@@ -66,6 +66,21 @@ int trellis_gemm_ctas_per_sm(int bits, int codebook, int compute_bf16,
 int trellis_launch_reconstruct(const int16_t *trellis, int bits, int codebook,
                                int64_t k, int64_t n, int64_t n0, int64_t n_cols,
                                uint16_t *dst, int to_bf16, void *stream);
+/* The same with the output rotation folded in: dst = RNE(W_hat[:, n0..] .
+ * H128blk . diag(post)) (the dense path with its own rotations). */
+int trellis_launch_reconstruct_had(const int16_t *trellis, int bits,
+                                   int codebook, int64_t k, int64_t n,
+                                   int64_t n0, int64_t n_cols,
+                                   const uint16_t *post, uint16_t *dst,
+                                   int to_bf16, void *stream);
+/* Both rotations folded: dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] .
+ * H128blk . diag(post)), so the GEMM takes x itself. */
+int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
+                                    int codebook, int64_t k, int64_t n,
+                                    int64_t n0, int64_t n_cols,
+                                    const uint16_t *pre, const uint16_t *post,
+                                    uint16_t *dst, int to_bf16, void *stream);
+/* Checks the images and sets the attributes of the reconstruct kernels. */
 int trellis_reconstruct_prepare(int bits, int codebook);
 
 /* Fused K6/MCG path (fused_k6.cu). */

@@ -1,7 +1,16 @@
 /* Dense path of the generic scheduler for large m: decode W_hat column
- * slices into the workspace and hand the GEMM to cuBLASLt (fp32 compute and
- * output). Descriptors and algorithms are chosen once in prepare; run only
- * initialises layouts on the stack and launches. */
+ * slices into the workspace and hand the GEMM to cuBLASLt (fp32 compute).
+ *  - With an external rotation: W_hat, fp32 output, the caller rotates.
+ *  - Otherwise the output rotation is folded into the slice, W' = W_hat .
+ *    Hblk . diag(svh) rounded once to fp16/bf16 (EXL3-FORMAT.md 4.2; exllamav3
+ *    does the same for large m), so no rotation pass over the [m, n] output;
+ *    when x is in the compute dtype the input rotation is folded too (W =
+ *    diag(suh) . Hblk . W') and the GEMM reads x: no pass over [m, k].
+ *    "Direct" plans (output dtype = compute dtype or fp32, fp16 bias only on
+ *    fp16 output) have cuBLASLt write y and add the bias; the others write
+ *    fp32 and one pass adds the bias and converts.
+ * Algorithms are chosen once in prepare; run only initialises descriptors
+ * and layouts on the stack and launches. */
 #include "plan/plan_internal.h"
 #include "cuda/kernels.h"
 
@@ -12,14 +21,51 @@ static trellis_status lt_fail(cublasStatus_t s, const char *what) {
                       (int)s);
 }
 
+static cudaDataType_t cuda_type(trellis_dtype t) {
+  return t == TRELLIS_BF16  ? CUDA_R_16BF
+         : t == TRELLIS_F32 ? CUDA_R_32F
+                            : CUDA_R_16F;
+}
+
+int trellis_dense_direct(const trellis_plan *p) {
+  const trellis_dtype o = p->desc.output_dtype, c = p->desc.compute_dtype;
+  if (p->desc.h128)
+    return 0;
+  if (p->w.bias) /* the bias is fp16: only an fp16 output takes it as is */
+    return o == TRELLIS_F16 && c == TRELLIS_F16;
+  return o == c || o == TRELLIS_F32;
+}
+
+int trellis_dense_fold_input(const trellis_plan *p) {
+  return !p->desc.h128 && p->desc.input_dtype == p->desc.compute_dtype;
+}
+
+/* The matmul descriptor of this plan's dense GEMM; `bias` is the epilogue's
+ * bias for the slice (direct plans with a bias). */
+static cublasStatus_t init_desc(const trellis_plan *p,
+                                cublasLtMatmulDescOpaque_t *desc,
+                                const void *bias) {
+  cublasStatus_t s =
+      cublasLtMatmulDescInit(desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (s || !(p->lp.dense_direct && p->w.bias))
+    return s;
+  const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+  if ((s = cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                          &epi, sizeof epi)))
+    return s;
+  return cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                        &bias, sizeof bias);
+}
+
 typedef struct dense_layouts {
   cublasLtMatrixLayoutOpaque_t a, b, d;
 } dense_layouts;
 
 static cublasStatus_t init_layouts(const trellis_plan *p, int64_t m,
                                    int64_t cols, dense_layouts *l) {
-  const cudaDataType_t t =
-      p->desc.compute_dtype == TRELLIS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType_t t = cuda_type(p->desc.compute_dtype);
+  const cudaDataType_t dt =
+      p->lp.dense_direct ? cuda_type(p->desc.output_dtype) : CUDA_R_32F;
   cublasStatus_t s;
   /* Row-major W[k][cols] is column-major [cols x k]; y^T = W^T x^T. */
   if ((s = cublasLtMatrixLayoutInit(&l->a, t, (uint64_t)cols, (uint64_t)p->w.k,
@@ -28,8 +74,8 @@ static cublasStatus_t init_layouts(const trellis_plan *p, int64_t m,
   if ((s = cublasLtMatrixLayoutInit(&l->b, t, (uint64_t)p->w.k, (uint64_t)m,
                                     p->w.k)))
     return s;
-  return cublasLtMatrixLayoutInit(&l->d, CUDA_R_32F, (uint64_t)cols,
-                                  (uint64_t)m, p->w.n);
+  return cublasLtMatrixLayoutInit(&l->d, dt, (uint64_t)cols, (uint64_t)m,
+                                  p->w.n);
 }
 
 static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
@@ -47,8 +93,11 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
     return lt_fail(s, "preference");
   cublasLtMatmulHeuristicResult_t res;
   int found = 0;
-  s = cublasLtMatmulAlgoGetHeuristic(p->lt, &p->matmul_desc, &l.a, &l.b, &l.d,
-                                     &l.d, &pref, 1, &res, &found);
+  cublasLtMatmulDescOpaque_t desc;
+  if ((s = init_desc(p, &desc, p->w.bias)))
+    return lt_fail(s, "matmul descriptor");
+  s = cublasLtMatmulAlgoGetHeuristic(p->lt, &desc, &l.a, &l.b, &l.d, &l.d,
+                                     &pref, 1, &res, &found);
   if (s || found == 0)
     return trellis_fail(
         TRELLIS_ERR_UNSUPPORTED,
@@ -68,9 +117,6 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
   cublasStatus_t s = cublasLtCreate(&p->lt);
   if (s)
     return lt_fail(s, "handle creation");
-  if ((s = cublasLtMatmulDescInit(&p->matmul_desc, CUBLAS_COMPUTE_32F,
-                                  CUDA_R_32F)))
-    return lt_fail(s, "matmul descriptor");
   trellis_layout lay;
   if (!trellis_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
     return trellis_fail(TRELLIS_ERR_SHAPE, "dense layout overflows");
@@ -96,9 +142,11 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
   return TRELLIS_OK;
 }
 
+/* `a` is the GEMM's activation: x when the input rotation is folded into
+ * the weight (fold_input), else the rotated copy. */
 trellis_status trellis_dense_gemm(const trellis_plan *p,
-                                  const trellis_layout *lay,
-                                  const void *rotated, char *ws, int64_t m,
+                                  const trellis_layout *lay, int fold_input,
+                                  const void *a, char *ws, int64_t m, void *y,
                                   cudaStream_t stream) {
   const dense_algo *d = NULL;
   for (int i = 0; i < p->algo_count; ++i)
@@ -117,21 +165,36 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    int err =
-        trellis_launch_reconstruct(p->w.trellis, p->w.bits, (int)p->w.codebook,
-                                   p->w.k, p->w.n, n0, cols, what, bf, stream);
+    const int16_t *tr = p->w.trellis;
+    const int bits = p->w.bits, cb = (int)p->w.codebook;
+    int err;
+    if (p->desc.h128)
+      err = trellis_launch_reconstruct(tr, bits, cb, p->w.k, p->w.n, n0, cols,
+                                       what, bf, stream);
+    else if (fold_input)
+      err = trellis_launch_reconstruct_full(tr, bits, cb, p->w.k, p->w.n, n0,
+                                            cols, p->s_in, p->s_out, what, bf,
+                                            stream);
+    else
+      err = trellis_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0,
+                                           cols, p->s_out, what, bf, stream);
     if (err)
       return trellis_cuda_fail((cudaError_t)err, "W_hat reconstruction");
     dense_layouts l;
     cublasStatus_t s = init_layouts(p, m, cols, &l);
     if (s)
       return lt_fail(s, "layout init");
+    cublasLtMatmulDescOpaque_t desc;
+    if ((s = init_desc(p, &desc, p->w.bias ? p->w.bias + n0 : NULL)))
+      return lt_fail(s, "matmul descriptor");
+    void *out =
+        p->lp.dense_direct
+            ? (char *)y + (size_t)n0 * trellis_dtype_size(p->desc.output_dtype)
+            : (void *)(partial + n0);
     const cublasLtMatmulAlgo_t *algo =
         cols == lay->slice_n ? &d->full : &d->tail;
-    s = cublasLtMatmul(p->lt, (cublasLtMatmulDesc_t)&p->matmul_desc, &one, what,
-                       &l.a, rotated, &l.b, &zero, partial + n0, &l.d,
-                       partial + n0, &l.d, algo, lt_ws, lay->cublas_bytes,
-                       stream);
+    s = cublasLtMatmul(p->lt, &desc, &one, what, &l.a, a, &l.b, &zero, out,
+                       &l.d, out, &l.d, algo, lt_ws, lay->cublas_bytes, stream);
     if (s)
       return lt_fail(s, "matmul");
   }

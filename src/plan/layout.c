@@ -86,6 +86,8 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   size_t mm = (size_t)m, k = (size_t)p->k, n = (size_t)p->n;
   if (!mul3(mm, k, 2, &out->rotated_bytes))
     return 0;
+  if (path == TRELLIS_PATH_DENSE && trellis_layout_dense_folds_input(p, m))
+    out->rotated_bytes = 0;
   if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE)
     return 1; /* the fused path needs no scratch at all */
 
@@ -99,15 +101,20 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
     out->m_blocks = 0;
     out->splits = 1;
     out->kt_per_split = (int)(p->k / 16);
-    int64_t slice = TRELLIS_DENSE_SLICE_ELEMS / p->k / 128 * 128;
-    if (slice < 128)
-      slice = 128;
+    /* as few slices as the cap allows, of equal width (a narrow last
+     * slice runs a small, slow GEMM) */
+    int64_t cap = TRELLIS_DENSE_SLICE_ELEMS / p->k / 128 * 128;
+    if (cap < 128)
+      cap = 128;
+    const int64_t count = (p->n + cap - 1) / cap;
+    int64_t slice = (p->n / 128 + count - 1) / count * 128;
     if (slice > p->n)
       slice = p->n;
     out->slice_n = slice;
   }
-  size_t partial;
-  if (!mul3((size_t)out->splits, mn4, 1, &partial))
+  size_t partial = 0;
+  if (!(path == TRELLIS_PATH_DENSE && p->dense_direct) &&
+      !mul3((size_t)out->splits, mn4, 1, &partial))
     return 0;
   if (!carve(&at, partial, &out->partial_off, &out->partial_bytes))
     return 0;

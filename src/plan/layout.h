@@ -15,15 +15,18 @@ extern "C" {
 
 #define TRELLIS_WS_ALIGN 256
 #define TRELLIS_CUBLAS_WS_BYTES ((size_t)32 << 20)
-/* Elements of the W_hat slice the dense path decodes at a time. */
-#define TRELLIS_DENSE_SLICE_ELEMS ((int64_t)32 << 20)
+/* Most elements of the W_hat slice the dense path decodes at a time (128
+ * MiB of fp16): one slice up to 14336x4096, 4 for 8192x28672. */
+#define TRELLIS_DENSE_SLICE_ELEMS ((int64_t)64 << 20)
 
 typedef struct trellis_layout_params {
   int64_t k, n;
   int sm_count;
-  int split_k;        /* forced k-splits (0 = automatic) */
-  int has_h128;       /* external rotation: stages fp32 sums through scratch */
-  int ctas_per_sm[4]; /* decode-GEMM CTAs resident per SM, m_blocks 1/2/4/8 */
+  int split_k;      /* forced k-splits (0 = automatic) */
+  int has_h128;     /* external rotation: stages fp32 sums through scratch */
+  int dense_direct; /* dense path: cuBLASLt writes y itself (no partial) */
+  int dense_fold_input; /* dense path may take x itself (x dtype = compute) */
+  int ctas_per_sm[4];   /* decode-GEMM CTAs resident per SM, m_blocks 1/2/4/8 */
 } trellis_layout_params;
 
 typedef struct trellis_layout {
@@ -32,7 +35,7 @@ typedef struct trellis_layout {
   int splits;       /* k-splits: fp32 partial slices */
   int kt_per_split; /* tile rows (16 k) per split, multiple of 8 */
   int64_t slice_n;  /* dense path: W_hat columns decoded per GEMM */
-  size_t partial_off, partial_bytes; /* fp32 [splits][m][n] */
+  size_t partial_off, partial_bytes; /* fp32 [splits][m][n] (or none) */
   size_t sums_off, sums_bytes;       /* fp32 [m][n], external rotation */
   size_t rotout_off, rotout_bytes;   /* fp32 [m][n], external rotation */
   size_t what_off, what_bytes;       /* fp16 [k][slice_n], dense path */
@@ -41,6 +44,15 @@ typedef struct trellis_layout {
   size_t rotated_bytes;              /* fp16 [m][k] */
   size_t input_f16_bytes, output_f16_bytes;
 } trellis_layout;
+
+/* Whether the dense path folds the input rotation into its weight at m
+ * rows: that skips a pass over x ([m, k]) but the weight's reconstruct
+ * (over [k, n]) costs more; on the H200 the pass over x costs more from
+ * about m >= 2n/3 (RESULTS.md). */
+static inline int
+trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
+  return p->dense_fold_input && 3 * m >= 2 * p->n;
+}
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,

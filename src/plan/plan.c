@@ -157,6 +157,8 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->lp.sm_count = p->sm_count;
   p->lp.split_k = desc->split_k;
   p->lp.has_h128 = desc->h128 != NULL;
+  p->lp.dense_direct = trellis_dense_direct(p);
+  p->lp.dense_fold_input = trellis_dense_fold_input(p);
   const int mbs[4] = {1, 2, 4, 8};
   for (int i = 0; i < 4; ++i)
     p->lp.ctas_per_sm[i] =
@@ -382,21 +384,32 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
   const int bf = plan->desc.compute_dtype == TRELLIS_BF16;
   const trellis_dtype rot_dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
   int err;
+  /* the dense path may fold the input rotation into its weight */
+  const int fold_in = path == TRELLIS_PATH_DENSE &&
+                      trellis_layout_dense_folds_input(&plan->lp, m);
   if (plan->desc.h128) {
     st = plan->desc.h128(x, plan->desc.input_dtype, buffers->rotated, rot_dt,
                          plan->s_in, NULL, m, plan->w.k, stream,
                          plan->desc.h128_user_data);
     if (st != TRELLIS_OK)
       return trellis_fail_prefix(st, "external H128 (input rotation)");
-  } else if ((err = trellis_launch_h128(x, (int)plan->desc.input_dtype,
+  } else if (!fold_in &&
+             (err = trellis_launch_h128(x, (int)plan->desc.input_dtype,
                                         buffers->rotated, (int)rot_dt,
                                         plan->s_in, NULL, m, plan->w.k, s))) {
     return launch_error(err, "input rotation");
   }
   if (path == TRELLIS_PATH_DENSE) {
-    st = trellis_dense_gemm(plan, &lay, buffers->rotated, ws, m, s);
-    if (st != TRELLIS_OK)
+    st = trellis_dense_gemm(plan, &lay, fold_in, fold_in ? x : buffers->rotated,
+                            ws, m, y, s);
+    if (st != TRELLIS_OK || plan->lp.dense_direct)
       return st;
+    if (!plan->desc.h128) { /* rotation folded into W': bias and dtype */
+      err = trellis_launch_bias_convert(
+          (const float *)(ws + lay.partial_off), plan->w.bias, y,
+          (int)plan->desc.output_dtype, m, plan->w.n, s);
+      return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
+    }
   } else {
     trellis_gemm_args a;
     memset(&a, 0, sizeof a);

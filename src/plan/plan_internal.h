@@ -33,7 +33,6 @@ struct trellis_plan {
   unsigned *locks;              /* fused path: self-resetting counters */
   size_t lock_count;
   cublasLtHandle_t lt;
-  cublasLtMatmulDescOpaque_t matmul_desc;
   dense_algo algos[TRELLIS_DENSE_BUCKETS];
   int algo_count;
 };
@@ -52,11 +51,18 @@ trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
                                  int64_t m, void *y, void *rotated,
                                  cudaStream_t stream);
 
-/* Dense path (plan/dense.c). */
+/* Dense path (plan/dense.c). With the plan's own rotations the output
+ * rotation is folded into the decoded weight (W' = W_hat . Hblk . diag(svh),
+ * as exllamav3's reconstruct_had); "direct" plans also let cuBLASLt write y
+ * (and add the bias) so no fp32 output pass is needed. */
+int trellis_dense_direct(const trellis_plan *plan);
+/* ... and when x is already in the compute dtype, the input rotation too:
+ * W = diag(suh) . Hblk . W_hat . Hblk . diag(svh), and the GEMM takes x. */
+int trellis_dense_fold_input(const trellis_plan *plan);
 trellis_status trellis_dense_prepare(trellis_plan *plan);
 trellis_status trellis_dense_gemm(const trellis_plan *plan,
-                                  const trellis_layout *lay,
-                                  const void *rotated, char *ws, int64_t m,
+                                  const trellis_layout *lay, int fold_input,
+                                  const void *a, char *ws, int64_t m, void *y,
                                   cudaStream_t stream);
 
 #endif
