@@ -156,27 +156,30 @@ __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
   }
 }
 
+/* Two floats as one word of fp16 (DT 0) or bf16 (DT 1), RNE, a in the low
+ * half. */
+template <int DT>
+__device__ __forceinline__ uint32_t pack2_from_float(float a, float b) {
+  static_assert(DT == 0 || DT == 1, "16-bit dtypes only");
+  if constexpr (DT == 0) {
+    const __half2 x = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&x);
+  } else {
+    const __nv_bfloat162 x = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t *>(&x);
+  }
+}
+
 template <int DT>
 __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
                                                   const float (&v)[4]) {
-  if constexpr (DT == 2) {
+  if constexpr (DT == 2)
     *reinterpret_cast<float4 *>(reinterpret_cast<float *>(p) + i) =
         make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    uint32_t w[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (DT == 0) {
-        const __half2 x = __floats2half2_rn(v[2 * h], v[2 * h + 1]);
-        w[h] = *reinterpret_cast<const uint32_t *>(&x);
-      } else {
-        const __nv_bfloat162 x = __floats2bfloat162_rn(v[2 * h], v[2 * h + 1]);
-        w[h] = *reinterpret_cast<const uint32_t *>(&x);
-      }
-    }
+  else
     *reinterpret_cast<uint2 *>(reinterpret_cast<uint16_t *>(p) + i) =
-        make_uint2(w[0], w[1]);
-  }
+        make_uint2(pack2_from_float<DT>(v[0], v[1]),
+                   pack2_from_float<DT>(v[2], v[3]));
 }
 
 /* Four fp16 values (a scale vector) as floats. */

@@ -50,8 +50,8 @@ __global__ void __launch_bounds__(32 * kWarps)
                              half * 8) = v;
 }
 
-/* In-place unnormalised Walsh-Hadamard butterflies over the index bits in
- * `mask` of v[0..N) (natural Sylvester order, so the stages commute). */
+/* In-place unnormalised Walsh-Hadamard butterflies over all index bits of
+ * v[0..N) (natural Sylvester order, so the stages commute). */
 template <int N> __device__ __forceinline__ void fwht(float (&v)[N]) {
 #pragma unroll
   for (int h = 1; h < N; h <<= 1)
@@ -119,11 +119,12 @@ had_right_block(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
   __syncwarp();
 
   const int g = lane & 15;
-  float scale[8];
+  float sv[2][4], scale[8];
+  load4_f16(post, c0 + 8 * g, sv[0]);
+  load4_f16(post, c0 + 8 * g + 4, sv[1]);
 #pragma unroll
   for (int e = 0; e < 8; ++e)
-    scale[e] = __fmul_rn(r_scale(),
-                         __half2float(__ushort_as_half(post[c0 + 8 * g + e])));
+    scale[e] = __fmul_rn(r_scale(), sv[e / 4][e % 4]);
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
     float *p = rs + (2 * u + (lane >> 4)) * kHadPitch + 8 * g;
@@ -145,19 +146,10 @@ had_right_block(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
 /* Eight floats as fp16 / bf16, packed for one 16-byte store. */
 template <bool BF16>
 __device__ __forceinline__ uint4 pack8(const float4 a, const float4 b) {
-  const float f[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-  uint32_t w[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    if constexpr (BF16) {
-      const __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * e], f[2 * e + 1]);
-      w[e] = *reinterpret_cast<const uint32_t *>(&p);
-    } else {
-      const __half2 p = __floats2half2_rn(f[2 * e], f[2 * e + 1]);
-      w[e] = *reinterpret_cast<const uint32_t *>(&p);
-    }
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
+  constexpr int DT = BF16 ? 1 : 0;
+  return make_uint4(
+      pack2_from_float<DT>(a.x, a.y), pack2_from_float<DT>(a.z, a.w),
+      pack2_from_float<DT>(b.x, b.y), pack2_from_float<DT>(b.z, b.w));
 }
 
 /* W' = W_hat . Hblk . diag(post): the output rotation folded into the
@@ -201,6 +193,7 @@ __global__ void __launch_bounds__(32 * kHadWarps)
  * register passes (row bits 3..6, then 0..2). 66 KB of shared memory: 3
  * CTAs per SM. */
 constexpr int kFullWarps = 8;
+constexpr size_t kFullSmemBytes = (size_t)128 * kHadPitch * 4;
 
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kFullWarps)
@@ -250,34 +243,20 @@ __global__ void __launch_bounds__(32 * kFullWarps)
       const int64_t row = kb * 128 + r8 + i;
       const float x = __fmul_rn(__fmul_rn(v[i], r_scale()),
                                 __half2float(__ushort_as_half(pre[row])));
-      dst[row * n_cols + jb * 128 + col] =
-          BF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x))
-               : __half_as_ushort(__float2half_rn(x));
+      store_from_float<BF16 ? 1 : 0>(dst, row * n_cols + jb * 128 + col, x);
     }
   }
-}
-
-template <int K, int CB, bool BF16> auto rfk() {
-  return &reconstruct_full_kernel<K, CB, BF16>;
-}
-
-template <int K, int CB, bool BF16> auto rhk() {
-  return &reconstruct_had_kernel<K, CB, BF16>;
-}
-
-template <int K, int CB, bool BF16> auto rk() {
-  return &reconstruct_kernel<K, CB, BF16>;
 }
 
 /* Kernel families: 0 reconstruct_kernel (W_hat), 1 reconstruct_had_kernel
  * (output rotation folded), 2 reconstruct_full_kernel (both folded). */
 template <int FAM, int K, int CB, bool BF16> auto kernel_of() {
   if constexpr (FAM == 2)
-    return rfk<K, CB, BF16>();
+    return &reconstruct_full_kernel<K, CB, BF16>;
   else if constexpr (FAM == 1)
-    return rhk<K, CB, BF16>();
+    return &reconstruct_had_kernel<K, CB, BF16>;
   else
-    return rk<K, CB, BF16>();
+    return &reconstruct_kernel<K, CB, BF16>;
 }
 
 template <int FAM, int K, typename F> int rk_cb(int cb, int bf, F &&f) {
@@ -313,11 +292,6 @@ int rk_dispatch(int bits, int cb, int bf, F &&f) {
   }
 }
 
-size_t full_smem_rt(int bits) {
-  (void)bits; /* the payload words share the rows' space */
-  return (size_t)128 * kHadPitch * 4;
-}
-
 } // namespace
 
 extern "C" int trellis_reconstruct_prepare(int bits, int codebook) {
@@ -325,10 +299,9 @@ extern "C" int trellis_reconstruct_prepare(int bits, int codebook) {
     cudaFuncAttributes attr;
     return (int)cudaFuncGetAttributes(&attr, kern);
   };
-  const int full_smem = (int)full_smem_rt(bits);
-  auto allow_smem = [full_smem](auto kern) {
+  auto allow_smem = [](auto kern) {
     return (int)cudaFuncSetAttribute(
-        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, full_smem);
+        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFullSmemBytes);
   };
   for (int bf = 0; bf < 2; ++bf) {
     int err = rk_dispatch<0>(bits, codebook, bf, check);
@@ -375,9 +348,8 @@ extern "C" int trellis_launch_reconstruct_full(
     int64_t n0, int64_t n_cols, const uint16_t *pre, const uint16_t *post,
     uint16_t *dst, int to_bf16, void *stream) {
   const unsigned grid = (unsigned)((k / 128) * (n_cols / 128));
-  const size_t smem = full_smem_rt(bits);
   return rk_dispatch<2>(bits, codebook, to_bf16, [&](auto kern) {
-    kern<<<grid, 32 * kFullWarps, smem, (cudaStream_t)stream>>>(
+    kern<<<grid, 32 * kFullWarps, kFullSmemBytes, (cudaStream_t)stream>>>(
         trellis, k, n, n0, n_cols, pre, post, dst);
     return (int)cudaGetLastError();
   });
