@@ -405,7 +405,9 @@ typedef struct trellis_buffers {
 TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
 
 /* The weight's pointers must be device memory and stay valid for the plan's
- * life. Uses the current CUDA device. */
+ * life; the payload 16-byte aligned, suh/svh/bias 8-byte aligned (the
+ * kernels read them four at a time; trellis_weight_upload aligns all of
+ * them). Uses the current CUDA device. */
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);

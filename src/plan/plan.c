@@ -126,6 +126,14 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   if (((uintptr_t)device_w->trellis) % 16 != 0)
     return trellis_fail(TRELLIS_ERR_BUFFER,
                         "weight trellis pointer is not 16-byte aligned");
+  /* fp16 scales and bias: the kernels read them four at a time */
+  const void *vecs[] = {device_w->suh, device_w->svh, device_w->bias};
+  const char *vec_names[] = {"suh", "svh", "bias"};
+  for (int i = 0; i < 3; ++i)
+    if ((uintptr_t)vecs[i] % 8 != 0)
+      return trellis_fail(TRELLIS_ERR_BUFFER,
+                          "weight %s pointer is not 8-byte aligned",
+                          vec_names[i]);
 
   trellis_plan *p = calloc(1, sizeof *p);
   if (!p)
