@@ -64,139 +64,206 @@ template <int N> __device__ __forceinline__ void fwht(float (&v)[N]) {
       }
 }
 
-constexpr int kHadWarps = 4;
-constexpr int kHadPitch = 128 + 4; /* floats per row: conflict-free writes */
-
-/* One warp: the 16 x 128 block of W_hat at tile row kt, columns
- * [c0, c0 + 128), times Hblk from the right, times r_scale * post[col], into
- * rs[16][kHadPitch] (fp32, shared). `words` (shared, 8 * 8K words) receives
- * the block's 8 tiles, which are contiguous in the payload.
- *  - Decoding the 8 tiles leaves lane L holding columns c + 8i (c = L / 4,
- *    i = 0..15) of rows 2q, 2q+1, 2q+8, 2q+9 (q = L % 4): the butterflies
- *    over column bits 3..6 run in registers;
- *  - rs regroups each row into 8-column runs for the butterflies over bits
- *    0..2 (lane: columns 8g..8g+7, g = L % 16, of rows 2u + L / 16). */
-template <int K, int CB>
-__device__ __forceinline__ void
-had_right_block(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
-                int64_t c0, const uint16_t *__restrict__ post, uint32_t *words,
-                float *rs, int lane) {
-  const uint4 *src = reinterpret_cast<const uint4 *>(
-      trellis + (kt * (n / 16) + c0 / 16) * (16 * K));
-  uint4 *ws = reinterpret_cast<uint4 *>(words);
-  for (int i = lane; i < 16 * K; i += 32)
-    ws[i] = src[i];
-  __syncwarp();
-
-  float v[4][16]; /* [row 2q, 2q+1, 2q+8, 2q+9][column c + 8i] */
+/* fwht over the first index of z (8 tiles), for every (i, j). */
+__device__ __forceinline__ void fwht_outer(float (&z)[8][2][4]) {
 #pragma unroll
-  for (int t = 0; t < 8; ++t) {
-    uint32_t b[4];
-    decode_tile_frags<K, CB, false>(words + t * 8 * K, lane, b);
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float v[8];
+#pragma unroll
+      for (int t = 0; t < 8; ++t)
+        v[t] = z[t][i][j];
+      fwht(v);
+#pragma unroll
+      for (int t = 0; t < 8; ++t)
+        z[t][i][j] = v[t];
+    }
+}
+
+/* The 8x8 matrix of 16-bit values a warp holds one word per lane (row L/4,
+ * columns 2(L%4) and +1, the lower column in the low half: the mma fragment
+ * layout), transposed in the same layout. */
+__device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;"
+               : "=r"(y)
+               : "r"(x));
+  return y;
+}
+
+/* H16[i][j] and H16[i][j + 1] (natural Sylvester order, +-1) as fp16. */
+__device__ __forceinline__ uint32_t h16_pair(int i, int j) {
+  const uint32_t lo = (__popc(i & j) & 1) ? 0xBC00u : 0x3C00u;
+  const uint32_t hi = (__popc(i & (j + 1)) & 1) ? 0xBC00u : 0x3C00u;
+  return lo | hi << 16;
+}
+
+/* The lane's mma fragments of H16 (symmetric) as the A operand, and as the
+ * B operand for output columns 0..7 (b[0]) and 8..15 (b[1]). Built where
+ * they are used, so that neither stays live across a kernel's phases. */
+struct H16A {
+  uint32_t a[4];
+  __device__ __forceinline__ explicit H16A(int lane) {
+    const int g = lane >> 2, q = lane & 3;
+    a[0] = h16_pair(g, 2 * q);
+    a[1] = h16_pair(g + 8, 2 * q);
+    a[2] = h16_pair(g, 2 * q + 8);
+    a[3] = h16_pair(g + 8, 2 * q + 8);
+  }
+};
+struct H16B {
+  uint32_t b[2][2];
+  __device__ __forceinline__ explicit H16B(int lane) {
+    const int g = lane >> 2, q = lane & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const __half2 lo = *reinterpret_cast<const __half2 *>(&b[2 * h]);
-      const __half2 hi = *reinterpret_cast<const __half2 *>(&b[2 * h + 1]);
-      v[0][2 * t + h] = __low2float(lo);
-      v[1][2 * t + h] = __high2float(lo);
-      v[2][2 * t + h] = __low2float(hi);
-      v[3][2 * t + h] = __high2float(hi);
+      b[h][0] = h16_pair(8 * h + g, 2 * q);
+      b[h][1] = h16_pair(8 * h + g, 2 * q + 8);
     }
   }
-#pragma unroll
-  for (int r = 0; r < 4; ++r)
-    fwht(v[r]);
-  __syncwarp(); /* `words` may alias `rs` */
+};
 
-  const int q = lane & 3, c = lane >> 2;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int row = 2 * q + (r & 1) + 8 * (r >> 1);
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      rs[row * kHadPitch + c + 8 * i] = v[r][i];
+/* D = A(16x16) * B(16x8), fp16 operands, fp32 result (no accumulator). */
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4],
+                                        uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+                 "f"(0.f));
+}
+
+/* Stages the 8 payload tiles of one warp in `words` (shared): tile i at
+ * tile row kt0 + i * dkt, tile column nt0 + i * dnt. */
+template <int K>
+__device__ __forceinline__ void
+stage_tiles(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
+            int64_t nt0, int dkt, int dnt, uint32_t *words, int lane) {
+  constexpr int kPerTile = 2 * K; /* 16-byte chunks per tile */
+  uint4 *ws = reinterpret_cast<uint4 *>(words);
+  for (int i = lane; i < 8 * kPerTile; i += 32) {
+    const int t = i / kPerTile;
+    const uint4 *src = reinterpret_cast<const uint4 *>(
+        trellis + ((kt0 + t * dkt) * (n / 16) + nt0 + t * dnt) * (16 * K));
+    ws[i] = src[i % kPerTile];
   }
   __syncwarp();
+}
 
-  const int g = lane & 15;
-  float sv[2][4], scale[8];
-  load4_f16(post, c0 + 8 * g, sv[0]);
-  load4_f16(post, c0 + 8 * g + 4, sv[1]);
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    scale[e] = __fmul_rn(r_scale(), sv[e / 4][e % 4]);
+/* One warp: Z = W_hat[tile row kt][columns c0, c0 + 128) . H128,
+ * unnormalised, in the mma C layout: z[u][h][e] is row g + 8 (e >> 1),
+ * column 16u + 8h + 2q + (e & 1) of the 16 x 128 block (g = L / 4,
+ * q = L % 4). A decoded tile is the B operand of W_hat (rows = k); moved
+ * to the A operand (movmatrix), one mma per 8 output columns multiplies it
+ * by H16 (column bits 0..3, exact: +-1 products summed in fp32), and the
+ * butterflies over the tiles u (column bits 4..6) run in registers.
+ * `words` (shared, 8 * 8K words) receives the block's 8 payload tiles. */
+template <int K, int CB>
+__device__ __forceinline__ void
+right_h128(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
+           int64_t c0, uint32_t *words, int lane, float (&z)[8][2][4]) {
+  stage_tiles<K>(trellis, n, kt, c0 / 16, 0, 1, words, lane);
+  const H16B hf(lane);
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
-    float *p = rs + (2 * u + (lane >> 4)) * kHadPitch + 8 * g;
-    float w[8];
-    const float4 a = *reinterpret_cast<const float4 *>(p);
-    const float4 b = *reinterpret_cast<const float4 *>(p + 4);
-    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
-    w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-    fwht(w);
+    uint32_t b[4];
+    decode_tile_frags<K, CB, false>(words + u * 8 * K, lane, b);
+    const uint32_t a[4] = {transpose8x8(b[0]), transpose8x8(b[1]),
+                           transpose8x8(b[2]), transpose8x8(b[3])};
 #pragma unroll
-    for (int e = 0; e < 8; ++e)
-      w[e] = __fmul_rn(w[e], scale[e]);
-    *reinterpret_cast<float4 *>(p) = make_float4(w[0], w[1], w[2], w[3]);
-    *reinterpret_cast<float4 *>(p + 4) = make_float4(w[4], w[5], w[6], w[7]);
+    for (int h = 0; h < 2; ++h)
+      mma_f16(z[u][h], a, hf.b[h][0], hf.b[h][1]);
   }
-  __syncwarp();
+  fwht_outer(z);
 }
 
-/* Eight floats as fp16 / bf16, packed for one 16-byte store. */
-template <bool BF16>
-__device__ __forceinline__ uint4 pack8(const float4 a, const float4 b) {
-  constexpr int DT = BF16 ? 1 : 0;
-  return make_uint4(
-      pack2_from_float<DT>(a.x, a.y), pack2_from_float<DT>(a.z, a.w),
-      pack2_from_float<DT>(b.x, b.y), pack2_from_float<DT>(b.z, b.w));
-}
+constexpr int kHadWarps = 4;
+constexpr int kHadPitch = 128 + 8; /* halves per staged row */
 
 /* W' = W_hat . Hblk . diag(post): the output rotation folded into the
  * weight (EXL3-FORMAT.md 4.2: y = x~ . W_hat . Hblk . diag(svh)), for the
  * dense path when the input rotation stays a pass of its own. One warp per
- * 16 x 128 block; dst is [k][n_cols] for columns [n0, n0 + n_cols). */
+ * 16 x 128 block, staged in shared memory (fp16) so each row leaves as 256
+ * contiguous bytes; dst is [k][n_cols] for columns [n0, n0 + n_cols). */
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kHadWarps)
     reconstruct_had_kernel(const int16_t *__restrict__ trellis, int64_t k,
                            int64_t n, int64_t n0, int64_t n_cols,
                            const uint16_t *__restrict__ post,
                            uint16_t *__restrict__ dst) {
-  __shared__ __align__(16) uint32_t words_s[kHadWarps][8 * 8 * K];
-  __shared__ __align__(16) float rows_s[kHadWarps][16 * kHadPitch];
+  static_assert(8 * 8 * K <= 8 * kHadPitch, "words fit in the staging rows");
+  __shared__ __align__(16) uint32_t stage_s[kHadWarps][8 * kHadPitch];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t blocks_c = n_cols / 128;
-  const int64_t unit = (int64_t)blockIdx.x * kHadWarps + warp;
-  if (unit >= (k / 16) * blocks_c)
+  /* 32-bit index math: the grid is < 2^31 units (a 64-bit division is
+   * ~3x the instructions) */
+  const int blocks_c = (int)(n_cols / 128);
+  const int unit = (int)blockIdx.x * kHadWarps + warp;
+  if (unit >= (int)(k / 16) * blocks_c)
     return;
   const int64_t kt = unit / blocks_c, jb = unit % blocks_c;
-  const float *rs = rows_s[warp];
-  had_right_block<K, CB>(trellis, n, kt, n0 + jb * 128, post, words_s[warp],
-                         rows_s[warp], lane);
-  /* 16 rows x 16 chunks of 8 columns, coalesced 256 bytes per row */
+  float z[8][2][4];
+  uint32_t *st = stage_s[warp];
+  right_h128<K, CB>(trellis, n, kt, n0 + jb * 128, st, lane, z);
+  __syncwarp(); /* the payload words alias the staging rows */
+  const int g = lane >> 2, q = lane & 3;
+  const uint16_t *sv = post + n0 + jb * 128 + 2 * q;
+  uint32_t *st0 = st + g * (kHadPitch / 2) + q, *st1 = st0 + 4 * kHadPitch;
+  constexpr int DT = BF16 ? 1 : 0;
 #pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int chunk = lane + 32 * u, row = chunk >> 4, g = chunk & 15;
-    const float *p = rs + row * kHadPitch + 8 * g;
+  for (int u = 0; u < 8; ++u)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = 16 * u + 8 * h;
+      const float2 p =
+          __half22float2(*reinterpret_cast<const __half2 *>(sv + col));
+      const float s0 = __fmul_rn(r_scale(), p.x);
+      const float s1 = __fmul_rn(r_scale(), p.y);
+      const float *v = z[u][h];
+      st0[col / 2] =
+          pack2_from_float<DT>(__fmul_rn(v[0], s0), __fmul_rn(v[1], s1));
+      st1[col / 2] =
+          pack2_from_float<DT>(__fmul_rn(v[2], s0), __fmul_rn(v[3], s1));
+    }
+  __syncwarp();
+  /* 16 rows x 16 chunks of 8 columns, 256 contiguous bytes per row */
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int chunk = lane + 32 * i, row = chunk >> 4, c16 = chunk & 15;
     *reinterpret_cast<uint4 *>(dst + (kt * 16 + row) * n_cols + jb * 128 +
-                               8 * g) =
-        pack8<BF16>(*reinterpret_cast<const float4 *>(p),
-                    *reinterpret_cast<const float4 *>(p + 4));
+                               8 * c16) =
+        *reinterpret_cast<const uint4 *>(st + row * (kHadPitch / 2) + 4 * c16);
   }
 }
 
 /* W = diag(pre) . Hblk . W_hat . Hblk . diag(post): both rotations folded
  * (exllamav3's reconstruct_had), so the dense GEMM multiplies x itself. One
- * CTA per 128 x 128 block: each warp transforms one 16-row tile row from
- * the right (had_right_block, its payload words staged in its own rows),
- * then the CTA runs the 128-point butterflies down each column in two
- * register passes (row bits 3..6, then 0..2). 66 KB of shared memory: 3
- * CTAs per SM. */
+ * CTA per 128 x 128 block; warp w takes tile column w (8 tiles down k):
+ *  - H16 from the left (row bits 0..3): an mma with the decoded tile as
+ *    the B operand, exact; the butterflies over the 8 tiles (row bits
+ *    4..6) in registers;
+ *  - H16 from the right (column bits 0..3): the fp32 result is already in
+ *    the A operand's layout; as fp16 hi + lo halves (exact to ~2^-22: the
+ *    values are bounded by 128 * max|W_hat| < 512, no overflow) two mmas
+ *    per 8 columns; the result goes to shared memory (fp32);
+ *  - a thread then takes one row and 8 columns of each tile column: the
+ *    butterflies over the 8 tile columns (column bits 4..6), the scales,
+ *    16-byte stores.
+ * 69 KB of shared memory and at most 80 registers (a few spill on some
+ * instantiations): 3 CTAs per SM, so that 6144x1024 runs in one wave. */
 constexpr int kFullWarps = 8;
-constexpr size_t kFullSmemBytes = (size_t)128 * kHadPitch * 4;
+constexpr int kFullPitch = 128 + 8; /* floats: conflict-free float2 writes */
+
+/* Column of (row, col) in the fp32 block: odd rows swap the two float4
+ * halves of each 8-column group, so that the 16-byte reads of 4 rows x 2
+ * groups by 8 lanes hit distinct banks (8 banks per row step otherwise). */
+__device__ __forceinline__ int swizzle(int row, int col) {
+  return col ^ ((row & 1) << 2);
+}
+constexpr size_t kFullSmemBytes = (size_t)(128 * kFullPitch + 128) * 4;
 
 template <int K, int CB, bool BF16>
-__global__ void __launch_bounds__(32 * kFullWarps)
+__global__ void __launch_bounds__(32 * kFullWarps, 3)
     reconstruct_full_kernel(const int16_t *__restrict__ trellis, int64_t k,
                             int64_t n, int64_t n0, int64_t n_cols,
                             const uint16_t *__restrict__ pre,
@@ -204,47 +271,86 @@ __global__ void __launch_bounds__(32 * kFullWarps)
                             uint16_t *__restrict__ dst) {
   extern __shared__ __align__(16) char smem[];
   float *f = reinterpret_cast<float *>(smem);
+  float *col_scale = f + 128 * kFullPitch;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int t = threadIdx.x;
   const int64_t blocks_c = n_cols / 128;
   const int64_t kb = blockIdx.x / blocks_c, jb = blockIdx.x % blocks_c;
-  float *rows = f + warp * 16 * kHadPitch;
-  static_assert(8 * 8 * K <= 16 * kHadPitch, "words fit in the warp's rows");
-  had_right_block<K, CB>(trellis, n, kb * 8 + warp, n0 + jb * 128, post,
-                         reinterpret_cast<uint32_t *>(rows), rows, lane);
-  __syncthreads();
-  const int col = t & 127;
-  /* row bits 3..6: 8 tasks (r0 = 0..7) per column, two threads per column */
+  static_assert(8 * 8 * K <= 16 * kFullPitch, "words fit in 16 rows");
+  uint32_t *words = reinterpret_cast<uint32_t *>(f + warp * 16 * kFullPitch);
+  stage_tiles<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, 1, 0, words,
+                 lane);
+  if (threadIdx.x < 128)
+    col_scale[threadIdx.x] = __fmul_rn(
+        r_scale(),
+        __half2float(__ushort_as_half(post[n0 + jb * 128 + threadIdx.x])));
+  float z[8][2][4]; /* [tile t][column half h][C fragment] */
+  const H16A ha(lane);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int r0 = (t >> 7) + 2 * j;
-    float v[16];
+  for (int t = 0; t < 8; ++t) {
+    uint32_t b[4];
+    decode_tile_frags<K, CB, false>(words + t * 8 * K, lane, b);
+    mma_f16(z[t][0], ha.a, b[0], b[1]);
+    mma_f16(z[t][1], ha.a, b[2], b[3]);
+  }
+  fwht_outer(z);
+  __syncthreads(); /* every warp's payload words are consumed */
+  const int g = lane >> 2, q = lane & 3;
+  const H16B hf(lane);
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      v[i] = f[(r0 + 8 * i) * kHadPitch + col];
-    fwht(v);
+  for (int t = 0; t < 8; ++t) {
+    /* A operand of the tile: rows g, g+8 x columns 2q.., 2q+8.. */
+    uint32_t hi[4], lo[4];
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      f[(r0 + 8 * i) * kHadPitch + col] = v[i];
+    for (int i = 0; i < 4; ++i) {
+      const float x0 = z[t][i >> 1][2 * (i & 1)];
+      const float x1 = z[t][i >> 1][2 * (i & 1) + 1];
+      hi[i] = pack2_from_float<0>(x0, x1);
+      const float2 r =
+          __half22float2(*reinterpret_cast<const __half2 *>(&hi[i]));
+      lo[i] = pack2_from_float<0>(x0 - r.x, x1 - r.y);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float y[4];
+      mma_f16(y, hi, hf.b[h][0], hf.b[h][1]);
+      mma16816<false>(y, lo, hf.b[h][0], hf.b[h][1]);
+      float *p =
+          f + (16 * t + g) * kFullPitch + swizzle(g, 16 * warp + 8 * h + 2 * q);
+      *reinterpret_cast<float2 *>(p) = make_float2(y[0], y[1]);
+      *reinterpret_cast<float2 *>(p + 8 * kFullPitch) = make_float2(y[2], y[3]);
+    }
   }
   __syncthreads();
-  /* row bits 0..2, * r_scale * pre[row], to fp16 / bf16; a warp stores 32
-   * consecutive columns (64 bytes) of a row at a time */
-#pragma unroll 2
-  for (int j = 0; j < 8; ++j) {
-    const int r8 = 8 * ((t >> 7) + 2 * j);
-    float v[8];
+  /* thread: row r, columns 16u + 8c .. 16u + 8c + 7 of every tile column u */
+  const int r = threadIdx.x >> 1, c = threadIdx.x & 1;
+  float v[8][2][4];
 #pragma unroll
-    for (int i = 0; i < 8; ++i)
-      v[i] = f[(r8 + i) * kHadPitch + col];
-    fwht(v);
+  for (int u = 0; u < 8; ++u)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int64_t row = kb * 128 + r8 + i;
-      const float x = __fmul_rn(__fmul_rn(v[i], r_scale()),
-                                __half2float(__ushort_as_half(pre[row])));
-      store_from_float<BF16 ? 1 : 0>(dst, row * n_cols + jb * 128 + col, x);
+    for (int i = 0; i < 2; ++i) {
+      const float4 a = *reinterpret_cast<const float4 *>(
+          f + r * kFullPitch + 16 * u + swizzle(r, 8 * c + 4 * i));
+      v[u][i][0] = a.x, v[u][i][1] = a.y, v[u][i][2] = a.z, v[u][i][3] = a.w;
     }
+  fwht_outer(v);
+  const int64_t row = kb * 128 + r;
+  const float rs =
+      __fmul_rn(r_scale(), __half2float(__ushort_as_half(pre[row])));
+  constexpr int DT = BF16 ? 1 : 0;
+  uint16_t *out = dst + row * n_cols + jb * 128 + 8 * c;
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const float *cs = col_scale + 16 * u + 8 * c;
+    const float4 s0 = *reinterpret_cast<const float4 *>(cs);
+    const float4 s1 = *reinterpret_cast<const float4 *>(cs + 4);
+    const float sc[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      o[e] = __fmul_rn(__fmul_rn(v[u][e / 4][e % 4], sc[e]), rs);
+    *reinterpret_cast<uint4 *>(out + 16 * u) = make_uint4(
+        pack2_from_float<DT>(o[0], o[1]), pack2_from_float<DT>(o[2], o[3]),
+        pack2_from_float<DT>(o[4], o[5]), pack2_from_float<DT>(o[6], o[7]));
   }
 }
 
