@@ -358,6 +358,47 @@ static void test_dense_full_fold(void **state) {
   gw_free(&w);
 }
 
+/* Every bitrate and codebook through both folded reconstructs (their
+ * decode, payload staging and H16 mma are specialised per K and codebook):
+ * m = 256 on a 256 x 384 layer folds both rotations, m = 16 (forced dense)
+ * on 256 x 512 only the output one (FORCE_GENERIC keeps K6/MCG off the
+ * fused path). */
+static void test_dense_all_bitrates(void **state) {
+  (void)state;
+  const trellis_codebook cbs[3] = {TRELLIS_CB_3INST, TRELLIS_CB_MCG,
+                                   TRELLIS_CB_MUL1};
+  for (int bits = 1; bits <= 8; ++bits)
+    for (int c = 0; c < 3; ++c)
+      for (int full = 0; full < 2; ++full) {
+        const int64_t m = full ? 256 : 16, n = full ? 384 : 512;
+        gw w;
+        gw_random(&w, 256, n, bits, cbs[c], bits & 1, c == 1,
+                  900 + 6 * bits + 2 * c + full);
+        void *x = rand_input(m, w.w.k, TRELLIS_F16, 950 + bits);
+        float *ref = cpu_ref(&w.w, x, TRELLIS_F16, m, TRELLIS_F32);
+        trellis_plan_desc d =
+            gu_desc(m, TRELLIS_F16, TRELLIS_F16,
+                    TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DENSE);
+        grun g;
+        grun_open(&g, &w.w, &d);
+        trellis_buffer_sizes sz;
+        OK(trellis_plan_query(g.plan, m, &sz));
+        assert_int_equal(sz.path, TRELLIS_PATH_DENSE);
+        assert_int_equal(sz.rotated_bytes == 0, full);
+        float *y = grun_forward(&g, x, m, 0);
+        char what[96];
+        snprintf(what, sizeof what, "dense K%d %s %s", bits,
+                 trellis_codebook_name(cbs[c]), full ? "full fold" : "had");
+        /* + the fp16 output's own rounding (2^-11 relative) */
+        check_close(y, ref, (size_t)(m * n), kDenseRel, kDenseMax, what);
+        free(y);
+        free(ref);
+        free(x);
+        grun_close(&g);
+        gw_free(&w);
+      }
+}
+
 static void test_dense_path(void **state) {
   (void)state;
   gw w;
@@ -483,6 +524,7 @@ int main(void) {
       cmocka_unit_test(test_two_plans_two_streams),
       cmocka_unit_test(test_dense_path),
       cmocka_unit_test(test_dense_full_fold),
+      cmocka_unit_test(test_dense_all_bitrates),
       cmocka_unit_test(test_misuse),
   };
   return cmocka_run_group_tests_name("gpu_generic", tests, NULL, NULL);
