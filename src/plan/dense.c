@@ -137,7 +137,12 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
       return st;
     if (d->m >= p->desc.max_m)
       break;
-    b *= 2;
+    /* then powers of two (192 -> 256 -> 512 ...): an algorithm picked for
+     * m = 384 ran m = 256 at half cuBLAS's speed (RESULTS.md) */
+    int64_t next = 1;
+    while (next <= b)
+      next *= 2;
+    b = next;
   }
   return TRELLIS_OK;
 }
