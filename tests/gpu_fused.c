@@ -211,20 +211,17 @@ static void test_gate_goes_generic(void **state) {
     d.compute_dtype = cases[i].compute;
     if (cases[i].callback)
       d.h128 = trellis_cuda_h128;
-    grun g;
-    grun_open(&g, &w.w, &d);
-    assert_int_not_equal(path_of(&g, cases[i].m), TRELLIS_PATH_FUSED);
+    float *ref;
+    trellis_buffer_sizes sz;
+    float *y =
+        gu_forward_vs_ref(&w.w, &d, cases[i].m, 80 + i, TRELLIS_F32, &ref, &sz);
+    assert_int_not_equal(sz.path, TRELLIS_PATH_FUSED);
     /* and it still computes the layer */
-    void *x = rand_input(cases[i].m, w.w.k, TRELLIS_F16, 80 + i);
-    float *ref = cpu_ref(&w.w, x, TRELLIS_F16, cases[i].m, TRELLIS_F32);
-    float *y = grun_forward(&g, x, cases[i].m, 0);
     check_close(y, ref, (size_t)(cases[i].m * w.w.n),
                 cases[i].compute == TRELLIS_BF16 ? 1e-2 : 1e-4,
                 cases[i].compute == TRELLIS_BF16 ? 2e-2 : 1e-3, "gate case");
     free(y);
     free(ref);
-    free(x);
-    grun_close(&g);
     gw_free(&w);
   }
 }

@@ -85,15 +85,12 @@ static void test_random_layers(void **state) {
     const shape *s = &kShapes[i];
     gw w;
     gw_random(&w, s->k, s->n, s->bits, s->cb, s->legacy, s->bias, 100 + i);
-    void *x = rand_input(s->m, s->k, TRELLIS_F16, 200 + i);
-    float *ref = cpu_ref(&w.w, x, TRELLIS_F16, s->m, TRELLIS_F32);
     trellis_plan_desc d =
         gu_desc(s->m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
-    grun g;
-    grun_open(&g, &w.w, &d);
+    float *ref;
     trellis_buffer_sizes sz;
-    OK(trellis_plan_query(g.plan, s->m, &sz));
-    float *y = grun_forward(&g, x, s->m, 0);
+    float *y =
+        gu_forward_vs_ref(&w.w, &d, s->m, 200 + i, TRELLIS_F32, &ref, &sz);
     char what[160];
     snprintf(what, sizeof what, "k%lld n%lld m%lld K%d %s legacy%d bias%d (%s)",
              (long long)s->k, (long long)s->n, (long long)s->m, s->bits,
@@ -106,8 +103,6 @@ static void test_random_layers(void **state) {
            tu_rel_l2(y, ref, (size_t)(s->m * s->n)));
     free(y);
     free(ref);
-    free(x);
-    grun_close(&g);
     gw_free(&w);
   }
 }
@@ -132,19 +127,15 @@ static void test_bf16_compute(void **state) {
   gw_random(&w, 2048, 1024, 5, TRELLIS_CB_3INST, 0, 0, 8);
   const int64_t ms[3] = {3, 70, 300};
   for (int i = 0; i < 3; ++i) {
-    void *x = rand_input(ms[i], w.w.k, TRELLIS_BF16, 400 + i);
-    float *ref = cpu_ref(&w.w, x, TRELLIS_BF16, ms[i], TRELLIS_F32);
     trellis_plan_desc d = gu_desc(ms[i], TRELLIS_BF16, TRELLIS_F32, 0);
     d.compute_dtype = TRELLIS_BF16;
-    grun g;
-    grun_open(&g, &w.w, &d);
-    float *y = grun_forward(&g, x, ms[i], 0);
+    float *ref;
+    float *y =
+        gu_forward_vs_ref(&w.w, &d, ms[i], 400 + i, TRELLIS_F32, &ref, NULL);
     /* bf16 operands: ~2^-9 relative per product */
     check_close(y, ref, (size_t)(ms[i] * w.w.n), 1e-2, 2e-2, "bf16 compute");
     free(y);
     free(ref);
-    free(x);
-    grun_close(&g);
   }
   gw_free(&w);
 }
@@ -336,24 +327,19 @@ static void test_dense_full_fold(void **state) {
   for (int bf = 0; bf < 2; ++bf)
     for (int i = 0; i < 2; ++i) {
       const trellis_dtype dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
-      void *x = rand_input(ms[i], w.w.k, dt, 820 + i);
-      float *ref = cpu_ref(&w.w, x, dt, ms[i], TRELLIS_F32);
       trellis_plan_desc d = gu_desc(ms[i], dt, TRELLIS_F32, 0);
       d.compute_dtype = dt;
-      grun g;
-      grun_open(&g, &w.w, &d);
+      float *ref;
       trellis_buffer_sizes sz;
-      OK(trellis_plan_query(g.plan, ms[i], &sz));
+      float *y =
+          gu_forward_vs_ref(&w.w, &d, ms[i], 820 + i, TRELLIS_F32, &ref, &sz);
       assert_int_equal(sz.path, TRELLIS_PATH_DENSE);
       assert_int_equal(sz.rotated_bytes, 0);
-      float *y = grun_forward(&g, x, ms[i], 0);
       /* bf16: the weight rounded to bf16, 8x the fp16 bound's cause */
       check_close(y, ref, (size_t)(ms[i] * w.w.n), bf ? 1e-2 : kDenseRel,
                   bf ? 2e-2 : kDenseMax, bf ? "full fold bf16" : "full fold");
       free(y);
       free(ref);
-      free(x);
-      grun_close(&g);
     }
   gw_free(&w);
 }
@@ -374,18 +360,15 @@ static void test_dense_all_bitrates(void **state) {
         gw w;
         gw_random(&w, 256, n, bits, cbs[c], bits & 1, c == 1,
                   900 + 6 * bits + 2 * c + full);
-        void *x = rand_input(m, w.w.k, TRELLIS_F16, 950 + bits);
-        float *ref = cpu_ref(&w.w, x, TRELLIS_F16, m, TRELLIS_F32);
         trellis_plan_desc d =
             gu_desc(m, TRELLIS_F16, TRELLIS_F16,
                     TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DENSE);
-        grun g;
-        grun_open(&g, &w.w, &d);
+        float *ref;
         trellis_buffer_sizes sz;
-        OK(trellis_plan_query(g.plan, m, &sz));
+        float *y =
+            gu_forward_vs_ref(&w.w, &d, m, 950 + bits, TRELLIS_F32, &ref, &sz);
         assert_int_equal(sz.path, TRELLIS_PATH_DENSE);
         assert_int_equal(sz.rotated_bytes == 0, full);
-        float *y = grun_forward(&g, x, m, 0);
         char what[96];
         snprintf(what, sizeof what, "dense K%d %s %s", bits,
                  trellis_codebook_name(cbs[c]), full ? "full fold" : "had");
@@ -393,8 +376,6 @@ static void test_dense_all_bitrates(void **state) {
         check_close(y, ref, (size_t)(m * n), kDenseRel, kDenseMax, what);
         free(y);
         free(ref);
-        free(x);
-        grun_close(&g);
         gw_free(&w);
       }
 }
@@ -405,24 +386,19 @@ static void test_dense_path(void **state) {
   gw_random(&w, 1024, 1536, 3, TRELLIS_CB_MCG, 0, 1, 12);
   const int64_t ms[3] = {5, 256, 333};
   for (int i = 0; i < 3; ++i) {
-    void *x = rand_input(ms[i], w.w.k, TRELLIS_F16, 800 + i);
-    float *ref = cpu_ref(&w.w, x, TRELLIS_F16, ms[i], TRELLIS_F32);
     trellis_plan_desc d = gu_desc(ms[i], TRELLIS_F16, TRELLIS_F32,
                                   i == 0 ? TRELLIS_PLAN_FORCE_DENSE : 0);
-    grun g;
-    grun_open(&g, &w.w, &d);
+    float *ref;
     trellis_buffer_sizes sz;
-    OK(trellis_plan_query(g.plan, ms[i], &sz));
+    float *y =
+        gu_forward_vs_ref(&w.w, &d, ms[i], 800 + i, TRELLIS_F32, &ref, &sz);
     assert_int_equal(sz.path, TRELLIS_PATH_DENSE);
     /* m < 2n/3: the input rotation stays a pass (into `rotated`) */
     assert_int_equal(sz.rotated_bytes, (size_t)(ms[i] * w.w.k * 2));
-    float *y = grun_forward(&g, x, ms[i], 0);
     check_close(y, ref, (size_t)(ms[i] * w.w.n), kDenseRel, kDenseMax,
                 "dense path");
     free(y);
     free(ref);
-    free(x);
-    grun_close(&g);
   }
   gw_free(&w);
 }

@@ -229,6 +229,26 @@ static inline float *grun_forward(grun *g, const void *x, int64_t m,
   return f;
 }
 
+/* One forward of a fresh plan `d` on `w` at m rows of random x (in d's
+ * input dtype, from `seed`), beside the CPU reference in `ref_dtype`:
+ * returns y as floats and *ref the reference; *sz receives the plan's
+ * buffer sizes (and path) at m when sz is not NULL. */
+static inline float *gu_forward_vs_ref(const trellis_weight *w,
+                                       const trellis_plan_desc *d, int64_t m,
+                                       uint64_t seed, trellis_dtype ref_dtype,
+                                       float **ref, trellis_buffer_sizes *sz) {
+  void *x = rand_input(m, w->k, d->input_dtype, seed);
+  *ref = cpu_ref(w, x, d->input_dtype, m, ref_dtype);
+  grun g;
+  grun_open(&g, w, d);
+  if (sz)
+    OK(trellis_plan_query(g.plan, m, sz));
+  float *y = grun_forward(&g, x, m, 0);
+  grun_close(&g);
+  free(x);
+  return y;
+}
+
 /* Relative L2 and max-abs checks against a reference. */
 static inline void check_close(const float *got, const float *ref, size_t n,
                                double rel_tol, double max_tol,
@@ -250,17 +270,13 @@ static inline void gu_check_dtype_grid(const gw *w, int64_t m, uint64_t seed,
   const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
   for (int i = 0; i < 3; ++i)
     for (int o = 0; o < 3; ++o) {
-      void *x = rand_input(m, w->w.k, dts[i], seed + (uint64_t)i);
-      float *ref = cpu_ref(&w->w, x, dts[i], m, dts[o]);
       trellis_plan_desc d = gu_desc(m, dts[i], dts[o], 0);
-      grun g;
-      grun_open(&g, &w->w, &d);
-      if (path >= 0) {
-        trellis_buffer_sizes sz;
-        OK(trellis_plan_query(g.plan, m, &sz));
+      float *ref;
+      trellis_buffer_sizes sz;
+      float *y = gu_forward_vs_ref(&w->w, &d, m, seed + (uint64_t)i, dts[o],
+                                   &ref, &sz);
+      if (path >= 0)
         assert_int_equal(sz.path, path);
-      }
-      float *y = grun_forward(&g, x, m, 0);
       char what[64];
       snprintf(what, sizeof what, "in %s out %s", trellis_dtype_name(dts[i]),
                trellis_dtype_name(dts[o]));
@@ -268,8 +284,6 @@ static inline void gu_check_dtype_grid(const gw *w, int64_t m, uint64_t seed,
                   dts[o] == TRELLIS_BF16 ? 8e-3 : 2e-3, what);
       free(y);
       free(ref);
-      free(x);
-      grun_close(&g);
     }
 }
 
