@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a GPU machine: build for sm_90, run every test (GPU and CPU),
+# One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
 # optionally the benchmark, and print a short summary last.
 #   scripts/device-check.sh [all|tests|bench] [BENCH ARGS...]
 # Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
@@ -33,7 +33,7 @@ gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.m
 echo "$gpu"
 t0=$(date +%s)
 cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRELLIS_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" \
+  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" \
   ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||

@@ -12,8 +12,10 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "tile_decode.cuh"
+#include "wgmma.cuh"
 
 #include <cuda_runtime.h>
+#include <type_traits>
 
 namespace trellis {
 namespace gemm {
@@ -34,19 +36,42 @@ template <int MB> struct Layout {
   static constexpr int kStages = MB == 8 ? 2 : (MB == 4 ? 3 : 4);
 };
 
+/* On sm_90a the m-block variants of more than 16 rows multiply with wgmma:
+ * each warp owns one tile column and its decoded tile is the A operand (the
+ * weight transposed: 16 n x 16 k in the mma A layout), the activations are
+ * B in shared memory, 16*MB tokens wide; a warpgroup covers 64 columns.
+ * Everywhere else (and for MB = 1, bound by the decode) mma.sync. */
+template <int MB> __host__ __device__ constexpr bool use_wgmma() {
+  return TRELLIS_WGMMA && MB >= 2;
+}
+
 template <int K> __host__ __device__ constexpr int stage_w_bytes() {
   return kSK * kNT * 32 * K;
 }
 template <int MB> __host__ __device__ constexpr int stage_a_bytes() {
   return 16 * MB * kApitch * 2;
 }
+/* Variants that may use wgmma keep every stage's activations 1024-byte
+ * aligned (the 128-byte swizzle repeats every 8 rows of 128 B): stages are
+ * rounded up to 1 KiB and the ring starts at the first aligned byte of the
+ * dynamic shared memory, which gets 1 KiB of slack. */
+template <int MB> __host__ __device__ constexpr int ring_align() {
+  return MB >= 2 ? 1024 : 16;
+}
 template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
-  return stage_w_bytes<K>() + stage_a_bytes<MB>();
+  constexpr int a = ring_align<MB>();
+  return (stage_w_bytes<K>() + stage_a_bytes<MB>() + a - 1) / a * a;
 }
 template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
   constexpr int ring = Layout<MB>::kStages * stage_bytes<K, MB>();
   constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
-  return ring > red ? ring : red;
+  return (ring > red ? ring : red) + (ring_align<MB>() > 16 ? 1024 : 0);
+}
+/* The ring's base inside the dynamic shared memory. */
+template <int MB> __device__ __forceinline__ char *ring_base(char *smem) {
+  constexpr uint32_t a = ring_align<MB>();
+  const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
+  return smem + ((a - (s & (a - 1))) & (a - 1));
 }
 
 /* Dynamic shared memory of the m_blocks variant (runtime m_blocks). */
@@ -128,7 +153,14 @@ template <int K, int MB> struct Loader {
       const bool valid = row0 + r < m;
       asrc[i] = reinterpret_cast<const char *>(
           rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
-      adst[i] = (uint32_t)(stage_w_bytes<K>() + (r * kApitch + col) * 2);
+      if constexpr (use_wgmma<MB>()) {
+        /* 128-byte swizzle, K-major: two 64-k halves of 16*MB rows of 128 B;
+         * the 16-byte chunk j of row r sits at chunk j ^ (r % 8) */
+        const int c16 = c & 15;
+        adst[i] = (uint32_t)(stage_w_bytes<K>() + (c16 >> 3) * 16 * MB * 128 +
+                             r * 128 + (((c16 & 7) ^ (r & 7)) * 16));
+      } else
+        adst[i] = (uint32_t)(stage_w_bytes<K>() + (r * kApitch + col) * 2);
       asize[i] = valid ? 16u : 0u;
     }
   }
@@ -164,6 +196,19 @@ template <int MB> struct Acc {
             v[a][h][mb][e] = 0.f;
   }
 };
+
+/* The wgmma accumulators: D[64 columns x 16*MB tokens] of the warp's
+ * warpgroup, this thread's 8*MB values in the wgmma D layout. */
+template <int MB> struct WAcc {
+  float d[8 * MB];
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < 8 * MB; ++i)
+      d[i] = 0.f;
+  }
+};
+template <int MB>
+using AccFor = std::conditional_t<use_wgmma<MB>(), WAcc<MB>, Acc<MB>>;
 
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
@@ -213,6 +258,63 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
   }
 }
 
+#if TRELLIS_WGMMA
+/* The same with wgmma: warp w decodes tile column w of every tile row of
+ * the stage; per tile row its warpgroup issues one m64n(16*MB)k16. One
+ * wgmma stays in flight while the next tile decodes; all are complete when
+ * this returns (the stage's buffer is refilled after the next barrier). */
+template <int K, int CB, int MB, bool BF16>
+__device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
+                                              const LaneWords<K> &lt, int, int,
+                                              int, const HotShifts &sh) {
+  using G = TileGeom<K>;
+  constexpr int kTileBytes = 32 * K, N = 16 * MB;
+  const char *wbase = stage + (threadIdx.x >> 5) * kTileBytes;
+  const uint32_t b0 =
+      (uint32_t)__cvta_generic_to_shared(stage + stage_w_bytes<K>());
+#pragma unroll
+  for (int kr = 0; kr < kSK; ++kr) {
+    uint32_t w[G::kNW];
+#pragma unroll
+    for (int i = 0; i < G::kNW; ++i)
+      w[i] = *reinterpret_cast<const uint32_t *>(wbase + kr * kNT * kTileBytes +
+                                                 lt.off[i]);
+    uint32_t b[4];
+    decode_frags<K, CB, BF16>(w, lt.o, b, sh);
+    /* B fragment (k rows 2q.., column g) = A fragment of the transpose */
+    const uint32_t a[4] = {b[0], b[2], b[1], b[3]};
+    wgmma_fence();
+    /* k-steps advance 32 B inside a 64-k half; 8-row groups are 1 KiB */
+    Wgmma<N, BF16>::run(
+        acc.d, a,
+        wgmma_desc_sw128(b0 + (kr >> 2) * N * 128 + (kr & 3) * 32, 1024));
+    wgmma_commit();
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < 8 * MB; ++i)
+    wgmma_pin(acc.d[i]);
+}
+
+/* red[token][column] from the wgmma accumulators (no k-warps to sum). */
+template <int MB>
+__device__ __forceinline__ void reduce_cta(const WAcc<MB> &acc, float *red,
+                                           int lane, int, int) {
+  const int g = lane >> 2, q = lane & 3;
+  const int col = 16 * (threadIdx.x >> 5) + g;
+#pragma unroll
+  for (int j = 0; j < 2 * MB; ++j) {
+    const int tok = 8 * j + 2 * q;
+    red[tok * 128 + col] = acc.d[4 * j];
+    red[(tok + 1) * 128 + col] = acc.d[4 * j + 1];
+    red[tok * 128 + col + 8] = acc.d[4 * j + 2];
+    red[(tok + 1) * 128 + col + 8] = acc.d[4 * j + 3];
+  }
+  __syncthreads();
+}
+#endif
+
 /* Sums the CTA's accumulators over its k-warps into red[16*MB][128] (fp32,
  * shared). Ends with __syncthreads(); the ring must be drained before. */
 template <int MB>
@@ -254,7 +356,7 @@ __device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
  * commit groups. Returns with the ring drained and the CTA synchronised. */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
-                                         int nstages, Acc<MB> &acc,
+                                         int nstages, AccFor<MB> &acc,
                                          const LaneWords<K> &lt, int lane,
                                          int wn, int wk, const HotShifts &sh) {
   using L = Layout<MB>;
@@ -262,6 +364,10 @@ __device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
     cp_async_wait<L::kStages - 2>();
+#if TRELLIS_WGMMA
+    if constexpr (use_wgmma<MB>())
+      fence_proxy_async_smem(); /* the stage is read by the async proxy */
+#endif
     __syncthreads();
     const int nxt = it + L::kStages - 1;
     if (nxt < nstages) {
@@ -281,7 +387,8 @@ __device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
 template <int K, int CB, int MB, bool BF16>
 __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   using L = Layout<MB>;
-  extern __shared__ __align__(16) char smem[];
+  extern __shared__ __align__(16) char smem_raw[];
+  char *smem = ring_base<MB>(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % L::WN, wk = warp / L::WN;
   const int nt0 = blockIdx.x * kNT;
@@ -290,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   const int64_t row0 = (int64_t)blockIdx.z * 16 * MB;
   const int nstages = (int)((kt_end - kt_begin) / kSK);
 
-  Acc<MB> acc;
+  AccFor<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
   constexpr int SB = stage_bytes<K, MB>();

@@ -165,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     fused_k6_kernel(FusedParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<MB>;
-  extern __shared__ __align__(16) char smem[];
+  extern __shared__ __align__(16) char smem_raw[];
+  char *smem = ring_base<MB>(smem_raw);
   cg::cluster_group cluster = cg::this_cluster();
   const int cs = (int)cluster.num_blocks();
   const int rank = (int)cluster.block_rank();
@@ -199,7 +200,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
       ld.issue_a(ring + s * SB);
     cp_async_commit();
   }
-  Acc<MB> acc;
+  AccFor<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
   run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
