@@ -30,20 +30,22 @@ template <int MB> struct Layout {
   static constexpr int WN = MB == 1 ? 2 : (MB == 2 ? 4 : 8);
   static constexpr int WK = 8 / WN;
   static constexpr int NTW = kNT / WN; /* tile columns per warp */
-  /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8.
-   * (MB 1 with 3 stages and registers capped for 4 CTAs/SM measured 9%
-   * slower than 4 stages at 3 CTAs/SM: RESULTS.md.) */
-  static constexpr int kStages = MB == 8 ? 2 : (MB == 4 ? 3 : 4);
 };
 
-/* On sm_90a the m-block variants of more than 16 rows multiply with wgmma:
- * each warp owns one tile column and its decoded tile is the A operand (the
- * weight transposed: 16 n x 16 k in the mma A layout), the activations are
- * B in shared memory, 16*MB tokens wide; a warpgroup covers 64 columns.
- * Everywhere else (and for MB = 1, bound by the decode) mma.sync. */
-template <int MB> __host__ __device__ constexpr bool use_wgmma() {
-  return TRELLIS_WGMMA && MB >= 2;
+/* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
+ * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
+ * stages are 1 KiB-aligned. (MB 1 with 3 stages and registers capped for
+ * 4 CTAs/SM measured 9% slower than 4 stages at 3 CTAs/SM: RESULTS.md.) */
+template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
+  return MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
 }
+
+/* On sm_90a every m-block variant multiplies with wgmma: each warp owns one
+ * tile column and its decoded tile is the A operand (the weight transposed:
+ * 16 n x 16 k in the mma A layout), the activations are B in shared memory,
+ * 16*MB tokens wide; a warpgroup covers 64 columns. Elsewhere mma.sync with
+ * the warps split over n (WN) and k (WK) as Layout says. */
+constexpr bool kWgmma = TRELLIS_WGMMA != 0;
 
 template <int K> __host__ __device__ constexpr int stage_w_bytes() {
   return kSK * kNT * 32 * K;
@@ -51,27 +53,24 @@ template <int K> __host__ __device__ constexpr int stage_w_bytes() {
 template <int MB> __host__ __device__ constexpr int stage_a_bytes() {
   return 16 * MB * kApitch * 2;
 }
-/* Variants that may use wgmma keep every stage's activations 1024-byte
- * aligned (the 128-byte swizzle repeats every 8 rows of 128 B): stages are
- * rounded up to 1 KiB and the ring starts at the first aligned byte of the
- * dynamic shared memory, which gets 1 KiB of slack. */
-template <int MB> __host__ __device__ constexpr int ring_align() {
-  return MB >= 2 ? 1024 : 16;
-}
+/* Every stage's activations stay 1024-byte aligned for wgmma (the 128-byte
+ * swizzle repeats every 8 rows of 128 B): stages are rounded up to 1 KiB
+ * and the ring starts at the first aligned byte of the dynamic shared
+ * memory, which gets 1 KiB of slack. The same layout serves mma.sync. */
+constexpr int kRingAlign = 1024;
 template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
-  constexpr int a = ring_align<MB>();
-  return (stage_w_bytes<K>() + stage_a_bytes<MB>() + a - 1) / a * a;
+  return (stage_w_bytes<K>() + stage_a_bytes<MB>() + kRingAlign - 1) /
+         kRingAlign * kRingAlign;
 }
 template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
-  constexpr int ring = Layout<MB>::kStages * stage_bytes<K, MB>();
+  constexpr int ring = ring_stages<K, MB>() * stage_bytes<K, MB>();
   constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
-  return (ring > red ? ring : red) + (ring_align<MB>() > 16 ? 1024 : 0);
+  return (ring > red ? ring : red) + kRingAlign;
 }
 /* The ring's base inside the dynamic shared memory. */
-template <int MB> __device__ __forceinline__ char *ring_base(char *smem) {
-  constexpr uint32_t a = ring_align<MB>();
+__device__ __forceinline__ char *ring_base(char *smem) {
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
-  return smem + ((a - (s & (a - 1))) & (a - 1));
+  return smem + ((kRingAlign - (s & (kRingAlign - 1))) & (kRingAlign - 1));
 }
 
 /* Dynamic shared memory of the m_blocks variant (runtime m_blocks). */
@@ -153,7 +152,7 @@ template <int K, int MB> struct Loader {
       const bool valid = row0 + r < m;
       asrc[i] = reinterpret_cast<const char *>(
           rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
-      if constexpr (use_wgmma<MB>()) {
+      if constexpr (kWgmma) {
         /* 128-byte swizzle, K-major: two 64-k halves of 16*MB rows of 128 B;
          * the 16-byte chunk j of row r sits at chunk j ^ (r % 8) */
         const int c16 = c & 15;
@@ -207,8 +206,7 @@ template <int MB> struct WAcc {
       d[i] = 0.f;
   }
 };
-template <int MB>
-using AccFor = std::conditional_t<use_wgmma<MB>(), WAcc<MB>, Acc<MB>>;
+template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
@@ -359,24 +357,23 @@ __device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
                                          int nstages, AccFor<MB> &acc,
                                          const LaneWords<K> &lt, int lane,
                                          int wn, int wk, const HotShifts &sh) {
-  using L = Layout<MB>;
+  constexpr int kStages = ring_stages<K, MB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
-    cp_async_wait<L::kStages - 2>();
+    cp_async_wait<kStages - 2>();
 #if TRELLIS_WGMMA
-    if constexpr (use_wgmma<MB>())
-      fence_proxy_async_smem(); /* the stage is read by the async proxy */
+    fence_proxy_async_smem(); /* the stage is read by the async proxy */
 #endif
     __syncthreads();
-    const int nxt = it + L::kStages - 1;
+    const int nxt = it + kStages - 1;
     if (nxt < nstages) {
-      const uint32_t st = ring + (nxt % L::kStages) * SB;
+      const uint32_t st = ring + (nxt % kStages) * SB;
       ld.issue_w(st);
       ld.issue_a(st);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, BF16>(smem + (it % L::kStages) * SB, acc, lt, lane,
+    compute_stage<K, CB, MB, BF16>(smem + (it % kStages) * SB, acc, lt, lane,
                                    wn, wk, sh);
   }
   cp_async_wait<0>();
@@ -388,7 +385,7 @@ template <int K, int CB, int MB, bool BF16>
 __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   using L = Layout<MB>;
   extern __shared__ __align__(16) char smem_raw[];
-  char *smem = ring_base<MB>(smem_raw);
+  char *smem = ring_base(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn = warp % L::WN, wk = warp / L::WN;
   const int nt0 = blockIdx.x * kNT;
@@ -405,7 +402,7 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   ld.init(p.trellis, p.n, p.rotated, p.m, p.k, kt_begin, nt0, row0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
-  for (int s = 0; s < L::kStages - 1; ++s) {
+  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
     if (s < nstages) {
       ld.issue_w(ring + s * SB);
       ld.issue_a(ring + s * SB);

@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<MB>;
   extern __shared__ __align__(16) char smem_raw[];
-  char *smem = ring_base<MB>(smem_raw);
+  char *smem = ring_base(smem_raw);
   cg::cluster_group cluster = cg::this_cluster();
   const int cs = (int)cluster.num_blocks();
   const int rank = (int)cluster.block_rank();
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   ld.init(p.trellis, p.n, p.rotated, p.m, p.k, b_begin * kSK, nt0, 0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
-  for (int s = 0; s < L::kStages - 1; ++s)
+  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s)
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     /* 3. Activations of the first stages, then the ring as in the generic path.
      */
 #pragma unroll
-  for (int s = 0; s < L::kStages - 1; ++s) {
+  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
     if (s < nstages)
       ld.issue_a(ring + s * SB);
     cp_async_commit();
