@@ -323,7 +323,7 @@ static void test_dense_full_fold(void **state) {
   (void)state;
   gw w;
   gw_random(&w, 1536, 384, 5, TRELLIS_CB_MCG, 1, 1, 14);
-  const int64_t ms[2] = {256, 300};
+  const int64_t ms[2] = {260, 300};
   for (int bf = 0; bf < 2; ++bf)
     for (int i = 0; i < 2; ++i) {
       const trellis_dtype dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
@@ -384,7 +384,7 @@ static void test_dense_path(void **state) {
   (void)state;
   gw w;
   gw_random(&w, 1024, 1536, 3, TRELLIS_CB_MCG, 0, 1, 12);
-  const int64_t ms[3] = {5, 256, 333};
+  const int64_t ms[3] = {5, 260, 333};
   for (int i = 0; i < 3; ++i) {
     trellis_plan_desc d = gu_desc(ms[i], TRELLIS_F16, TRELLIS_F32,
                                   i == 0 ? TRELLIS_PLAN_FORCE_DENSE : 0);

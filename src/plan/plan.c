@@ -159,9 +159,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     return trellis_cuda_fail((cudaError_t)err, "plan create");
   }
   p->fused_image = trellis_fused_image_present(p->cc_major);
-  /* measured crossover (RESULTS.md): at m = 192 the dense path is faster
-   * than the decode-GEMM on 7 of 9 layers, equal on one, 3% slower on one */
-  p->dense_min_m = 192;
+  /* Measured crossover (RESULTS.md). With the mma.sync decode-GEMM the
+   * dense path is faster from m = 192. On Hopper (wgmma) the decode-GEMM
+   * stays faster up to two m-blocks (256 rows) on layers with k >= 1024;
+   * from three m-blocks dense wins on 4 of 5 layers, and on 512x6144 it
+   * wins from 192. */
+  p->dense_min_m = (p->cc_major == 9 && p->w.k >= 1024) ? 257 : 192;
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
   p->lp.sm_count = p->sm_count;
