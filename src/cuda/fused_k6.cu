@@ -138,12 +138,18 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
     if (all_ready)
       return;
     if (t == 0) {
+      /* One claim attempt per round: the mask is a snapshot, and each
+       * failed CAS is a round trip to L2. Trying every free-looking block
+       * in turn cost a losing CTA up to `count` of them before its ring
+       * could start; the next round re-reads all flags at once. */
       chosen = -1;
-      for (int i = 0; i < count && chosen < 0; ++i) {
+      for (int i = 0; i < count; ++i) {
         const int j = (offset + i) % count;
-        if ((free_mask[j >> 5] >> (j & 31)) & 1u)
+        if ((free_mask[j >> 5] >> (j & 31)) & 1u) {
           if (atomicCAS(p.flags + b_begin + j, 0u, 1u) == 0u)
             chosen = b_begin + j;
+          break;
+        }
       }
     }
     __syncthreads();
