@@ -114,6 +114,8 @@ static void test_dtypes(void **state) {
   gw w;
   gw_random(&w, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 50);
   gu_check_dtype_grid(&w, 11, 51, TRELLIS_PATH_FUSED);
+  /* m = 3: the kernel rotates x locally for 16-bit inputs */
+  gu_check_dtype_grid(&w, 3, 52, TRELLIS_PATH_FUSED);
   gw_free(&w);
 }
 

@@ -73,6 +73,28 @@ static void test_layout_fused_needs_no_workspace(void **state) {
   }
 }
 
+/* The fused kernel's input rotation: local for short CTAs or an idle-SM
+ * grid and m <= 8, shared claims otherwise (cluster sizes as prepare picks
+ * them on the H200). */
+static void test_fused_local_rotation(void **state) {
+  (void)state;
+  /* 8192x28672, 3-CTA clusters: 22 k-blocks per CTA, 672 CTAs */
+  assert_false(trellis_layout_fused_local(1, 8192, 28672, 3, 132));
+  /* 4096x4096, 8-CTA clusters: 4 k-blocks per CTA */
+  assert_true(trellis_layout_fused_local(1, 4096, 4096, 8, 132));
+  assert_true(trellis_layout_fused_local(4, 4096, 4096, 8, 132));
+  assert_false(trellis_layout_fused_local(8, 4096, 4096, 8, 132));
+  /* 14336x4096: 14 k-blocks per CTA, only m = 1 */
+  assert_true(trellis_layout_fused_local(1, 14336, 4096, 8, 132));
+  assert_false(trellis_layout_fused_local(2, 14336, 4096, 8, 132));
+  /* 6144x1024: 64 CTAs leave SMs idle, local up to m = 8 */
+  assert_true(trellis_layout_fused_local(8, 6144, 1024, 8, 132));
+  assert_false(trellis_layout_fused_local(9, 6144, 1024, 8, 132));
+  /* more SMs than the grid needs, a bad cluster size */
+  assert_true(trellis_layout_fused_local(8, 28672, 8192, 6, 512));
+  assert_false(trellis_layout_fused_local(1, 4096, 4096, 0, 132));
+}
+
 static void test_layout_generic(void **state) {
   (void)state;
   const int64_t shapes[][2] = {
@@ -130,6 +152,7 @@ int main(void) {
       cmocka_unit_test(test_gate_open),
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
+      cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_layout_generic),
       cmocka_unit_test(test_layout_callback_and_dense),
   };

@@ -111,6 +111,20 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4],
                : "r"(s));
 }
 
+/* Byte offset of activation (row r, k column col; col % 4 == 0) in a
+ * stage's activation area. wgmma: 128-byte swizzle, K-major: two 64-k
+ * halves of 16*MB rows of 128 B; the 16-byte chunk j of row r sits at
+ * chunk j ^ (r % 8). mma.sync: rows of kApitch halves. */
+template <int MB> __device__ __forceinline__ uint32_t a_offset(int r, int col) {
+  if constexpr (kWgmma) {
+    const int c16 = col >> 3;
+    return (uint32_t)((c16 >> 3) * 16 * MB * 128 + r * 128 +
+                      (((c16 & 7) ^ (r & 7)) * 16) + (col & 7) * 2);
+  } else {
+    return (uint32_t)((r * kApitch + col) * 2);
+  }
+}
+
 /* Per-thread cp.async streams of one CTA: the addresses of this thread's
  * 16-byte chunks of a stage are computed once; each issued stage only adds
  * a constant stride (tile rows are n/16 tiles apart; A advances 128 k). */
@@ -152,14 +166,7 @@ template <int K, int MB> struct Loader {
       const bool valid = row0 + r < m;
       asrc[i] = reinterpret_cast<const char *>(
           rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
-      if constexpr (kWgmma) {
-        /* 128-byte swizzle, K-major: two 64-k halves of 16*MB rows of 128 B;
-         * the 16-byte chunk j of row r sits at chunk j ^ (r % 8) */
-        const int c16 = c & 15;
-        adst[i] = (uint32_t)(stage_w_bytes<K>() + (c16 >> 3) * 16 * MB * 128 +
-                             r * 128 + (((c16 & 7) ^ (r & 7)) * 16));
-      } else
-        adst[i] = (uint32_t)(stage_w_bytes<K>() + (r * kApitch + col) * 2);
+      adst[i] = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r, col);
       asize[i] = valid ? 16u : 0u;
     }
   }
@@ -348,15 +355,26 @@ __device__ __forceinline__ void reduce_cta(const Acc<MB> &acc, float *red,
   }
 }
 
+/* Where a stage's activations come from: cp.async copies of the rotated
+ * input (the default), or a source that writes them itself after the
+ * stage in flight has been computed (the fused kernel's local rotation). */
+struct CopiedActivations {
+  template <class Ld>
+  __device__ __forceinline__ void issue(Ld &ld, uint32_t st, int) {
+    ld.issue_a(st);
+  }
+  __device__ __forceinline__ void finish(char *, int) {}
+};
+
 /* The ring's steady state, shared by the generic and the fused kernel:
  * stage `it` is decoded while stage it + kStages - 1 streams in. The
  * caller has issued the first kStages - 1 stages in at most kStages - 1
  * commit groups. Returns with the ring drained and the CTA synchronised. */
-template <int K, int CB, int MB, bool BF16>
-__device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
-                                         int nstages, AccFor<MB> &acc,
-                                         const LaneWords<K> &lt, int lane,
-                                         int wn, int wk, const HotShifts &sh) {
+template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations>
+__device__ __forceinline__ void
+run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
+         const LaneWords<K> &lt, int lane, int wn, int wk, const HotShifts &sh,
+         Act act = Act()) {
   constexpr int kStages = ring_stages<K, MB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
@@ -370,11 +388,13 @@ __device__ __forceinline__ void run_ring(Loader<K, MB> &ld, char *smem,
     if (nxt < nstages) {
       const uint32_t st = ring + (nxt % kStages) * SB;
       ld.issue_w(st);
-      ld.issue_a(st);
+      act.issue(ld, st, nxt);
     }
     cp_async_commit();
     compute_stage<K, CB, MB, BF16>(smem + (it % kStages) * SB, acc, lt, lane,
                                    wn, wk, sh);
+    if (nxt < nstages)
+      act.finish(smem + (nxt % kStages) * SB, nxt);
   }
   cp_async_wait<0>();
   __syncthreads();

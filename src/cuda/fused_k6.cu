@@ -41,6 +41,7 @@ struct FusedParams {
   unsigned *flags; /* [k/128] block states, then the done counter */
   int64_t m, k, n;
   int in_dtype, out_dtype;
+  int local;        /* rotate x locally (see LocalRotation) */
   HotShifts shifts; /* see tile_decode.cuh */
 };
 
@@ -70,6 +71,22 @@ __device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
     store_from_float<2>(y, i, v);
 }
 
+/* One row of a 128-k block, 4 elements per lane (x and s_in in h): rounds
+ * x * s_in to fp16, rotates (H128 times r_scale) and packs the result to
+ * fp16. Every rotation of the input goes through here (same bits). */
+__device__ __forceinline__ uint2 rotate_row_warp(float (&h)[4],
+                                                 const float (&s)[4],
+                                                 int lane) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
+  h128_warp(h, lane); /* warp-uniform: every lane runs it */
+  __half2 lo = __floats2half2_rn(h[0], h[1]);
+  __half2 hi = __floats2half2_rn(h[2], h[3]);
+  return make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                    *reinterpret_cast<uint32_t *>(&hi));
+}
+
 /* The CTA rotates k-block b of every row into p.rotated: rows are spread
  * over the warps, four at a time per warp so their loads overlap. */
 __device__ void rotate_block_cta(const FusedParams &p, int64_t b) {
@@ -93,17 +110,9 @@ __device__ void rotate_block_cta(const FusedParams &p, int64_t b) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t row = r0 + u * kWarps;
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        h[u][e] = __half2float(__float2half_rn(__fmul_rn(h[u][e], s[e])));
-      h128_warp(h[u], lane); /* warp-uniform: every lane runs it */
-      if (row < p.m) {
-        __half2 lo = __floats2half2_rn(h[u][0], h[u][1]);
-        __half2 hi = __floats2half2_rn(h[u][2], h[u][3]);
-        uint2 packed = make_uint2(*reinterpret_cast<uint32_t *>(&lo),
-                                  *reinterpret_cast<uint32_t *>(&hi));
+      const uint2 packed = rotate_row_warp(h[u], s, lane);
+      if (row < p.m)
         *reinterpret_cast<uint2 *>(p.rotated + row * p.k + col0) = packed;
-      }
     }
   }
 }
@@ -166,6 +175,80 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
   }
 }
 
+/* Local input rotation (one m-block of at most kLocalRows rows; the plan
+ * decides when, trellis_layout_fused_local): each CTA rotates the rows of
+ * its own stages as they enter the ring, instead of claiming blocks of the
+ * shared `rotated` buffer and waiting for the CTAs that rotate them. That
+ * wait is a fixed cost per CTA (flag reads, CAS, publish: several L2 round
+ * trips); re-rotating x in every strip costs ~80 instructions per row and
+ * stage against ~3500 for the stage's decode, so short CTAs gain (up to
+ * 29% on 512x6144) and long ones lose (8192x28672: +5% at m = 1, +19% at
+ * m = 8; RESULTS.md). Row r of stage s is rotated by warp (r + s) % 8: its
+ * 8-byte loads are issued before the stage in flight is computed, the
+ * result is written to the stage's activation rows after it. Rows m..15
+ * are zeroed once: nothing else writes the activation area. */
+constexpr int kLocalRows = 8;
+static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
+
+struct LocalRotation {
+  const uint16_t *x; /* fp16 or bf16 (dt 0 / 1), 8-byte aligned */
+  const uint16_t *s_in;
+  int64_t k, b_begin;
+  int m, dt;
+  uint2 xv, sv; /* this lane's 4 elements of x and s_in, packed */
+
+  __device__ __forceinline__ int row_of(int stage) const {
+    const int r = ((int)(threadIdx.x >> 5) - stage) & 7;
+    return r < m ? r : -1;
+  }
+  __device__ __forceinline__ void load(int stage) {
+    const int r = row_of(stage), lane = threadIdx.x & 31;
+    if (r < 0)
+      return;
+    const int64_t col0 = (b_begin + stage) * 128 + 4 * lane;
+    xv = *reinterpret_cast<const uint2 *>(x + r * k + col0);
+    sv = *reinterpret_cast<const uint2 *>(s_in + col0);
+  }
+  __device__ __forceinline__ void store(char *stage, int st) {
+    const int r = row_of(st), lane = threadIdx.x & 31;
+    if (r < 0)
+      return;
+    const uint32_t xw[2] = {xv.x, xv.y}, sw[2] = {sv.x, sv.y};
+    float h[4], sc[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t xb = (xw[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
+      h[e] = dt == 0 ? __half2float(__ushort_as_half((unsigned short)xb))
+                     : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
+      sc[e] = __half2float(
+          __ushort_as_half((unsigned short)(sw[e >> 1] >> (16 * (e & 1)))));
+    }
+    const uint2 packed = rotate_row_warp(h, sc, lane);
+    *reinterpret_cast<uint2 *>(stage + stage_w_bytes<K>() +
+                               a_offset<1>(r, 4 * lane)) = packed;
+  }
+  /* the ring's activation source (CopiedActivations' interface) */
+  template <class Ld>
+  __device__ __forceinline__ void issue(Ld &, uint32_t, int nxt) {
+    load(nxt);
+  }
+  __device__ __forceinline__ void finish(char *stage, int nxt) {
+    store(stage, nxt);
+  }
+};
+
+/* Zeroes activation rows m..15 of every stage of the one-m-block ring. */
+__device__ __forceinline__ void zero_rows(char *smem, int m) {
+  constexpr int kStages = ring_stages<K, 1>(), SB = stage_bytes<K, 1>();
+  const int chunks = (16 - m) * 16; /* 16-byte chunks per stage */
+  for (int i = threadIdx.x; i < kStages * chunks; i += kThreads) {
+    const int st = i / chunks, c = i % chunks;
+    const int r = m + c / 16, col = (c % 16) * 8;
+    *reinterpret_cast<uint4 *>(smem + st * SB + stage_w_bytes<K>() +
+                               a_offset<1>(r, col)) = make_uint4(0, 0, 0, 0);
+  }
+}
+
 template <int MB>
 __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     fused_k6_kernel(FusedParams p) {
@@ -195,22 +278,43 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
-  /* 2. Rotate the free blocks of our k-range, wait for the others. */
-  for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
-    make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
-    /* 3. Activations of the first stages, then the ring as in the generic path.
-     */
-#pragma unroll
-  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
-    if (s < nstages)
-      ld.issue_a(ring + s * SB);
-    cp_async_commit();
-  }
   AccFor<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
-  run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
-                             p.shifts);
+  if (MB == 1 && p.local) {
+    /* 2'. Rotate the first stages' rows here (see LocalRotation). */
+    LocalRotation loc{static_cast<const uint16_t *>(p.x),
+                      p.s_in,
+                      p.k,
+                      b_begin,
+                      (int)p.m,
+                      p.in_dtype};
+    zero_rows(smem, (int)p.m);
+#pragma unroll
+    for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
+      if (s < nstages) {
+        loc.load(s);
+        loc.store(smem + s * SB, s);
+      }
+      cp_async_commit(); /* empty: keeps the ring's group count */
+    }
+    run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
+                               p.shifts, loc);
+  } else {
+    /* 2. Rotate the free blocks of our k-range, wait for the others. */
+    for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
+      make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
+      /* 3. Activations of the first stages, then the ring as in the generic
+       * path. */
+#pragma unroll
+    for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
+      if (s < nstages)
+        ld.issue_a(ring + s * SB);
+      cp_async_commit();
+    }
+    run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
+                               p.shifts);
+  }
 
   /* 4. CTA sums in shared memory, then the cluster's sum per row. */
   float *red = reinterpret_cast<float *>(smem);
@@ -363,7 +467,7 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
                                     uint16_t *rotated, void *y, int out_dtype,
                                     unsigned *flags, int64_t m, int64_t k,
                                     int64_t n, int m_blocks, int cluster,
-                                    void *stream) {
+                                    int local, void *stream) {
   FusedParams p;
   p.trellis = trellis;
   p.x = x;
@@ -378,6 +482,10 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   p.n = n;
   p.in_dtype = in_dtype;
   p.out_dtype = out_dtype;
+  /* where the plan asks for it and the kernel can: one m-block of few
+   * rows, 16-bit x on 8-byte boundaries */
+  p.local = local && m_blocks == 1 && m <= kLocalRows && in_dtype != 2 &&
+            ((uintptr_t)x & 7) == 0;
   init_shifts(p.shifts);
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr;

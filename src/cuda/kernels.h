@@ -90,7 +90,8 @@ int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
                          const uint16_t *s_in, const uint16_t *s_out,
                          const uint16_t *bias, uint16_t *rotated, void *y,
                          int out_dtype, unsigned *flags, int64_t m, int64_t k,
-                         int64_t n, int m_blocks, int cluster, void *stream);
+                         int64_t n, int m_blocks, int cluster, int local,
+                         void *stream);
 
 #ifdef __cplusplus
 }
