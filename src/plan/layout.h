@@ -59,9 +59,10 @@ trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
  * rotated buffer: the claims are a fixed wait per CTA, the local rotation
  * costs ~2.3% of a stage's instructions per row. Local where the CTAs are
  * short (m x k-blocks per CTA <= 16) or the grid leaves SMs idle. On the
- * H200's nine benchmark layers at m = 1, 2, 4, 8 this picks the faster
- * form in 35 of 36 cases (4096x4096 at m = 8: claims, 7% slower than
- * local; RESULTS.md). */
+ * H200's nine benchmark layers at m = 1, 2, 4, 8 this picked the faster
+ * form in 35 of 36 cases of the first two measurements (4096x4096 at
+ * m = 8: claims, 7% slower than local); a later run measured its m = 1
+ * pick on 14336x4096 3% slower than claims (RESULTS.md). */
 static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                              int cluster, int sm_count) {
   if (m > 8 || cluster < 1)
