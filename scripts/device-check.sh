@@ -6,8 +6,7 @@
 # (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...),
 # TRELLIS_COMMIT (the commit the bench records: the device copy of the tree
 # has no .git, so set it in the device command, e.g. TRELLIS_COMMIT=abc1234).
-# Debian packages of jansson/cmocka found in .deps/ are unpacked to a private
-# prefix when the machine lacks them (the device image has no registry).
+# Dependencies: scripts/device-env.sh.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trellis-out}
@@ -16,16 +15,7 @@ BUILD=${BUILD:-build-device}
 what=${1:-all}
 shift || true
 
-if [ -d .deps ] && ! pkg-config --exists jansson cmocka 2>/dev/null; then
-  rm -rf /tmp/trellis-deps
-  for f in .deps/*.deb; do dpkg -x "$f" /tmp/trellis-deps; done
-  pc=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu/pkgconfig
-  sed -i 's|^prefix=/usr|prefix=/tmp/trellis-deps/usr|' "$pc"/*.pc
-  export PKG_CONFIG_PATH=$pc
-  export CMAKE_PREFIX_PATH=/tmp/trellis-deps/usr
-  export LD_LIBRARY_PATH=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
-export PATH=/usr/local/cuda/bin:$PATH
+. scripts/device-env.sh
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A/B timing on the device machine: builds the tree twice with different
+# configure arguments (A_ARGS, B_ARGS, e.g. -DCMAKE_CUDA_FLAGS=-DSOME_MACRO),
+# then runs `trellis bench ARGS...` alternately ROUNDS times (default 2) and
+# prints each run's rows (k x n, M, path, graph us, cuBLAS us, speedup).
+#   A_ARGS=... B_ARGS=... scripts/device-ab.sh 6144 1024 --m 1,4096
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/trellis-out}
+mkdir -p "$OUT"
+. scripts/device-env.sh
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+for v in A B; do
+  args=${v}_ARGS
+  (cmake -S . -B "build-ab-$v" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DTRELLIS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRELLIS_WERROR=OFF \
+    -U"*jansson*" -U"*cmocka*" ${!args:-} >"$OUT/ab-$v.log" 2>&1 &&
+    cmake --build "build-ab-$v" -j"$(nproc)" --target trellis >>"$OUT/ab-$v.log" 2>&1 ||
+    { echo "build $v failed"; tail -20 "$OUT/ab-$v.log"; }) &
+done
+wait
+for r in $(seq "${ROUNDS:-2}"); do
+  for v in A B; do
+    echo "== $v round $r (${v}_ARGS: $(eval echo \${${v}_ARGS:-none}))"
+    "build-ab-$v/trellis" bench "$@" 2>&1 |
+      awk -F"|" '/^\| [0-9]/ {print $2, $5, $6, $7, $11, $12, $13} /FAIL|error/'
+  done
+done

@@ -1,0 +1,13 @@
+# Sourced by the device scripts: Debian packages of jansson/cmocka found in
+# .deps/ are unpacked to a private prefix when the machine lacks them (the
+# device image has no registry); the CUDA toolkit goes on PATH.
+if [ -d .deps ] && ! pkg-config --exists jansson cmocka 2>/dev/null; then
+  rm -rf /tmp/trellis-deps
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/trellis-deps; done
+  pc=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu/pkgconfig
+  sed -i 's|^prefix=/usr|prefix=/tmp/trellis-deps/usr|' "$pc"/*.pc
+  export PKG_CONFIG_PATH=$pc
+  export CMAKE_PREFIX_PATH=/tmp/trellis-deps/usr
+  export LD_LIBRARY_PATH=/tmp/trellis-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+export PATH=/usr/local/cuda/bin:$PATH
