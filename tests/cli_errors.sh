@@ -95,6 +95,8 @@ expect_error "--out-dtype" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.np
 expect_error "--threads" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --threads many
 expect_error "--device" "$CLI" demo --device tpu
 expect_error "--reps" "$CLI" demo --reps 0
+expect_error "--warmup-ms" "$CLI" bench --warmup-ms -1
+expect_error "--warmup-ms" "$CLI" bench --warmup-ms soon
 
 # --- files -----------------------------------------------------------------
 expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors"

@@ -17,7 +17,8 @@
 #define BENCH_MAX_LIST 64
 #define BENCH_CHECK_ROWS 16   /* rows of y checked against the CPU */
 #define BENCH_CHECK_TOL 2e-3  /* relative L2 */
-#define BENCH_WARMUP 3        /* graph replays before timing */
+#define BENCH_WARMUP 3        /* graph replays before timing, at least */
+#define BENCH_WARMUP_MS 50.0  /* ... and this much GPU time (default) */
 #define BENCH_MIN_LAUNCHES 20 /* L = max(copies, 20) launches per graph */
 #define BENCH_COLD_MIN (256ull << 20) /* cold set >= max(256 MiB, 4 x L2) */
 #define BENCH_LT_WORKSPACE (32ull << 20)
@@ -41,7 +42,8 @@ typedef struct bench_options {
   trellis_codebook cbs[3];
   int ncbs;
   int sweep, quick, reps;
-  uint32_t flags; /* TRELLIS_PLAN_* from --force */
+  double warmup_ms; /* --warmup-ms: the timers' warm-up floor */
+  uint32_t flags;   /* TRELLIS_PLAN_* from --force */
   const char *csv_path, *json_path;
 } bench_options;
 
@@ -185,13 +187,18 @@ int bench_write_json(const char *path, const bench_env *env,
 /* ---- timing (bench_time.c) --------------------------------------------- */
 /* Enqueues launch number `index` on `stream`; prints its own error line. */
 typedef int (*bench_enqueue_fn)(void *ctx, int index, cudaStream_t stream);
+/* Warm-up floor of both timers in GPU milliseconds (--warmup-ms; default
+ * BENCH_WARMUP_MS): a CLI-wide setting, set once before any timing. */
+void bench_time_set_warmup_ms(double ms);
 /* Captures launches 0..launches-1 into one graph on `stream` (non-blocking),
- * replays it BENCH_WARMUP times, then `reps` times, each between two events;
- * *us = median over replays of elapsed / launches. */
+ * replays it at least BENCH_WARMUP times and for at least the warm-up floor,
+ * then `reps` times, each between two events; *us = median over replays of
+ * elapsed / launches. */
 int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us);
-/* The same launches issued eagerly between two events (one untimed pass
- * first); *us = median over `reps` passes of elapsed / launches. */
+/* The same launches issued eagerly between two events (untimed passes
+ * first: at least one, for the warm-up floor); *us = median over `reps`
+ * passes of elapsed / launches. */
 int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us);
 

@@ -250,13 +250,15 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
          BENCH_READ_REPS);
   printf("method: weights cold (C >= 2 distinct copies, C x payload >= %.0f "
          "MiB = max(256 MiB, 4 x L2)); CUDA-graph replay of L = max(C, %d) "
-         "launches cycling the copies, %d warm-up + %d timed replays, median "
+         "launches cycling the copies, >= %d and >= %.0f ms of warm-up + %d "
+         "timed replays, median "
          "per launch; eager = the same L launches without a graph; fp16 x/y, "
          "plan max_m %lld, flags %s; random inputs; first min(M, %d) rows "
          "checked against the CPU reference (rel L2 <= %.0e) before timing\n",
          (double)env->cold_bytes / (1 << 20), BENCH_MIN_LAUNCHES, BENCH_WARMUP,
-         o->reps, (long long)env->max_m, flags_name(o->flags, fl, sizeof fl),
-         BENCH_CHECK_ROWS, BENCH_CHECK_TOL);
+         o->warmup_ms, o->reps, (long long)env->max_m,
+         flags_name(o->flags, fl, sizeof fl), BENCH_CHECK_ROWS,
+         BENCH_CHECK_TOL);
   printf("cuBLAS: cuBLASLt fp16 GEMM y[M,n] = x[M,k] W, fp32 compute, fp16 "
          "out, heuristic algorithm, %d MiB workspace, cold fp16 copies, same "
          "graph method; best of W[k,n] (kn) and W[n,k] (nk) row-major\n",
@@ -661,9 +663,10 @@ int bench_write_json(const char *path, const bench_env *env,
   json_key_str(f, "commit", env->commit);
   fprintf(f,
           ",\n  \"method\": {\"cold_bytes\": %zu, \"min_launches\": %d, "
-          "\"warmup\": %d, \"replays\": %d, \"max_m\": %lld, ",
-          env->cold_bytes, BENCH_MIN_LAUNCHES, BENCH_WARMUP, o->reps,
-          (long long)env->max_m);
+          "\"warmup\": %d, \"warmup_ms\": %.0f, \"replays\": %d, "
+          "\"max_m\": %lld, ",
+          env->cold_bytes, BENCH_MIN_LAUNCHES, BENCH_WARMUP, o->warmup_ms,
+          o->reps, (long long)env->max_m);
   json_key_str(f, "flags", flags_name(o->flags, fl, sizeof fl));
   fprintf(f,
           ", \"sweep\": %s, \"check_rows\": %d, \"check_tol\": %g, "

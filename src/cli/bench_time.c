@@ -3,6 +3,8 @@
 #include "bench.h"
 
 #ifdef TRELLIS_HAVE_CUDA
+static double warmup_floor_ms = BENCH_WARMUP_MS;
+void bench_time_set_warmup_ms(double ms) { warmup_floor_ms = ms; }
 
 #include <stdlib.h>
 
@@ -24,9 +26,19 @@ int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
   capturing = 0;
   BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
   BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < BENCH_WARMUP; i++)
+  /* Warm-up by count and by time: a row that follows an idle GPU (the
+   * CPU reference runs between layers) measured its first small-layer row
+   * 10-20% slow with 3 replays of ~0.5 ms (RESULTS.md, seventh session). */
+  double warm_ms = 0.0;
+  for (int i = 0; i < BENCH_WARMUP || warm_ms < warmup_floor_ms; i++) {
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventRecord(ev[0], stream));
     BENCH_CUDA(cudaGraphLaunch(exec, stream));
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+    BENCH_CUDA(cudaEventRecord(ev[1], stream));
+    BENCH_CUDA(cudaEventSynchronize(ev[1]));
+    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    warm_ms += (double)ms;
+  }
   for (int i = 0; i < reps; i++) {
     float ms = 0.0f;
     BENCH_CUDA(cudaEventRecord(ev[0], stream));
@@ -64,10 +76,19 @@ int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
   BENCH_ALLOC(t, reps);
   BENCH_CUDA(cudaEventCreate(&ev[0]));
   BENCH_CUDA(cudaEventCreate(&ev[1]));
-  for (int i = 0; i < launches; i++) /* warm-up pass */
-    if (fn(ctx, i, stream) != CLI_OK)
-      goto done;
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  /* warm-up passes: at least one, and the floor (see above) */
+  double warm_ms = 0.0;
+  do {
+    float ms = 0.0f;
+    BENCH_CUDA(cudaEventRecord(ev[0], stream));
+    for (int i = 0; i < launches; i++)
+      if (fn(ctx, i, stream) != CLI_OK)
+        goto done;
+    BENCH_CUDA(cudaEventRecord(ev[1], stream));
+    BENCH_CUDA(cudaEventSynchronize(ev[1]));
+    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    warm_ms += (double)ms;
+  } while (warm_ms < warmup_floor_ms);
   for (int rep = 0; rep < reps; rep++) {
     float ms = 0.0f;
     BENCH_CUDA(cudaEventRecord(ev[0], stream));

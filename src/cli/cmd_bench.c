@@ -12,7 +12,7 @@
 static const char usage[] =
     "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
     "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
-    "                     [--sweep] [--quick] [--reps N]\n"
+    "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
     "                     [--force generic|decode|dense[,...]]\n"
     "                     [--csv FILE] [--json FILE]\n"
     "\n"
@@ -42,6 +42,8 @@ static const char usage[] =
     "                     M = 1,16,128 (with --sweep: 8192x28672, K = "
     "2,4,6,8)\n"
     "  --reps N           timed graph replays (and eager passes), default 20\n"
+    "  --warmup-ms T      warm-up before each timing: >= 3 replays and >= T\n"
+    "                     ms of GPU time, default 50 (0: 3 replays only)\n"
     "  --force F          plan flags: generic = TRELLIS_PLAN_FORCE_GENERIC\n"
     "                     (never fused), decode / dense = FORCE_DECODE / "
     "DENSE\n"
@@ -208,7 +210,7 @@ static int parse_force(const char *text, uint32_t *flags) {
 }
 
 typedef struct raw_args {
-  const char *shapes, *m, *bits, *codebook, *reps, *force;
+  const char *shapes, *m, *bits, *codebook, *reps, *warmup, *force;
   const char *pos[2 * BENCH_MAX_LIST];
   int npos;
 } raw_args;
@@ -220,11 +222,12 @@ static int scan_args(int argc, char **argv, raw_args *a, bench_options *o) {
     const char **value;
     int *flag;
   } opts[] = {
-      {"--shapes", &a->shapes, NULL}, {"--m", &a->m, NULL},
-      {"--bits", &a->bits, NULL},     {"--codebook", &a->codebook, NULL},
-      {"--reps", &a->reps, NULL},     {"--force", &a->force, NULL},
-      {"--csv", &o->csv_path, NULL},  {"--json", &o->json_path, NULL},
-      {"--sweep", NULL, &o->sweep},   {"--quick", NULL, &o->quick}};
+      {"--shapes", &a->shapes, NULL},  {"--m", &a->m, NULL},
+      {"--bits", &a->bits, NULL},      {"--codebook", &a->codebook, NULL},
+      {"--reps", &a->reps, NULL},      {"--warmup-ms", &a->warmup, NULL},
+      {"--force", &a->force, NULL},    {"--csv", &o->csv_path, NULL},
+      {"--json", &o->json_path, NULL}, {"--sweep", NULL, &o->sweep},
+      {"--quick", NULL, &o->quick}};
   for (int i = 1; i < argc; i++) {
     const char *s = argv[i];
     if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
@@ -364,6 +367,11 @@ static int parse_options(int argc, char **argv, bench_options *o) {
       (r = cli_parse_int("--reps", a.reps, 1, 100000, &reps)) != CLI_OK)
     return r;
   o->reps = (int)reps;
+  long warmup = (long)BENCH_WARMUP_MS;
+  if (a.warmup &&
+      (r = cli_parse_int("--warmup-ms", a.warmup, 0, 60000, &warmup)) != CLI_OK)
+    return r;
+  o->warmup_ms = (double)warmup;
   if (a.force && (r = parse_force(a.force, &o->flags)) != CLI_OK)
     return r;
   return CLI_PARSED;
@@ -409,6 +417,7 @@ static int bench_main(const bench_options *o) {
   trellis_codebook ov_cb;
   overhead_config(o, &ov_bits, &ov_cb);
 
+  bench_time_set_warmup_ms(o->warmup_ms);
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   if (bench_query_gpu(&env) != CLI_OK ||
       bench_read_peak(stream, &env.read_peak_gbs) != CLI_OK)
