@@ -262,6 +262,27 @@ __device__ __forceinline__ int swizzle(int row, int col) {
 }
 constexpr size_t kFullSmemBytes = (size_t)(128 * kFullPitch + 128) * 4;
 
+/* Issues the cp.async copies of a warp's 8 payload tiles (tile i at tile row
+ * kt0 + i, tile column nt) to `words`, one commit group per pair of tiles,
+ * so the decode of the first pair starts while the rest is in flight. */
+template <int K>
+__device__ __forceinline__ void
+issue_tile_pairs(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
+                 int64_t nt, uint32_t *words, int lane) {
+  constexpr int kPerTile = 2 * K; /* 16-byte chunks per tile */
+  static_assert(2 * kPerTile <= 32, "a pair of tiles is one chunk per lane");
+  const int t = lane / kPerTile, c = lane % kPerTile;
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    if (lane < 2 * kPerTile)
+      cp_async16(words + ((2 * g + t) * kPerTile + c) * 4,
+                 trellis + ((kt0 + 2 * g + t) * (n / 16) + nt) * (16 * K) +
+                     8 * c,
+                 true);
+    cp_async_commit();
+  }
+}
+
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kFullWarps, 3)
     reconstruct_full_kernel(const int16_t *__restrict__ trellis, int64_t k,
@@ -277,8 +298,8 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const int64_t kb = blockIdx.x / blocks_c, jb = blockIdx.x % blocks_c;
   static_assert(8 * 8 * K <= 16 * kFullPitch, "words fit in 16 rows");
   uint32_t *words = reinterpret_cast<uint32_t *>(f + warp * 16 * kFullPitch);
-  stage_tiles<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, 1, 0, words,
-                 lane);
+  issue_tile_pairs<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, words,
+                      lane);
   if (threadIdx.x < 128)
     col_scale[threadIdx.x] = __fmul_rn(
         r_scale(),
@@ -287,6 +308,17 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const H16A ha(lane);
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
+    if (t % 2 == 0) { /* pair t / 2 landed (groups complete in order) */
+      if (t == 0)
+        cp_async_wait<3>();
+      else if (t == 2)
+        cp_async_wait<2>();
+      else if (t == 4)
+        cp_async_wait<1>();
+      else
+        cp_async_wait<0>();
+      __syncwarp();
+    }
     uint32_t b[4];
     decode_tile_frags<K, CB, false>(words + t * 8 * K, lane, b);
     mma_f16(z[t][0], ha.a, b[0], b[1]);
