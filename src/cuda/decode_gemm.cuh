@@ -366,6 +366,25 @@ struct CopiedActivations {
   __device__ __forceinline__ void finish(char *, int) {}
 };
 
+/* The activations of the ring's first kStages - 1 stages, one commit group
+ * per stage, from the source `act` (the fused kernel issued the weights of
+ * those stages before, in one group of their own). */
+template <int K, int MB, class Act>
+__device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
+                                                  int nstages, Act &act) {
+  constexpr int kStages = ring_stages<K, MB>();
+  constexpr int SB = stage_bytes<K, MB>();
+  const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nstages) {
+      act.issue(ld, ring + s * SB, s);
+      act.finish(smem + s * SB, s);
+    }
+    cp_async_commit();
+  }
+}
+
 /* The ring's steady state, shared by the generic and the fused kernel:
  * stage `it` is decoded while stage it + kStages - 1 streams in. The
  * caller has issued the first kStages - 1 stages in at most kStages - 1

@@ -187,7 +187,7 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
  * 8-byte loads are issued before the stage in flight is computed, the
  * result is written to the stage's activation rows after it. Rows m..15
  * are zeroed once: nothing else writes the activation area. */
-constexpr int kLocalRows = 8;
+constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
 struct LocalRotation {
@@ -290,28 +290,17 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
                       (int)p.m,
                       p.in_dtype};
     zero_rows(smem, (int)p.m);
-#pragma unroll
-    for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
-      if (s < nstages) {
-        loc.load(s);
-        loc.store(smem + s * SB, s);
-      }
-      cp_async_commit(); /* empty: keeps the ring's group count */
-    }
+    prime_activations(ld, smem, nstages, loc);
     run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
                                p.shifts, loc);
   } else {
     /* 2. Rotate the free blocks of our k-range, wait for the others. */
     for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
       make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
-      /* 3. Activations of the first stages, then the ring as in the generic
-       * path. */
-#pragma unroll
-    for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
-      if (s < nstages)
-        ld.issue_a(ring + s * SB);
-      cp_async_commit();
-    }
+    /* 3. Activations of the first stages, then the ring as in the generic
+     * path. */
+    CopiedActivations copied;
+    prime_activations(ld, smem, nstages, copied);
     run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
                                p.shifts);
   }

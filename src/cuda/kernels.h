@@ -83,7 +83,9 @@ int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
 /* Checks the images and sets the attributes of the reconstruct kernels. */
 int trellis_reconstruct_prepare(int bits, int codebook);
 
-/* Fused K6/MCG path (fused_k6.cu). */
+/* Fused K6/MCG path (fused_k6.cu). Up to this many rows (one m-block) the
+ * kernel can rotate x inside every CTA (`local`, see LocalRotation). */
+#define TRELLIS_FUSED_LOCAL_ROWS 8
 int trellis_fused_check(void);
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
 int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,

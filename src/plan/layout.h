@@ -4,6 +4,7 @@
 #ifndef TRELLIS_PLAN_LAYOUT_H
 #define TRELLIS_PLAN_LAYOUT_H
 
+#include "cuda/kernels.h"
 #include "trellis.h"
 
 #include <stddef.h>
@@ -54,18 +55,18 @@ trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
   return p->dense_fold_input && 3 * m >= 2 * p->n;
 }
 
-/* Whether the fused kernel rotates x in every CTA (m <= 8; no rotation
- * claims shared between CTAs) rather than claiming 128-k blocks of the
- * rotated buffer: the claims are a fixed wait per CTA, the local rotation
- * costs ~2.3% of a stage's instructions per row. Local where the CTAs are
- * short (m x k-blocks per CTA <= 16) or the grid leaves SMs idle. On the
- * H200's nine benchmark layers at m = 1, 2, 4, 8 this picked the faster
- * form in 35 of 36 cases of the first two measurements (4096x4096 at
- * m = 8: claims, 7% slower than local); a later run measured its m = 1
- * pick on 14336x4096 3% slower than claims (RESULTS.md). */
+/* Whether the fused kernel rotates x in every CTA (m <= 8, the kernel's
+ * TRELLIS_FUSED_LOCAL_ROWS; no rotation claims shared between CTAs) rather
+ * than claiming 128-k blocks of the rotated buffer: the claims are a fixed wait
+ * per CTA, the local rotation costs ~2.3% of a stage's instructions per row.
+ * Local where the CTAs are short (m x k-blocks per CTA <= 16) or the grid
+ * leaves SMs idle. On the H200's nine benchmark layers at m = 1, 2, 4, 8 this
+ * picked the faster form in 35 of 36 cases of the first two measurements
+ * (4096x4096 at m = 8: claims, 7% slower than local); a later run measured its
+ * m = 1 pick on 14336x4096 3% slower than claims (RESULTS.md). */
 static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                              int cluster, int sm_count) {
-  if (m > 8 || cluster < 1)
+  if (m > TRELLIS_FUSED_LOCAL_ROWS || cluster < 1)
     return 0;
   const int64_t stages = (k / 128 + cluster - 1) / cluster;
   return (n / 128) * cluster <= sm_count || m * stages <= 16;
