@@ -95,6 +95,22 @@ static void test_fused_local_rotation(void **state) {
   assert_false(trellis_layout_fused_local(1, 4096, 4096, 0, 132));
 }
 
+/* Programmatic dependent launch where each CTA runs two or more k-blocks. */
+static void test_fused_dependent_launch(void **state) {
+  (void)state;
+  /* 512x6144, 4-CTA clusters: one k-block per CTA */
+  assert_false(trellis_layout_fused_pdl(512, 4));
+  assert_false(trellis_layout_fused_pdl(1024, 8));
+  /* 2048x4096, 8-CTA clusters: two; 8192x28672, 3-CTA clusters: 22 */
+  assert_true(trellis_layout_fused_pdl(2048, 8));
+  assert_true(trellis_layout_fused_pdl(1152, 8));
+  assert_true(trellis_layout_fused_pdl(8192, 3));
+  /* no clusters: one CTA runs all of k */
+  assert_true(trellis_layout_fused_pdl(256, 1));
+  assert_false(trellis_layout_fused_pdl(128, 1));
+  assert_false(trellis_layout_fused_pdl(4096, 0));
+}
+
 static void test_layout_generic(void **state) {
   (void)state;
   const int64_t shapes[][2] = {
@@ -153,6 +169,7 @@ int main(void) {
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_fused_local_rotation),
+      cmocka_unit_test(test_fused_dependent_launch),
       cmocka_unit_test(test_layout_generic),
       cmocka_unit_test(test_layout_callback_and_dense),
   };

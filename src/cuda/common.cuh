@@ -108,6 +108,21 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+/* Programmatic dependent launch (sm_90): wait until the grids this one
+ * depends on have completed and their writes are visible (a no-op when it
+ * was launched without programmatic serialisation); allow the grids that
+ * depend on this one to be scheduled. */
+__device__ __forceinline__ void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Load element i of a row in dtype DT as float. */
 template <int DT>
 __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {

@@ -278,6 +278,16 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
+  /* Programmatic dependent launch (where the plan asks for it,
+   * trellis_layout_fused_pdl): the weights are immutable, so their first
+   * stages stream in while the previous kernel of the stream finishes.
+   * Everything else that kernel may write (x, the rotated buffer, the
+   * flags) or read (y) is touched only after its grid has completed and
+   * flushed. Our dependents may be scheduled once every CTA is past the
+   * wait; they too wait for our completion. (Allowing them before the
+   * wait, or only after the ring, measured slower: RESULTS.md.) */
+  griddep_wait();
+  griddep_launch_dependents();
   AccFor<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
@@ -382,22 +392,26 @@ extern "C" int trellis_fused_check(void) {
   return (int)cudaFuncGetAttributes(&attr, kernel_for(1));
 }
 
-/* Launch configuration of `strips` clusters of `cs` CTAs (attr must
- * outlive cfg). */
-static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute &attr,
-                           int cs, int64_t strips, size_t smem,
+/* Launch configuration of `strips` clusters of `cs` CTAs, and with `pdl`
+ * programmatic stream serialisation (attr[2] must outlive cfg). */
+static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
+                           int cs, int64_t strips, size_t smem, int pdl,
                            cudaStream_t stream) {
   cfg = cudaLaunchConfig_t{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = (unsigned)cs;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  attr[0] = cudaLaunchAttribute{};
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)cs;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1] = cudaLaunchAttribute{};
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.gridDim = dim3((unsigned)(strips * cs));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 2 : 1;
 }
 
 /* Per-CTA fixed cost in units of one k-block's stage: pipeline fill, the
@@ -429,8 +443,8 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
     int64_t best_cost = INT64_MAX;
     for (int cs = 1; cs <= kMaxCluster && (cs == 1 || cs <= kblocks); ++cs) {
       cudaLaunchConfig_t cfg;
-      cudaLaunchAttribute attr;
-      cluster_config(cfg, attr, cs, strips, smem, 0);
+      cudaLaunchAttribute attr[2];
+      cluster_config(cfg, attr, cs, strips, smem, 0, 0);
       int clusters = 0;
       if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) !=
               cudaSuccess ||
@@ -456,7 +470,7 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
                                     uint16_t *rotated, void *y, int out_dtype,
                                     unsigned *flags, int64_t m, int64_t k,
                                     int64_t n, int m_blocks, int cluster,
-                                    int local, void *stream) {
+                                    int local, int pdl, void *stream) {
   FusedParams p;
   p.trellis = trellis;
   p.x = x;
@@ -477,8 +491,8 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
             ((uintptr_t)x & 7) == 0;
   init_shifts(p.shifts);
   cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr;
-  cluster_config(cfg, attr, cluster, n / 128, smem_for(m_blocks),
+  cudaLaunchAttribute attr[2];
+  cluster_config(cfg, attr, cluster, n / 128, smem_for(m_blocks), pdl,
                  (cudaStream_t)stream);
   void *args[] = {&p};
   return (int)cudaLaunchKernelExC(&cfg, kernel_for(m_blocks), args);

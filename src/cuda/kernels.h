@@ -84,7 +84,8 @@ int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
 int trellis_reconstruct_prepare(int bits, int codebook);
 
 /* Fused K6/MCG path (fused_k6.cu). Up to this many rows (one m-block) the
- * kernel can rotate x inside every CTA (`local`, see LocalRotation). */
+ * kernel can rotate x inside every CTA (`local`, see LocalRotation). With
+ * `pdl` it is launched with programmatic stream serialisation. */
 #define TRELLIS_FUSED_LOCAL_ROWS 8
 int trellis_fused_check(void);
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
@@ -93,7 +94,7 @@ int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
                          const uint16_t *bias, uint16_t *rotated, void *y,
                          int out_dtype, unsigned *flags, int64_t m, int64_t k,
                          int64_t n, int m_blocks, int cluster, int local,
-                         void *stream);
+                         int pdl, void *stream);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,15 @@ static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
   return (n / 128) * cluster <= sm_count || m * stages <= 16;
 }
 
+/* Whether the fused kernel is launched as a programmatic dependent launch:
+ * it streams its first weight stages while the stream's previous kernel
+ * finishes (see griddep_wait). On the H200 that saved 4-13% at m = 1 and 8
+ * on every benchmark layer whose CTAs run two or more k-blocks, and cost
+ * 5-9% on 512x6144, whose CTAs run one (RESULTS.md, seventh session). */
+static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
+  return cluster >= 1 && (k / 128 + cluster - 1) / cluster >= 2;
+}
+
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
                            int64_t m, trellis_layout *out);
