@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# A/B timing on the device machine: builds the tree twice with different
-# configure arguments (A_ARGS, B_ARGS, e.g. -DCMAKE_CUDA_FLAGS=-DSOME_MACRO),
-# then runs `trellis bench ARGS...` alternately ROUNDS times (default 2) and
-# prints each run's rows (k x n, M, path, graph us, cuBLAS us, speedup).
+# A/B timing on the device machine: builds the tree once per variant
+# (VARIANTS, default "A B") with its configure arguments (A_ARGS, B_ARGS,
+# ..., e.g. -DCMAKE_CUDA_FLAGS=-DSOME_MACRO), then runs `trellis bench
+# ARGS...` for each variant in turn, ROUNDS times (default 2), and prints
+# each run's rows (k x n, M, path, graph us, cuBLAS us, speedup).
 #   A_ARGS=... B_ARGS=... scripts/device-ab.sh 6144 1024 --m 1,4096
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ mkdir -p "$OUT"
 . scripts/device-env.sh
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-for v in A B; do
+for v in ${VARIANTS:-A B}; do
   args=${v}_ARGS
   (cmake -S . -B "build-ab-$v" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DTRELLIS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRELLIS_WERROR=OFF \
@@ -21,7 +22,7 @@ for v in A B; do
 done
 wait
 for r in $(seq "${ROUNDS:-2}"); do
-  for v in A B; do
+  for v in ${VARIANTS:-A B}; do
     echo "== $v round $r (${v}_ARGS: $(eval echo \${${v}_ARGS:-none}))"
     "build-ab-$v/trellis" bench "$@" 2>&1 |
       awk -F"|" '/^\| [0-9]/ {print $2, $5, $6, $7, $11, $12, $13} /FAIL|error/'
