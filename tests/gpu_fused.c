@@ -190,87 +190,12 @@ static void test_capture_without_workspace(void **state) {
   gw_free(&w);
 }
 
-/* Layers in a row, each reading the previous one's output through one
- * shared rotated buffer: the fused kernel is launched with programmatic
- * stream serialisation, so a launch starts while the one before it still
- * runs and must wait for it before touching x, y, rotated or the flags.
- * Back-to-back (eager and as a replayed graph) must equal the same chain
- * with the stream synchronised after every launch, bit for bit. */
-static void chain(grun *const *layer, trellis_buffers *b, void *p, void *q,
-                  int64_t m, int steps, int sync, cudaStream_t s) {
-  for (int i = 0; i < steps; ++i) {
-    void *in = i % 2 ? q : p, *out = i % 2 ? p : q;
-    OK(trellis_run(layer[i % 2]->plan, in, m, out, b, s));
-    if (sync)
-      CK(cudaStreamSynchronize(s));
-  }
-}
-
+/* Programmatic dependent launches in a chain of layers (gpu_util.h). */
 static void test_dependent_launches(void **state) {
   (void)state;
-  const int64_t k = 2048, ms[3] = {1, 5, 40};
-  const int steps = 6;
-  gw wa, wb;
-  gw_random(&wa, k, k, 6, TRELLIS_CB_MCG, 0, 1, 70);
-  gw_random(&wb, k, k, 6, TRELLIS_CB_MCG, 0, 0, 71);
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (int t = 0; t < 3; ++t) {
-    const int64_t m = ms[t];
-    trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F16, 0);
-    grun a, b;
-    grun_open(&a, &wa.w, &d);
-    grun_open(&b, &wb.w, &d);
-    assert_int_equal(path_of(&a, m), TRELLIS_PATH_FUSED);
-    assert_int_equal(path_of(&b, m), TRELLIS_PATH_FUSED);
-    grun *const layer[2] = {&a, &b};
-    const size_t bytes = (size_t)(m * k) * 2;
-    void *x = rand_input(m, k, TRELLIS_F16, 72);
-    uint16_t *want = malloc(2 * bytes), *got = malloc(2 * bytes);
-    void *p = a.dx, *q = a.dy; /* ping-pong: p -> q -> p ... */
-
-    CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
-    chain(layer, &a.b, p, q, m, steps, 1, s);
-    CK(cudaMemcpy(want, p, bytes, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(want + m * k, q, bytes, cudaMemcpyDeviceToHost));
-    float *f = to_float(want, (size_t)(2 * m * k), TRELLIS_F16);
-    assert_true(tu_all_finite(f, (size_t)(2 * m * k)));
-    free(f);
-
-    CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
-    CK(cudaMemset(q, 0xFF, bytes));
-    chain(layer, &a.b, p, q, m, steps, 0, s);
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(got, p, bytes, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(got + m * k, q, bytes, cudaMemcpyDeviceToHost));
-    assert_memory_equal(got, want, 2 * bytes);
-
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    chain(layer, &a.b, p, q, m, steps, 0, s);
-    CK(cudaStreamEndCapture(s, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int r = 0; r < 20; ++r) {
-      CK(cudaMemcpyAsync(p, x, bytes, cudaMemcpyHostToDevice, s));
-      CK(cudaMemsetAsync(q, 0xFF, bytes, s));
-      CK(cudaGraphLaunch(exec, s));
-      CK(cudaStreamSynchronize(s));
-      CK(cudaMemcpy(got, p, bytes, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(got + m * k, q, bytes, cudaMemcpyDeviceToHost));
-      assert_memory_equal(got, want, 2 * bytes);
-    }
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    free(want);
-    free(got);
-    free(x);
-    grun_close(&a);
-    grun_close(&b);
-  }
-  CK(cudaStreamDestroy(s));
-  gw_free(&wa);
-  gw_free(&wb);
+  const int64_t ms[3] = {1, 5, 40};
+  for (int t = 0; t < 3; ++t)
+    gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, ms[t], 0, TRELLIS_PATH_FUSED);
 }
 
 static void test_gate_goes_generic(void **state) {

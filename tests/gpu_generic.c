@@ -403,6 +403,20 @@ static void test_dense_path(void **state) {
   gw_free(&w);
 }
 
+/* Programmatic dependent launches of the generic path's kernels in a chain
+ * of layers (gpu_util.h): claims-free input rotation, decode-GEMM with and
+ * without k-splits, output stage; K2, K4 and K6. */
+static void test_dependent_launches(void **state) {
+  (void)state;
+  const int64_t ms[3] = {1, 5, 40};
+  const int bits[3] = {2, 4, 6};
+  for (int t = 0; t < 3; ++t)
+    gu_dependent_chain(2048, bits[t], TRELLIS_CB_3INST, ms[t],
+                       TRELLIS_PLAN_FORCE_GENERIC, TRELLIS_PATH_GENERIC);
+  gu_dependent_chain(1024, 6, TRELLIS_CB_MCG, 3, TRELLIS_PLAN_FORCE_GENERIC,
+                     TRELLIS_PATH_GENERIC);
+}
+
 static void test_misuse(void **state) {
   (void)state;
   gw w;
@@ -501,6 +515,7 @@ int main(void) {
       cmocka_unit_test(test_dense_path),
       cmocka_unit_test(test_dense_full_fold),
       cmocka_unit_test(test_dense_all_bitrates),
+      cmocka_unit_test(test_dependent_launches),
       cmocka_unit_test(test_misuse),
   };
   return cmocka_run_group_tests_name("gpu_generic", tests, NULL, NULL);

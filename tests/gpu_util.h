@@ -229,6 +229,91 @@ static inline float *grun_forward(grun *g, const void *x, int64_t m,
   return f;
 }
 
+/* Layers in a row, each reading the previous one's output (k = n), through
+ * one shared set of buffers: the fused kernel and the generic path's
+ * kernels are programmatic dependent launches, so a launch starts while the
+ * one before it still runs and must wait for it before touching x, y, the
+ * rotated buffer, the workspace or the flags. Six launches back to back
+ * (eager, then a graph replayed 20 times) must equal the same chain with the
+ * stream synchronised after every launch, bit for bit. */
+static inline void gu_chain(grun *const *layer, trellis_buffers *b, void *p,
+                            void *q, int64_t m, int steps, int sync,
+                            cudaStream_t s) {
+  for (int i = 0; i < steps; ++i) {
+    void *in = i % 2 ? q : p, *out = i % 2 ? p : q;
+    OK(trellis_run(layer[i % 2]->plan, in, m, out, b, s));
+    if (sync)
+      CK(cudaStreamSynchronize(s));
+  }
+}
+
+static inline void gu_dependent_chain(int64_t k, int bits, trellis_codebook cb,
+                                      int64_t m, uint32_t flags,
+                                      trellis_path path) {
+  const int steps = 6;
+  gw wa, wb;
+  gw_random(&wa, k, k, bits, cb, 0, 1, 70);
+  gw_random(&wb, k, k, bits, cb, 0, 0, 71);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F16, flags);
+  grun a, b;
+  grun_open(&a, &wa.w, &d);
+  grun_open(&b, &wb.w, &d);
+  trellis_buffer_sizes sz;
+  OK(trellis_plan_query(a.plan, m, &sz));
+  assert_int_equal(sz.path, path);
+  OK(trellis_plan_query(b.plan, m, &sz));
+  assert_int_equal(sz.path, path);
+  grun *const layer[2] = {&a, &b};
+  const size_t bytes = (size_t)(m * k) * 2;
+  void *x = rand_input(m, k, TRELLIS_F16, 72);
+  uint16_t *want = malloc(2 * bytes), *got = malloc(2 * bytes);
+  void *p = a.dx, *q = a.dy; /* ping-pong: p -> q -> p ... */
+
+  CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
+  gu_chain(layer, &a.b, p, q, m, steps, 1, s);
+  CK(cudaMemcpy(want, p, bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(want + m * k, q, bytes, cudaMemcpyDeviceToHost));
+  float *f = to_float(want, (size_t)(2 * m * k), TRELLIS_F16);
+  assert_true(tu_all_finite(f, (size_t)(2 * m * k)));
+  free(f);
+
+  CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
+  CK(cudaMemset(q, 0xFF, bytes));
+  gu_chain(layer, &a.b, p, q, m, steps, 0, s);
+  CK(cudaStreamSynchronize(s));
+  CK(cudaMemcpy(got, p, bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(got + m * k, q, bytes, cudaMemcpyDeviceToHost));
+  assert_memory_equal(got, want, 2 * bytes);
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  gu_chain(layer, &a.b, p, q, m, steps, 0, s);
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int r = 0; r < 20; ++r) {
+    CK(cudaMemcpyAsync(p, x, bytes, cudaMemcpyHostToDevice, s));
+    CK(cudaMemsetAsync(q, 0xFF, bytes, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(got, p, bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(got + m * k, q, bytes, cudaMemcpyDeviceToHost));
+    assert_memory_equal(got, want, 2 * bytes);
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  free(want);
+  free(got);
+  free(x);
+  grun_close(&a);
+  grun_close(&b);
+  CK(cudaStreamDestroy(s));
+  gw_free(&wa);
+  gw_free(&wb);
+}
+
 /* One forward of a fresh plan `d` on `w` at m rows of random x (in d's
  * input dtype, from `seed`), beside the CPU reference in `ref_dtype`:
  * returns y as floats and *ref the reference; *sz receives the plan's

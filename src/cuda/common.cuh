@@ -4,7 +4,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 #include <stdint.h>
+#include <utility>
 
 namespace trellis {
 
@@ -121,6 +123,33 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+/* The generic path's kernels (input rotation, decode-GEMM, output stage)
+ * are programmatic dependent launches: each waits (griddep_wait) before it
+ * touches what an earlier kernel writes, so the next one's launch and
+ * prologue overlap the one before it. */
+#ifndef TRELLIS_GENERIC_PDL
+#define TRELLIS_GENERIC_PDL 1
+#endif
+
+/* kern<<<grid, block, smem, s>>>(args...) with programmatic stream
+ * serialisation when `pdl` is set; returns the launch error. */
+template <typename... Params, typename... Args>
+inline cudaError_t launch_dependent(void (*kern)(Params...), dim3 grid,
+                                    dim3 block, size_t smem, cudaStream_t s,
+                                    bool pdl, Args &&...args) {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kern, std::forward<Args>(args)...);
 }
 
 /* Load element i of a row in dtype DT as float. */

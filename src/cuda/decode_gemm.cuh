@@ -441,13 +441,16 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   ld.init(p.trellis, p.n, p.rotated, p.m, p.k, kt_begin, nt0, row0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
-  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s) {
-    if (s < nstages) {
+  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s)
+    if (s < nstages)
       ld.issue_w(ring + s * SB);
-      ld.issue_a(ring + s * SB);
-    }
-    cp_async_commit();
-  }
+  cp_async_commit();
+  /* The weights stream in before the input rotation has finished (see
+   * TRELLIS_GENERIC_PDL); the rotated rows and our partials wait for it. */
+  griddep_wait();
+  griddep_launch_dependents();
+  CopiedActivations copied;
+  prime_activations(ld, smem, nstages, copied);
   run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn, wk, p.shifts);
 
   float *red = reinterpret_cast<float *>(smem);
@@ -490,9 +493,9 @@ template <int K> struct Variants {
   }
   template <int CB, bool BF16, int MB>
   static int launch_one(const Params &p, dim3 grid, cudaStream_t s) {
-    dq_gemm_kernel<K, CB, MB, BF16>
-        <<<grid, kThreads, smem_bytes<K, MB>(), s>>>(p);
-    return (int)cudaGetLastError();
+    return (int)launch_dependent(&dq_gemm_kernel<K, CB, MB, BF16>, grid,
+                                 dim3(kThreads), smem_bytes<K, MB>(), s,
+                                 TRELLIS_GENERIC_PDL, p);
   }
   template <int CB, bool BF16>
   static int launch_cb(int mb, const Params &p, dim3 grid, cudaStream_t s) {

@@ -17,6 +17,8 @@ __global__ void h128_kernel(const void *__restrict__ in, void *__restrict__ out,
                             const uint16_t *__restrict__ pre,
                             const uint16_t *__restrict__ post, int64_t rows,
                             int64_t cols) {
+  griddep_wait(); /* `in` may come from the previous kernel */
+  griddep_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int64_t blocks_per_row = cols / 128;
   const int64_t unit = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -49,6 +51,8 @@ __global__ void rot_out_kernel(const float *__restrict__ partial, int splits,
                                const uint16_t *__restrict__ svh,
                                const uint16_t *__restrict__ bias,
                                void *__restrict__ y, int64_t m, int64_t n) {
+  griddep_wait(); /* the decode-GEMM's partials */
+  griddep_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int64_t blocks_per_row = n / 128;
   const int64_t unit = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -122,22 +126,12 @@ template <int IN>
 int launch_h128_in(const void *in, void *out, int out_dtype,
                    const uint16_t *pre, const uint16_t *post, int64_t rows,
                    int64_t cols, cudaStream_t s) {
-  unsigned grid = grid_for(rows * (cols / 128), kWarps);
-  switch (out_dtype) {
-  case 0:
-    h128_kernel<IN, 0>
-        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
-    break;
-  case 1:
-    h128_kernel<IN, 1>
-        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
-    break;
-  default:
-    h128_kernel<IN, 2>
-        <<<grid, 32 * kWarps, 0, s>>>(in, out, pre, post, rows, cols);
-    break;
-  }
-  return (int)cudaGetLastError();
+  const dim3 grid(grid_for(rows * (cols / 128), kWarps)), block(32 * kWarps);
+  auto kern = out_dtype == 0   ? &h128_kernel<IN, 0>
+              : out_dtype == 1 ? &h128_kernel<IN, 1>
+                               : &h128_kernel<IN, 2>;
+  return (int)launch_dependent(kern, grid, block, 0, s, TRELLIS_GENERIC_PDL, in,
+                               out, pre, post, rows, cols);
 }
 
 } // namespace
@@ -164,17 +158,12 @@ extern "C" int trellis_launch_rot_out(const float *partial, int splits,
                                       void *y, int y_dtype, int64_t m,
                                       int64_t n, void *stream) {
   cudaStream_t s = (cudaStream_t)stream;
-  unsigned grid = grid_for(m * (n / 128), kWarps);
-  if (y_dtype == 0)
-    rot_out_kernel<0>
-        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
-  else if (y_dtype == 1)
-    rot_out_kernel<1>
-        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
-  else
-    rot_out_kernel<2>
-        <<<grid, 32 * kWarps, 0, s>>>(partial, splits, svh, bias, y, m, n);
-  return (int)cudaGetLastError();
+  const dim3 grid(grid_for(m * (n / 128), kWarps)), block(32 * kWarps);
+  auto kern = y_dtype == 0   ? &rot_out_kernel<0>
+              : y_dtype == 1 ? &rot_out_kernel<1>
+                             : &rot_out_kernel<2>;
+  return (int)launch_dependent(kern, grid, block, 0, s, TRELLIS_GENERIC_PDL,
+                               partial, splits, svh, bias, y, m, n);
 }
 
 extern "C" int trellis_launch_reduce(const float *partial, int splits,
