@@ -420,12 +420,13 @@ TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
 TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
 /* Never allocates, synchronises or sets attributes; safe to capture into a
  * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE.
- * Stream order: the fused path's kernel is a programmatic dependent launch
- * (sm_90 and newer): it may start, and read the weight payload, while the
- * stream's previous kernel still runs; x, y, the buffers, the scales and the
- * bias are touched only after that kernel has completed. So the payload
- * must not be written by the kernel launched just before on the same
- * stream (a copy or memset between them restores full order). */
+ * Stream order: the fused kernel and the generic path's kernels are
+ * programmatic dependent launches (sm_90 and newer): the fused kernel and
+ * the decode-GEMM may start, and read the weight payload, while the kernel
+ * before them on the stream still runs; x, y, the buffers, the scales and
+ * the bias are touched only after that kernel has completed. So the payload
+ * must not be written by the kernel launched just before trellis_run on
+ * the same stream (a copy or memset between them restores full order). */
 TRELLIS_API trellis_status trellis_run(const trellis_plan *plan, const void *x,
                                        int64_t m, void *y,
                                        const trellis_buffers *buffers,
