@@ -6,6 +6,27 @@
 static double warmup_floor_ms = BENCH_WARMUP_MS;
 void bench_time_set_warmup_ms(double ms) { warmup_floor_ms = ms; }
 
+/* One graph replay (exec) or eager pass (fn, launches) between the two
+ * events; *ms receives its GPU time. */
+static int timed_run(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
+                     int launches, cudaStream_t stream, cudaEvent_t *ev,
+                     float *ms) {
+  int r = CLI_FAIL;
+  BENCH_CUDA(cudaEventRecord(ev[0], stream));
+  if (exec)
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  else
+    for (int i = 0; i < launches; i++)
+      if (fn(ctx, i, stream) != CLI_OK)
+        goto done;
+  BENCH_CUDA(cudaEventRecord(ev[1], stream));
+  BENCH_CUDA(cudaEventSynchronize(ev[1]));
+  BENCH_CUDA(cudaEventElapsedTime(ms, ev[0], ev[1]));
+  r = CLI_OK;
+done:
+  return r;
+}
+
 #include <stdlib.h>
 
 int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
@@ -32,20 +53,14 @@ int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
   double warm_ms = 0.0;
   for (int i = 0; i < BENCH_WARMUP || warm_ms < warmup_floor_ms; i++) {
     float ms = 0.0f;
-    BENCH_CUDA(cudaEventRecord(ev[0], stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(ev[1], stream));
-    BENCH_CUDA(cudaEventSynchronize(ev[1]));
-    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    if (timed_run(exec, NULL, NULL, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
     warm_ms += (double)ms;
   }
   for (int i = 0; i < reps; i++) {
     float ms = 0.0f;
-    BENCH_CUDA(cudaEventRecord(ev[0], stream));
-    BENCH_CUDA(cudaGraphLaunch(exec, stream));
-    BENCH_CUDA(cudaEventRecord(ev[1], stream));
-    BENCH_CUDA(cudaEventSynchronize(ev[1]));
-    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    if (timed_run(exec, NULL, NULL, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
     t[i] = 1e3 * (double)ms / launches;
   }
   *us = cli_median(t, reps);
@@ -80,24 +95,14 @@ int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
   double warm_ms = 0.0;
   do {
     float ms = 0.0f;
-    BENCH_CUDA(cudaEventRecord(ev[0], stream));
-    for (int i = 0; i < launches; i++)
-      if (fn(ctx, i, stream) != CLI_OK)
-        goto done;
-    BENCH_CUDA(cudaEventRecord(ev[1], stream));
-    BENCH_CUDA(cudaEventSynchronize(ev[1]));
-    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    if (timed_run(NULL, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
     warm_ms += (double)ms;
   } while (warm_ms < warmup_floor_ms);
   for (int rep = 0; rep < reps; rep++) {
     float ms = 0.0f;
-    BENCH_CUDA(cudaEventRecord(ev[0], stream));
-    for (int i = 0; i < launches; i++)
-      if (fn(ctx, i, stream) != CLI_OK)
-        goto done;
-    BENCH_CUDA(cudaEventRecord(ev[1], stream));
-    BENCH_CUDA(cudaEventSynchronize(ev[1]));
-    BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    if (timed_run(NULL, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
     t[rep] = 1e3 * (double)ms / launches;
   }
   *us = cli_median(t, reps);
