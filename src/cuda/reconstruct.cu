@@ -298,8 +298,7 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const int64_t kb = blockIdx.x / blocks_c, jb = blockIdx.x % blocks_c;
   static_assert(8 * 8 * K <= 16 * kFullPitch, "words fit in 16 rows");
   uint32_t *words = reinterpret_cast<uint32_t *>(f + warp * 16 * kFullPitch);
-  issue_tile_pairs<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, words,
-                      lane);
+  issue_tile_pairs<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, words, lane);
   if (threadIdx.x < 128)
     col_scale[threadIdx.x] = __fmul_rn(
         r_scale(),
