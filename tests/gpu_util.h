@@ -3,6 +3,7 @@
 #ifndef TRELLIS_GPU_UTIL_H
 #define TRELLIS_GPU_UTIL_H
 
+#include "cuda/kernels.h"
 #include "testutil.h"
 
 #include <cuda_runtime.h>
@@ -251,6 +252,12 @@ static inline void gu_dependent_chain(int64_t k, int bits, trellis_codebook cb,
                                       int64_t m, uint32_t flags,
                                       trellis_path path) {
   const int steps = 6;
+  /* on sm_90 and newer the kernels must really launch as dependents, or
+   * this test would pass without exercising the waits */
+  int dev = 0, major = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  assert_int_equal(trellis_pdl_image(), major >= 9);
   gw wa, wb;
   gw_random(&wa, k, k, bits, cb, 0, 1, 70);
   gw_random(&wb, k, k, bits, cb, 0, 0, 71);

@@ -125,16 +125,11 @@ __device__ __forceinline__ void griddep_launch_dependents() {
 #endif
 }
 
-/* The generic path's kernels (input rotation, decode-GEMM, output stage)
- * are programmatic dependent launches: each waits (griddep_wait) before it
- * touches what an earlier kernel writes, so the next one's launch and
- * prologue overlap the one before it. */
-#ifndef TRELLIS_GENERIC_PDL
-#define TRELLIS_GENERIC_PDL 1
-#endif
-
 /* kern<<<grid, block, smem, s>>>(args...) with programmatic stream
- * serialisation when `pdl` is set; returns the launch error. */
+ * serialisation when `pdl` is set; returns the launch error. The generic
+ * path's kernels (input rotation, decode-GEMM, output stage) launch this
+ * way: each waits (griddep_wait) before it touches what an earlier kernel
+ * writes, so its launch and prologue overlap the kernel before it. */
 template <typename... Params, typename... Args>
 inline cudaError_t launch_dependent(void (*kern)(Params...), dim3 grid,
                                     dim3 block, size_t smem, cudaStream_t s,

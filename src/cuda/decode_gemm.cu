@@ -83,6 +83,7 @@ extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
   p.k = a->k;
   p.n = a->n;
   p.kt_per_split = a->kt_per_split;
+  p.pdl = a->pdl;
   trellis::gemm::init_shifts(p.shifts);
   const int rows_per_cta = 16 * a->m_blocks;
   dim3 grid((unsigned)(a->n / 128), (unsigned)a->splits,

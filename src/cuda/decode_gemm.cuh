@@ -94,6 +94,7 @@ struct Params {
   int64_t m, k, n;
   int kt_per_split; /* tile rows per split, multiple of kSK */
   HotShifts shifts; /* see tile_decode.cuh */
+  int pdl;          /* launch as a dependent (host side only) */
 };
 
 /* Fills a kernel's shift table (host side; empty for LiteralShifts). */
@@ -445,8 +446,9 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
-  /* The weights stream in before the input rotation has finished (see
-   * TRELLIS_GENERIC_PDL); the rotated rows and our partials wait for it. */
+  /* As a dependent launch (launch_dependent), the weights stream in before
+   * the input rotation has finished; the rotated rows and our partials wait
+   * for it. */
   griddep_wait();
   griddep_launch_dependents();
   CopiedActivations copied;
@@ -495,7 +497,7 @@ template <int K> struct Variants {
   static int launch_one(const Params &p, dim3 grid, cudaStream_t s) {
     return (int)launch_dependent(&dq_gemm_kernel<K, CB, MB, BF16>, grid,
                                  dim3(kThreads), smem_bytes<K, MB>(), s,
-                                 TRELLIS_GENERIC_PDL, p);
+                                 p.pdl != 0, p);
   }
   template <int CB, bool BF16>
   static int launch_cb(int mb, const Params &p, dim3 grid, cudaStream_t s) {

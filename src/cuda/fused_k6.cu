@@ -389,7 +389,12 @@ using namespace trellis::fused;
 /* 0 when the fused kernel has an image for the current device. */
 extern "C" int trellis_fused_check(void) {
   cudaFuncAttributes attr;
-  return (int)cudaFuncGetAttributes(&attr, kernel_for(1));
+  const cudaError_t e = cudaFuncGetAttributes(&attr, kernel_for(1));
+  if (e != cudaSuccess)
+    return (int)e;
+  /* an image built for an older architecture (sm_80 on Hopper) loads, but
+   * its body is compiled out */
+  return attr.binaryVersion >= 90 ? 0 : (int)cudaErrorNoKernelImageForDevice;
 }
 
 /* Launch configuration of `strips` clusters of `cs` CTAs, and with `pdl`

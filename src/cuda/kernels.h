@@ -11,18 +11,29 @@
 extern "C" {
 #endif
 
+/* 1 when this build's kernel image for the current device can take
+ * programmatic dependent launches: the device is sm_90 or newer and the
+ * image was compiled for it (an sm_80 image running on Hopper has no
+ * griddepcontrol.wait, so launching it as a dependent would race). */
+int trellis_pdl_image(void);
+
+/* Launchers taking `pdl` launch with programmatic stream serialisation when
+ * it is set (only where trellis_pdl_image() says so): the kernel waits for
+ * the stream's previous kernel before touching its data. */
+
 /* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]); in_dtype/out_dtype
  * 0 = f16, 1 = bf16, 2 = f32. pre/post fp16 or NULL. cols % 128 == 0. */
 int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
                         const uint16_t *pre, const uint16_t *post, int64_t rows,
-                        int64_t cols, void *stream);
+                        int64_t cols, int pdl, void *stream);
 
 /* y[r][c] = RNE(H128blk(sum_s partial[s][r][:])[c] * svh[c] + bias[c]) --
  * the generic path's output stage: reduces split-K partials (fixed order),
  * rotates, scales and converts. bias may be NULL. */
 int trellis_launch_rot_out(const float *partial, int splits,
                            const uint16_t *svh, const uint16_t *bias, void *y,
-                           int y_dtype, int64_t m, int64_t n, void *stream);
+                           int y_dtype, int64_t m, int64_t n, int pdl,
+                           void *stream);
 
 /* sums[r][c] = sum_s partial[s][r][c]  (before an external rotation). */
 int trellis_launch_reduce(const float *partial, int splits, float *sums,
@@ -48,6 +59,7 @@ typedef struct trellis_gemm_args {
   int splits;       /* k-splits (grid.y) */
   int kt_per_split; /* tile rows per split, multiple of 8 */
   int m_blocks;     /* 16-row blocks per CTA: 1, 2, 4 or 8 */
+  int pdl;          /* dependent launch (see trellis_pdl_image) */
 } trellis_gemm_args;
 
 /* Dynamic shared memory the decode-GEMM needs for m_blocks (for attributes). */

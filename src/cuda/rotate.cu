@@ -125,45 +125,60 @@ unsigned grid_for(int64_t units, int per_block) {
 template <int IN>
 int launch_h128_in(const void *in, void *out, int out_dtype,
                    const uint16_t *pre, const uint16_t *post, int64_t rows,
-                   int64_t cols, cudaStream_t s) {
+                   int64_t cols, int pdl, cudaStream_t s) {
   const dim3 grid(grid_for(rows * (cols / 128), kWarps)), block(32 * kWarps);
   auto kern = out_dtype == 0   ? &h128_kernel<IN, 0>
               : out_dtype == 1 ? &h128_kernel<IN, 1>
                                : &h128_kernel<IN, 2>;
-  return (int)launch_dependent(kern, grid, block, 0, s, TRELLIS_GENERIC_PDL, in,
-                               out, pre, post, rows, cols);
+  return (int)launch_dependent(kern, grid, block, 0, s, pdl != 0, in, out, pre,
+                               post, rows, cols);
 }
 
 } // namespace
 
+extern "C" int trellis_pdl_image(void) {
+  int dev = 0, major = 0;
+  cudaFuncAttributes attr;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
+          cudaSuccess ||
+      cudaFuncGetAttributes(&attr, &h128_kernel<0, 0>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  /* every kernel of the library is built for the same architectures, so
+   * this one's image stands for all of them */
+  return major >= 9 && attr.binaryVersion >= 90;
+}
+
 extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out,
                                    int out_dtype, const uint16_t *pre,
                                    const uint16_t *post, int64_t rows,
-                                   int64_t cols, void *stream) {
+                                   int64_t cols, int pdl, void *stream) {
   if (rows <= 0)
     return 0;
   cudaStream_t s = (cudaStream_t)stream;
   switch (in_dtype) {
   case 0:
-    return launch_h128_in<0>(in, out, out_dtype, pre, post, rows, cols, s);
+    return launch_h128_in<0>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
   case 1:
-    return launch_h128_in<1>(in, out, out_dtype, pre, post, rows, cols, s);
+    return launch_h128_in<1>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
   default:
-    return launch_h128_in<2>(in, out, out_dtype, pre, post, rows, cols, s);
+    return launch_h128_in<2>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
   }
 }
 
 extern "C" int trellis_launch_rot_out(const float *partial, int splits,
                                       const uint16_t *svh, const uint16_t *bias,
                                       void *y, int y_dtype, int64_t m,
-                                      int64_t n, void *stream) {
+                                      int64_t n, int pdl, void *stream) {
   cudaStream_t s = (cudaStream_t)stream;
   const dim3 grid(grid_for(m * (n / 128), kWarps)), block(32 * kWarps);
   auto kern = y_dtype == 0   ? &rot_out_kernel<0>
               : y_dtype == 1 ? &rot_out_kernel<1>
                              : &rot_out_kernel<2>;
-  return (int)launch_dependent(kern, grid, block, 0, s, TRELLIS_GENERIC_PDL,
-                               partial, splits, svh, bias, y, m, n);
+  return (int)launch_dependent(kern, grid, block, 0, s, pdl != 0, partial,
+                               splits, svh, bias, y, m, n);
 }
 
 extern "C" int trellis_launch_reduce(const float *partial, int splits,

@@ -40,7 +40,7 @@ trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
   const int cluster = plan->fused_cluster[variant_index(mb)];
   const int local = trellis_layout_fused_local(m, plan->w.k, plan->w.n, cluster,
                                                plan->sm_count);
-  const int pdl = trellis_layout_fused_pdl(plan->w.k, cluster);
+  const int pdl = plan->pdl && trellis_layout_fused_pdl(plan->w.k, cluster);
   const int err = trellis_launch_fused(
       plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out,
       plan->w.bias, (uint16_t *)rotated, y, (int)plan->desc.output_dtype,

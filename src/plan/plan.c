@@ -159,6 +159,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     return trellis_cuda_fail((cudaError_t)err, "plan create");
   }
   p->fused_image = trellis_fused_image_present(p->cc_major);
+  p->pdl = trellis_pdl_image();
   /* Measured crossover (RESULTS.md). With the mma.sync decode-GEMM the
    * dense path is faster from m = 192. On Hopper (wgmma) the decode-GEMM
    * stays faster up to two m-blocks (256 rows) on layers with k >= 1024;
@@ -335,7 +336,7 @@ static trellis_status output_stage(const trellis_plan *p,
   int err;
   if (!p->desc.h128) {
     err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y,
-                                 ydt, m, p->w.n, s);
+                                 ydt, m, p->w.n, p->pdl, s);
     return err ? launch_error(err, "output rotation") : TRELLIS_OK;
   }
   const float *sums = partial;
@@ -407,9 +408,9 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     if (st != TRELLIS_OK)
       return trellis_fail_prefix(st, "external H128 (input rotation)");
   } else if (!fold_in &&
-             (err = trellis_launch_h128(x, (int)plan->desc.input_dtype,
-                                        buffers->rotated, (int)rot_dt,
-                                        plan->s_in, NULL, m, plan->w.k, s))) {
+             (err = trellis_launch_h128(
+                  x, (int)plan->desc.input_dtype, buffers->rotated, (int)rot_dt,
+                  plan->s_in, NULL, m, plan->w.k, plan->pdl, s))) {
     return launch_error(err, "input rotation");
   }
   if (path == TRELLIS_PATH_DENSE) {
@@ -438,6 +439,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.splits = lay.splits;
     a.kt_per_split = lay.kt_per_split;
     a.m_blocks = lay.m_blocks;
+    a.pdl = plan->pdl;
     if ((err = trellis_launch_gemm(&a, s)))
       return launch_error(err, "decode-GEMM");
   }
