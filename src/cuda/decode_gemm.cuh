@@ -368,8 +368,9 @@ struct CopiedActivations {
 };
 
 /* The activations of the ring's first kStages - 1 stages, one commit group
- * per stage, from the source `act` (the fused kernel issued the weights of
- * those stages before, in one group of their own). */
+ * per stage, from the source `act`. The caller has issued the weights of
+ * those stages before, in one group of their own, so that they stream in
+ * while a dependent launch waits for the previous kernel. */
 template <int K, int MB, class Act>
 __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
                                                   int nstages, Act &act) {
