@@ -10,13 +10,10 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/trellis-out}
 mkdir -p "$OUT"
 . scripts/device-env.sh
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
 for v in ${VARIANTS:-A B}; do
   args=${v}_ARGS
-  (cmake -S . -B "build-ab-$v" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DTRELLIS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRELLIS_WERROR=OFF \
-    -U"*jansson*" -U"*cmocka*" ${!args:-} >"$OUT/ab-$v.log" 2>&1 &&
+  # shellcheck disable=SC2086 # each *_ARGS holds several arguments
+  (configure_device_build "build-ab-$v" ${!args:-} >"$OUT/ab-$v.log" 2>&1 &&
     cmake --build "build-ab-$v" -j"$(nproc)" --target trellis >>"$OUT/ab-$v.log" 2>&1 ||
     { echo "build $v failed"; tail -20 "$OUT/ab-$v.log"; }) &
 done

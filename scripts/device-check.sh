@@ -16,15 +16,12 @@ what=${1:-all}
 shift || true
 
 . scripts/device-env.sh
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
 
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "$gpu"
 t0=$(date +%s)
-cmake -S . -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTRELLIS_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90a-real -DTRELLIS_WERROR=OFF -U"*jansson*" -U"*cmocka*" \
-  ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
+# shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
+configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
 cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
   { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
