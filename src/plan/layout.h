@@ -55,6 +55,12 @@ trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
   return p->dense_fold_input && 3 * m >= 2 * p->n;
 }
 
+/* 128-k blocks (ring stages) each CTA of the fused kernel runs: its
+ * cluster of `cluster` CTAs splits k evenly (cluster >= 1). */
+static inline int64_t trellis_layout_fused_stages(int64_t k, int cluster) {
+  return (k / 128 + cluster - 1) / cluster;
+}
+
 /* Whether the fused kernel rotates x in every CTA (m <= 8, the kernel's
  * TRELLIS_FUSED_LOCAL_ROWS; no rotation claims shared between CTAs) rather
  * than claiming 128-k blocks of the rotated buffer: the claims are a fixed wait
@@ -68,8 +74,8 @@ static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                              int cluster, int sm_count) {
   if (m > TRELLIS_FUSED_LOCAL_ROWS || cluster < 1)
     return 0;
-  const int64_t stages = (k / 128 + cluster - 1) / cluster;
-  return (n / 128) * cluster <= sm_count || m * stages <= 16;
+  return (n / 128) * cluster <= sm_count ||
+         m * trellis_layout_fused_stages(k, cluster) <= 16;
 }
 
 /* Whether the fused kernel is launched as a programmatic dependent launch:
@@ -78,7 +84,7 @@ static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
  * on every benchmark layer whose CTAs run two or more k-blocks, and cost
  * 5-9% on 512x6144, whose CTAs run one (RESULTS.md, seventh session). */
 static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
-  return cluster >= 1 && (k / 128 + cluster - 1) / cluster >= 2;
+  return cluster >= 1 && trellis_layout_fused_stages(k, cluster) >= 2;
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
