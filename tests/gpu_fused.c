@@ -114,8 +114,16 @@ static void test_dtypes(void **state) {
   gw w;
   gw_random(&w, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 50);
   gu_check_dtype_grid(&w, 11, 51, TRELLIS_PATH_FUSED);
-  /* m = 3: the kernel rotates x locally for 16-bit inputs */
+  /* m = 3: the kernel rotates x locally for 16-bit inputs, all of a CTA's
+   * rows up front (rows x k-blocks per CTA <= 20) */
   gu_check_dtype_grid(&w, 3, 52, TRELLIS_PATH_FUSED);
+  gw_free(&w);
+  /* 8 strips of 48 k-blocks: local too, but 8 rows x >= 3 k-blocks per CTA
+   * (clusters of <= 16) are too many to rotate up front, so each stage's
+   * rows are rotated as it enters the ring; 2 rows are rotated up front */
+  gw_random(&w, 6144, 1024, 6, TRELLIS_CB_MCG, 0, 1, 53);
+  gu_check_dtype_grid(&w, 8, 54, TRELLIS_PATH_FUSED);
+  gu_check_dtype_grid(&w, 2, 55, TRELLIS_PATH_FUSED);
   gw_free(&w);
 }
 

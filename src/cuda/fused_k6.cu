@@ -11,8 +11,10 @@
  *  - Split-k partial sums are reduced over the cluster through distributed
  *    shared memory, then each row's 128 sums are rotated, scaled by svh,
  *    biased and written in the output dtype.
- *  - The last CTA to finish resets the flags, so every launch (and every
- *    graph replay) starts from zero. */
+ *  - The last CTA to be done with the flags resets them, so every launch
+ *    (and every graph replay) starts from zero. With few rows and short
+ *    CTAs each CTA rotates its own blocks instead (LocalRotation) and the
+ *    flags are not touched. */
 #include "decode_gemm.cuh"
 
 #include <cooperative_groups.h>
@@ -26,9 +28,16 @@ namespace fused {
 using namespace trellis::gemm;
 
 constexpr int K = 6;
-/* Largest cluster prepare picks: 16-CTA clusters need 16 SMs of one GPC
- * and measured badly. */
-constexpr int kMaxCluster = 8;
+/* Largest cluster prepare picks: 16 (the non-portable limit) for the
+ * one-m-block variant, 8 for the others. 16-CTA clusters pack into the
+ * GPCs badly, but where the model still picks them they measured 5-11%
+ * faster at m <= 8 and up to 12% slower at m = 128 than 8 (RESULTS.md). */
+constexpr int kMaxCluster = 16;
+__host__ __device__ constexpr int max_cluster(int mb) {
+  return mb == 1 ? kMaxCluster : 8;
+}
+/* Peers whose DSMEM loads the cluster reduce issues before adding. */
+constexpr int kReduceBatch = 8;
 [[maybe_unused]] constexpr int CB =
     1; /* unused where the body is compiled out */
 
@@ -175,6 +184,26 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
   }
 }
 
+/* Called by every CTA of a claiming launch once make_ready has returned
+ * for all its blocks: it reads and writes no flag after this. The last CTA
+ * to get here resets the flags (and the counter) for the next launch; no
+ * CTA of this launch reads them any more. (Counting here, after the first
+ * stages' activations are issued, or at the kernel's end measured the
+ * same on the H200; a launch that rotates locally skips the fence and the
+ * atomic altogether, which saved ~1 us per launch: RESULTS.md.) */
+__device__ void release_flags(const FusedParams &p, int64_t kblocks) {
+  if (threadIdx.x != 0)
+    return;
+  __threadfence(); /* our publishes before our count */
+  unsigned *done = p.flags + kblocks;
+  if (atomicAdd(done, 1u) == gridDim.x - 1) {
+    __threadfence(); /* everyone's publishes before the reset */
+    for (int64_t b = 0; b < kblocks; ++b)
+      p.flags[b] = 0;
+    *done = 0;
+  }
+}
+
 /* Local input rotation (one m-block of at most kLocalRows rows; the plan
  * decides when, trellis_layout_fused_local): each CTA rotates the rows of
  * its own stages as they enter the ring, instead of claiming blocks of the
@@ -190,50 +219,114 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
 constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
+/* This lane's 4 elements of row r, k-block b, of x (fp16 or bf16, dt 0 / 1)
+ * and of s_in, packed as loaded. */
+struct RowSlice {
+  uint2 xv, sv;
+};
+__device__ __forceinline__ RowSlice load_slice(const uint16_t *x,
+                                               const uint16_t *s_in, int64_t k,
+                                               int r, int64_t b, int lane) {
+  const int64_t col0 = b * 128 + 4 * lane;
+  return RowSlice{*reinterpret_cast<const uint2 *>(x + r * k + col0),
+                  *reinterpret_cast<const uint2 *>(s_in + col0)};
+}
+/* The slice rotated (rotate_row_warp) and packed to fp16; warp-collective. */
+__device__ __forceinline__ uint2 rotate_slice(const RowSlice &v, int dt,
+                                              int lane) {
+  const uint32_t xw[2] = {v.xv.x, v.xv.y}, sw[2] = {v.sv.x, v.sv.y};
+  float h[4], sc[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t xb = (xw[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
+    h[e] = dt == 0 ? __half2float(__ushort_as_half((unsigned short)xb))
+                   : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
+    sc[e] = __half2float(
+        __ushort_as_half((unsigned short)(sw[e >> 1] >> (16 * (e & 1)))));
+  }
+  return rotate_row_warp(h, sc, lane);
+}
+
 struct LocalRotation {
   const uint16_t *x; /* fp16 or bf16 (dt 0 / 1), 8-byte aligned */
   const uint16_t *s_in;
   int64_t k, b_begin;
   int m, dt;
-  uint2 xv, sv; /* this lane's 4 elements of x and s_in, packed */
+  RowSlice v; /* this lane's slice of the row in flight */
 
   __device__ __forceinline__ int row_of(int stage) const {
     const int r = ((int)(threadIdx.x >> 5) - stage) & 7;
     return r < m ? r : -1;
   }
-  __device__ __forceinline__ void load(int stage) {
-    const int r = row_of(stage), lane = threadIdx.x & 31;
-    if (r < 0)
-      return;
-    const int64_t col0 = (b_begin + stage) * 128 + 4 * lane;
-    xv = *reinterpret_cast<const uint2 *>(x + r * k + col0);
-    sv = *reinterpret_cast<const uint2 *>(s_in + col0);
-  }
-  __device__ __forceinline__ void store(char *stage, int st) {
-    const int r = row_of(st), lane = threadIdx.x & 31;
-    if (r < 0)
-      return;
-    const uint32_t xw[2] = {xv.x, xv.y}, sw[2] = {sv.x, sv.y};
-    float h[4], sc[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const uint32_t xb = (xw[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
-      h[e] = dt == 0 ? __half2float(__ushort_as_half((unsigned short)xb))
-                     : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
-      sc[e] = __half2float(
-          __ushort_as_half((unsigned short)(sw[e >> 1] >> (16 * (e & 1)))));
-    }
-    const uint2 packed = rotate_row_warp(h, sc, lane);
-    *reinterpret_cast<uint2 *>(stage + stage_w_bytes<K>() +
-                               a_offset<1>(r, 4 * lane)) = packed;
-  }
   /* the ring's activation source (CopiedActivations' interface) */
   template <class Ld>
   __device__ __forceinline__ void issue(Ld &, uint32_t, int nxt) {
-    load(nxt);
+    const int r = row_of(nxt);
+    if (r >= 0)
+      v = load_slice(x, s_in, k, r, b_begin + nxt, threadIdx.x & 31);
   }
   __device__ __forceinline__ void finish(char *stage, int nxt) {
-    store(stage, nxt);
+    const int r = row_of(nxt), lane = threadIdx.x & 31;
+    if (r >= 0)
+      *reinterpret_cast<uint2 *>(stage + stage_w_bytes<K>() +
+                                 a_offset<1>(r, 4 * lane)) =
+          rotate_slice(v, dt, lane);
+  }
+
+  /* Rotates every row of every stage into pre[stage][row] (256 bytes
+   * each): job j = stage * m + row goes to warp j % 8, which issues all its
+   * loads before its first rotation. Ends with __syncthreads(). */
+  __device__ __forceinline__ void rotate_ahead(char *pre, int nstages) const;
+};
+
+/* Up-front local rotation: where rows x stages of every CTA are at most
+ * kPreRows, they are rotated once before the ring by all warps
+ * (LocalRotation::rotate_ahead) and each stage only copies its rows from
+ * there. Rotating a stage's rows as it enters the ring made one warp per
+ * row and stage run ~60 instructions and five shuffle rounds longer than
+ * the others, and the stage barrier made everyone wait for it (6-9% at
+ * m = 1: RESULTS.md). 20 rows of 256 bytes after the ring keep 3 CTAs per
+ * SM. It is a kernel of its own (Ahead): compiled into the same kernel as
+ * the other two forms it made the claiming form 2-4% slower. */
+constexpr int kPreRows = 20;
+constexpr int kPreBytes = kPreRows * 256;
+constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
+
+__device__ __forceinline__ void LocalRotation::rotate_ahead(char *pre,
+                                                            int nstages) const {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int jobs = m * nstages;
+  RowSlice v[kPrePerWarp];
+#pragma unroll
+  for (int u = 0; u < kPrePerWarp; ++u) {
+    const int j = warp + u * (kThreads / 32);
+    if (j < jobs)
+      v[u] = load_slice(x, s_in, k, j % m, b_begin + j / m, lane);
+  }
+#pragma unroll
+  for (int u = 0; u < kPrePerWarp; ++u) {
+    const int j = warp + u * (kThreads / 32);
+    if (j < jobs) /* warp-uniform */
+      *reinterpret_cast<uint2 *>(pre + j * 256 + 8 * lane) =
+          rotate_slice(v[u], dt, lane);
+  }
+  __syncthreads();
+}
+
+/* The ring's activation source for rows rotated up front: warp r < m
+ * copies row r of a stage (16 lanes x 16 bytes) into its activation area. */
+struct PreRotated {
+  const char *pre;
+  int m;
+  template <class Ld>
+  __device__ __forceinline__ void issue(Ld &, uint32_t, int) {}
+  __device__ __forceinline__ void finish(char *stage, int nxt) {
+    const int r = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (r < m && lane < 16)
+      *reinterpret_cast<uint4 *>(stage + stage_w_bytes<K>() +
+                                 a_offset<1>(r, 8 * lane)) =
+          *reinterpret_cast<const uint4 *>(pre + (nxt * m + r) * 256 +
+                                           16 * lane);
   }
 };
 
@@ -249,9 +342,11 @@ __device__ __forceinline__ void zero_rows(char *smem, int m) {
   }
 }
 
-template <int MB>
-__global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
+template <int MB, bool Ahead>
+__global__ void __launch_bounds__(kThreads,
+                                  MB <= 2 ? TRELLIS_FUSED_CTAS_PER_SM : 2)
     fused_k6_kernel(FusedParams p) {
+  static_assert(!Ahead || MB == 1, "up-front rotation: one m-block");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using L = Layout<MB>;
   extern __shared__ __align__(16) char smem_raw[];
@@ -292,7 +387,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   acc.zero();
   const LaneWords<K> lt(lane);
   if (MB == 1 && p.local) {
-    /* 2'. Rotate the first stages' rows here (see LocalRotation). */
+    /* 2'. Rotate our stages' rows here (see LocalRotation), all of them
+     * before the ring (Ahead) or each stage's as it enters the ring. */
     LocalRotation loc{static_cast<const uint16_t *>(p.x),
                       p.s_in,
                       p.k,
@@ -300,13 +396,23 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
                       (int)p.m,
                       p.in_dtype};
     zero_rows(smem, (int)p.m);
-    prime_activations(ld, smem, nstages, loc);
-    run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
-                               p.shifts, loc);
-  } else {
+    if constexpr (Ahead) {
+      char *pre = smem + ring_stages<K, MB>() * SB;
+      loc.rotate_ahead(pre, nstages);
+      PreRotated ahead{pre, (int)p.m};
+      prime_activations(ld, smem, nstages, ahead);
+      run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
+                                 p.shifts, ahead);
+    } else {
+      prime_activations(ld, smem, nstages, loc);
+      run_ring<K, CB, MB, false>(ld, smem, nstages, acc, lt, lane, wn, wk,
+                                 p.shifts, loc);
+    }
+  } else if constexpr (!Ahead) {
     /* 2. Rotate the free blocks of our k-range, wait for the others. */
     for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
       make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
+    release_flags(p, kblocks);
     /* 3. Activations of the first stages, then the ring as in the generic
      * path. */
     CopiedActivations copied;
@@ -322,20 +428,22 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
   const int64_t col0 = (int64_t)nt0 * 16 + 4 * lane;
   for (int64_t row = rank * (kThreads / 32) + warp; row < p.m;
        row += cs * (kThreads / 32)) {
-    /* All peers' loads are issued before the first add (cs <= 8): one
-     * DSMEM round trip per row, not cs. Summed in rank order, so the
-     * result is deterministic. */
-    float4 v[kMaxCluster];
-#pragma unroll
-    for (int c = 0; c < kMaxCluster; ++c)
-      if (c < cs)
-        v[c] = *reinterpret_cast<const float4 *>(
-            cluster.map_shared_rank(red, c) + row * 128 + 4 * lane);
+    /* Up to kReduceBatch peers' loads are issued before the first add:
+     * one DSMEM round trip per row and batch, not per peer. Summed in rank
+     * order, so the result is deterministic. */
     float h[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c0 = 0; c0 < cs; c0 += kReduceBatch) {
+      float4 v[kReduceBatch];
 #pragma unroll
-    for (int c = 0; c < kMaxCluster; ++c)
-      if (c < cs)
-        h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
+      for (int c = 0; c < kReduceBatch; ++c)
+        if (c0 + c < cs)
+          v[c] = *reinterpret_cast<const float4 *>(
+              cluster.map_shared_rank(red, c0 + c) + row * 128 + 4 * lane);
+#pragma unroll
+      for (int c = 0; c < kReduceBatch; ++c)
+        if (c0 + c < cs)
+          h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
+    }
     h128_warp(h, lane);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -347,24 +455,15 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? 3 : 2)
     }
   }
   cluster.sync(); /* peers may still read our shared memory until here */
-
-  /* 5. The last CTA out resets the block flags for the next launch. */
-  if (threadIdx.x == 0) {
-    __threadfence();
-    unsigned *done = p.flags + kblocks;
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      for (int64_t b = 0; b < kblocks; ++b)
-        p.flags[b] = 0;
-      *done = 0;
-      __threadfence();
-    }
-  }
 #endif
 }
 
 template <int MB> const void *kernel_of() {
-  return (const void *)&fused_k6_kernel<MB>;
+  return (const void *)&fused_k6_kernel<MB, false>;
 }
+
+/* The up-front-rotation kernel (one m-block, see kPreRows). */
+const void *ahead_kernel() { return (const void *)&fused_k6_kernel<1, true>; }
 
 const void *kernel_for(int mb) {
   switch (mb) {
@@ -426,16 +525,21 @@ static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
 constexpr int kRampStages = 5;
 
 /* Sets attributes of the four variants and picks each one's cluster size
- * cs in 1..8 (16-CTA clusters need 16 SMs of one GPC and measured badly)
- * minimising waves x (k-blocks per CTA + ramp), where a wave is what
- * cudaOccupancyMaxActiveClusters says fits at once. Large clusters split k
- * finely but pack into GPCs less well; sizes that are not powers of two
+ * cs in 1..max_cluster minimising waves x (k-blocks per CTA + ramp), where a
+ * wave is what cudaOccupancyMaxActiveClusters says fits at once. Large clusters
+ * split k finely but pack into GPCs less well; sizes that are not powers of two
  * (5, 6) often fit the wave count better and measured up to 17% faster. */
 extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
                                              int cluster_out[4]) {
   const int mbs[4] = {1, 2, 4, 8};
   const int64_t strips = n / 128, kblocks = k / 128;
   cudaError_t e;
+  if ((e = cudaFuncSetAttribute(ahead_kernel(),
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)(smem_for(1) + kPreBytes))) ||
+      (e = cudaFuncSetAttribute(
+           ahead_kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
+    return (int)e;
   for (int i = 0; i < 4; ++i) {
     const void *kern = kernel_for(mbs[i]);
     const size_t smem = smem_for(mbs[i]);
@@ -446,7 +550,8 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
       return (int)e;
     int best = 1;
     int64_t best_cost = INT64_MAX;
-    for (int cs = 1; cs <= kMaxCluster && (cs == 1 || cs <= kblocks); ++cs) {
+    for (int cs = 1; cs <= max_cluster(mbs[i]) && (cs == 1 || cs <= kblocks);
+         ++cs) {
       cudaLaunchConfig_t cfg;
       cudaLaunchAttribute attr[2];
       cluster_config(cfg, attr, cs, strips, smem, 0, 0);
@@ -497,8 +602,13 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   init_shifts(p.shifts);
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[2];
-  cluster_config(cfg, attr, cluster, n / 128, smem_for(m_blocks), pdl,
+  /* every CTA's rows x k-blocks fit the up-front rotation's area */
+  const bool ahead =
+      p.local && m * ((k / 128 + cluster - 1) / cluster) <= kPreRows;
+  cluster_config(cfg, attr, cluster, n / 128,
+                 smem_for(m_blocks) + (ahead ? kPreBytes : 0), pdl,
                  (cudaStream_t)stream);
   void *args[] = {&p};
-  return (int)cudaLaunchKernelExC(&cfg, kernel_for(m_blocks), args);
+  return (int)cudaLaunchKernelExC(
+      &cfg, ahead ? ahead_kernel() : kernel_for(m_blocks), args);
 }

@@ -99,6 +99,8 @@ int trellis_reconstruct_prepare(int bits, int codebook);
  * kernel can rotate x inside every CTA (`local`, see LocalRotation). With
  * `pdl` it is launched with programmatic stream serialisation. */
 #define TRELLIS_FUSED_LOCAL_ROWS 8
+/* CTAs of its one-m-block variant resident per SM (its launch bounds). */
+#define TRELLIS_FUSED_CTAS_PER_SM 3
 int trellis_fused_check(void);
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
 int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
