@@ -73,20 +73,26 @@ static void test_layout_fused_needs_no_workspace(void **state) {
   }
 }
 
-/* The fused kernel's input rotation: local for short CTAs or an idle-SM
- * grid and m <= 8, shared claims otherwise (cluster sizes as prepare picks
- * them on the H200). */
+/* The fused kernel's input rotation: local for short CTAs, one-wave grids
+ * or an idle-SM grid and m <= 8, shared claims otherwise (cluster sizes as
+ * prepare picks them on the H200). */
 static void test_fused_local_rotation(void **state) {
   (void)state;
-  /* 8192x28672, 3-CTA clusters: 22 k-blocks per CTA, 672 CTAs */
+  /* 8192x28672, 3-CTA clusters: 22 k-blocks per CTA, 672 CTAs (2 waves) */
   assert_false(trellis_layout_fused_local(1, 8192, 28672, 3, 132));
   /* 4096x4096, 8-CTA clusters: 4 k-blocks per CTA */
   assert_true(trellis_layout_fused_local(1, 4096, 4096, 8, 132));
   assert_true(trellis_layout_fused_local(4, 4096, 4096, 8, 132));
-  assert_false(trellis_layout_fused_local(8, 4096, 4096, 8, 132));
-  /* 14336x4096: 14 k-blocks per CTA, only m = 1 */
-  assert_true(trellis_layout_fused_local(1, 14336, 4096, 8, 132));
-  assert_false(trellis_layout_fused_local(2, 14336, 4096, 8, 132));
+  /* 256 CTAs are one wave (3 per SM): up to 32 rows x k-blocks */
+  assert_true(trellis_layout_fused_local(8, 4096, 4096, 8, 132));
+  assert_false(trellis_layout_fused_local(8, 4096, 4096, 8, 64));
+  /* 14336x4096, 9-CTA clusters: 13 k-blocks per CTA, m = 1 and 2 */
+  assert_true(trellis_layout_fused_local(1, 14336, 4096, 9, 132));
+  assert_true(trellis_layout_fused_local(2, 14336, 4096, 9, 132));
+  assert_false(trellis_layout_fused_local(3, 14336, 4096, 9, 132));
+  /* 4096x14336, 3-CTA clusters: 11 k-blocks, 336 CTAs */
+  assert_true(trellis_layout_fused_local(2, 4096, 14336, 3, 132));
+  assert_false(trellis_layout_fused_local(4, 4096, 14336, 3, 132));
   /* 6144x1024: 64 CTAs leave SMs idle, local up to m = 8 */
   assert_true(trellis_layout_fused_local(8, 6144, 1024, 8, 132));
   assert_false(trellis_layout_fused_local(9, 6144, 1024, 8, 132));

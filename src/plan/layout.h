@@ -63,19 +63,23 @@ static inline int64_t trellis_layout_fused_stages(int64_t k, int cluster) {
 
 /* Whether the fused kernel rotates x in every CTA (m <= 8, the kernel's
  * TRELLIS_FUSED_LOCAL_ROWS; no rotation claims shared between CTAs) rather
- * than claiming 128-k blocks of the rotated buffer: the claims are a fixed wait
- * per CTA, the local rotation costs ~2.3% of a stage's instructions per row.
- * Local where the CTAs are short (m x k-blocks per CTA <= 16) or the grid
- * leaves SMs idle. On the H200's nine benchmark layers at m = 1, 2, 4, 8 this
- * picked the faster form in 35 of 36 cases of the first two measurements
- * (4096x4096 at m = 8: claims, 7% slower than local); a later run measured its
- * m = 1 pick on 14336x4096 3% slower than claims (RESULTS.md). */
+ * than claiming 128-k blocks of the rotated buffer: the claims are a fixed
+ * wait per CTA (a CTA of a later wave finds its blocks ready), the local
+ * rotation costs every CTA a few percent per row. Local where the grid
+ * leaves SMs idle, where the CTAs are short (m x k-blocks per CTA <= 16),
+ * or up to 32 when the grid is one wave (TRELLIS_FUSED_CTAS_PER_SM per
+ * SM). On the H200 (RESULTS.md, eighth session) the 32 bound took
+ * 4096x4096 at m = 8 from 18.6 to 16.3 us and the m = 2 rows of
+ * 4096x14336, 14336x4096 and 8192x8192 1-7% down; at m = 4 (44-52) and on
+ * 8192x28672 at m = 1 (22, two waves) local was slower. */
 static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                              int cluster, int sm_count) {
   if (m > TRELLIS_FUSED_LOCAL_ROWS || cluster < 1)
     return 0;
-  return (n / 128) * cluster <= sm_count ||
-         m * trellis_layout_fused_stages(k, cluster) <= 16;
+  const int64_t ctas = (n / 128) * cluster;
+  const int64_t rows = m * trellis_layout_fused_stages(k, cluster);
+  return ctas <= sm_count || rows <= 16 ||
+         (rows <= 32 && ctas <= (int64_t)TRELLIS_FUSED_CTAS_PER_SM * sm_count);
 }
 
 /* Whether the fused kernel is launched as a programmatic dependent launch:
