@@ -37,7 +37,7 @@ __host__ __device__ constexpr int max_cluster(int mb) {
   return mb == 1 ? kMaxCluster : 8;
 }
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
-constexpr int kReduceBatch = 8;
+[[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
 [[maybe_unused]] constexpr int CB =
     1; /* unused where the body is compiled out */
 
