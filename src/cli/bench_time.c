@@ -3,6 +3,8 @@
 #include "bench.h"
 
 #ifdef TRELLIS_HAVE_CUDA
+#include <stdlib.h>
+
 static double warmup_floor_ms = BENCH_WARMUP_MS;
 void bench_time_set_warmup_ms(double ms) { warmup_floor_ms = ms; }
 
@@ -26,8 +28,6 @@ static int timed_run(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
 done:
   return r;
 }
-
-#include <stdlib.h>
 
 int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us) {
