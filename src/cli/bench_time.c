@@ -29,16 +29,49 @@ done:
   return r;
 }
 
+/* Warm-up, then `reps` timed runs of a graph replay (exec) or an eager
+ * pass (fn, launches); *us receives the median per launch. Warm-up by
+ * count (at least min_warm runs) and by time: a row that follows an idle
+ * GPU (the CPU reference runs between layers) measured its first
+ * small-layer row 10-20% slow with 3 replays of ~0.5 ms (RESULTS.md,
+ * seventh session). */
+static int warm_and_time(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
+                         int launches, int reps, int min_warm,
+                         cudaStream_t stream, double *us) {
+  cudaEvent_t ev[2] = {NULL, NULL};
+  double *t = NULL;
+  int r = CLI_FAIL;
+  BENCH_ALLOC(t, reps);
+  BENCH_CUDA(cudaEventCreate(&ev[0]));
+  BENCH_CUDA(cudaEventCreate(&ev[1]));
+  double warm_ms = 0.0;
+  for (int i = 0; i < min_warm || warm_ms < warmup_floor_ms; i++) {
+    float ms = 0.0f;
+    if (timed_run(exec, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
+    warm_ms += (double)ms;
+  }
+  for (int i = 0; i < reps; i++) {
+    float ms = 0.0f;
+    if (timed_run(exec, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
+    t[i] = 1e3 * (double)ms / launches;
+  }
+  *us = cli_median(t, reps);
+  r = CLI_OK;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      cudaEventDestroy(ev[i]);
+  free(t);
+  return r;
+}
+
 int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us) {
   cudaGraph_t graph = NULL;
   cudaGraphExec_t exec = NULL;
-  cudaEvent_t ev[2] = {NULL, NULL};
-  double *t = NULL;
   int r = CLI_FAIL, capturing = 0;
-  BENCH_ALLOC(t, reps);
-  BENCH_CUDA(cudaEventCreate(&ev[0]));
-  BENCH_CUDA(cudaEventCreate(&ev[1]));
   BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   capturing = 1;
   for (int i = 0; i < launches; i++)
@@ -47,24 +80,7 @@ int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
   capturing = 0;
   BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
   BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  /* Warm-up by count and by time: a row that follows an idle GPU (the
-   * CPU reference runs between layers) measured its first small-layer row
-   * 10-20% slow with 3 replays of ~0.5 ms (RESULTS.md, seventh session). */
-  double warm_ms = 0.0;
-  for (int i = 0; i < BENCH_WARMUP || warm_ms < warmup_floor_ms; i++) {
-    float ms = 0.0f;
-    if (timed_run(exec, NULL, NULL, launches, stream, ev, &ms) != CLI_OK)
-      goto done;
-    warm_ms += (double)ms;
-  }
-  for (int i = 0; i < reps; i++) {
-    float ms = 0.0f;
-    if (timed_run(exec, NULL, NULL, launches, stream, ev, &ms) != CLI_OK)
-      goto done;
-    t[i] = 1e3 * (double)ms / launches;
-  }
-  *us = cli_median(t, reps);
-  r = CLI_OK;
+  r = warm_and_time(exec, NULL, NULL, launches, reps, BENCH_WARMUP, stream, us);
 done:
   if (capturing) { /* a launch failed mid-capture: end it, drop the graph */
     cudaGraph_t partial = NULL;
@@ -76,43 +92,12 @@ done:
     cudaGraphExecDestroy(exec);
   if (graph)
     cudaGraphDestroy(graph);
-  for (int i = 0; i < 2; i++)
-    if (ev[i])
-      cudaEventDestroy(ev[i]);
-  free(t);
   return r;
 }
 
 int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us) {
-  cudaEvent_t ev[2] = {NULL, NULL};
-  double *t = NULL;
-  int r = CLI_FAIL;
-  BENCH_ALLOC(t, reps);
-  BENCH_CUDA(cudaEventCreate(&ev[0]));
-  BENCH_CUDA(cudaEventCreate(&ev[1]));
-  /* warm-up passes: at least one, and the floor (see above) */
-  double warm_ms = 0.0;
-  do {
-    float ms = 0.0f;
-    if (timed_run(NULL, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
-      goto done;
-    warm_ms += (double)ms;
-  } while (warm_ms < warmup_floor_ms);
-  for (int rep = 0; rep < reps; rep++) {
-    float ms = 0.0f;
-    if (timed_run(NULL, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
-      goto done;
-    t[rep] = 1e3 * (double)ms / launches;
-  }
-  *us = cli_median(t, reps);
-  r = CLI_OK;
-done:
-  for (int i = 0; i < 2; i++)
-    if (ev[i])
-      cudaEventDestroy(ev[i]);
-  free(t);
-  return r;
+  return warm_and_time(NULL, fn, ctx, launches, reps, 1, stream, us);
 }
 
 #else
