@@ -130,14 +130,20 @@ __device__ __forceinline__ void griddep_launch_dependents() {
  * path's kernels (input rotation, decode-GEMM, output stage) launch this
  * way: each waits (griddep_wait) before it touches what an earlier kernel
  * writes, so its launch and prologue overlap the kernel before it. */
+/* The launch attribute that makes a launch a programmatic dependent one. */
+inline cudaLaunchAttribute pdl_attribute() {
+  cudaLaunchAttribute a = {};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
+
 template <typename... Params, typename... Args>
 inline cudaError_t launch_dependent(void (*kern)(Params...), dim3 grid,
                                     dim3 block, size_t smem, cudaStream_t s,
                                     bool pdl, Args &&...args) {
   cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;

@@ -485,17 +485,6 @@ size_t smem_for(int mb) { return smem_for_mb<K>(mb); }
 
 using namespace trellis::fused;
 
-/* 0 when the fused kernel has an image for the current device. */
-extern "C" int trellis_fused_check(void) {
-  cudaFuncAttributes attr;
-  const cudaError_t e = cudaFuncGetAttributes(&attr, kernel_for(1));
-  if (e != cudaSuccess)
-    return (int)e;
-  /* an image built for an older architecture (sm_80 on Hopper) loads, but
-   * its body is compiled out */
-  return attr.binaryVersion >= 90 ? 0 : (int)cudaErrorNoKernelImageForDevice;
-}
-
 /* Launch configuration of `strips` clusters of `cs` CTAs, and with `pdl`
  * programmatic stream serialisation (attr[2] must outlive cfg). */
 static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
@@ -507,9 +496,7 @@ static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
   attr[0].val.clusterDim.x = (unsigned)cs;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  attr[1] = cudaLaunchAttribute{};
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  attr[1] = trellis::pdl_attribute();
   cfg.gridDim = dim3((unsigned)(strips * cs));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;

@@ -11,15 +11,17 @@
 extern "C" {
 #endif
 
-/* 1 when this build's kernel image for the current device can take
- * programmatic dependent launches: the device is sm_90 or newer and the
- * image was compiled for it (an sm_80 image running on Hopper has no
- * griddepcontrol.wait, so launching it as a dependent would race). */
-int trellis_pdl_image(void);
+/* The architecture this build's kernel image for the current device was
+ * compiled for (cudaFuncAttributes::binaryVersion: 90 for sm_90/sm_90a),
+ * 0 when none loads. Every kernel is built for the same architectures, so
+ * one stands for all. An older image (sm_80 running on Hopper) loads but
+ * lacks what the newer kernels need: the fused kernel's body is compiled
+ * out and there is no griddepcontrol.wait. */
+int trellis_image_arch(void);
 
 /* Launchers taking `pdl` launch with programmatic stream serialisation when
- * it is set (only where trellis_pdl_image() says so): the kernel waits for
- * the stream's previous kernel before touching its data. */
+ * it is set (only on an sm_90 device running an sm_90 image): the kernel
+ * waits for the stream's previous kernel before touching its data. */
 
 /* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]); in_dtype/out_dtype
  * 0 = f16, 1 = bf16, 2 = f32. pre/post fp16 or NULL. cols % 128 == 0. */
@@ -59,7 +61,7 @@ typedef struct trellis_gemm_args {
   int splits;       /* k-splits (grid.y) */
   int kt_per_split; /* tile rows per split, multiple of 8 */
   int m_blocks;     /* 16-row blocks per CTA: 1, 2, 4 or 8 */
-  int pdl;          /* dependent launch (see trellis_pdl_image) */
+  int pdl;          /* dependent launch (see the launchers above) */
 } trellis_gemm_args;
 
 /* Dynamic shared memory the decode-GEMM needs for m_blocks (for attributes). */
@@ -101,7 +103,6 @@ int trellis_reconstruct_prepare(int bits, int codebook);
 #define TRELLIS_FUSED_LOCAL_ROWS 8
 /* CTAs of its one-m-block variant resident per SM (its launch bounds). */
 #define TRELLIS_FUSED_CTAS_PER_SM 3
-int trellis_fused_check(void);
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
 int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
                          const uint16_t *s_in, const uint16_t *s_out,

@@ -136,19 +136,15 @@ int launch_h128_in(const void *in, void *out, int out_dtype,
 
 } // namespace
 
-extern "C" int trellis_pdl_image(void) {
-  int dev = 0, major = 0;
+extern "C" int trellis_image_arch(void) {
   cudaFuncAttributes attr;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
-          cudaSuccess ||
-      cudaFuncGetAttributes(&attr, &h128_kernel<0, 0>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, &h128_kernel<0, 0>) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
   /* every kernel of the library is built for the same architectures, so
    * this one's image stands for all of them */
-  return major >= 9 && attr.binaryVersion >= 90;
+  return attr.binaryVersion;
 }
 
 extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out,

@@ -1,19 +1,7 @@
-/* Fused K6/MCG small-M path, host side: the image check behind the gate,
- * the per-plan flags, and the launch. Needs no workspace. */
+/* Fused K6/MCG small-M path, host side: the per-plan flags and the
+ * launch. Needs no workspace. */
 #include "plan/plan_internal.h"
 #include "cuda/kernels.h"
-
-/* Clusters and distributed shared memory need sm_90; the kernel image must
- * also exist for this device (the gate's "compiled for this arch"). */
-int trellis_fused_image_present(int cc_major) {
-  if (cc_major < 9)
-    return 0;
-  if (trellis_fused_check() != 0) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return 1;
-}
 
 /* One state per 128-k block of the input rotation, then a done counter. */
 size_t trellis_fused_lock_count(const trellis_weight *w) {

@@ -158,8 +158,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     free(p);
     return trellis_cuda_fail((cudaError_t)err, "plan create");
   }
-  p->fused_image = trellis_fused_image_present(p->cc_major);
-  p->pdl = trellis_pdl_image();
+  /* The fused kernel (clusters, distributed shared memory) and dependent
+   * launches (griddepcontrol) need sm_90 in the device and in the image
+   * that runs on it: the gate's "compiled for this arch". */
+  const int sm90_image = p->cc_major >= 9 && trellis_image_arch() >= 90;
+  p->fused_image = sm90_image;
+  p->pdl = sm90_image;
   /* Measured crossover (RESULTS.md). With the mma.sync decode-GEMM the
    * dense path is faster from m = 192. On Hopper (wgmma) the decode-GEMM
    * stays faster up to two m-blocks (256 rows) on layers with k >= 1024;

@@ -45,7 +45,6 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
 trellis_status trellis_cuda_fail(cudaError_t e, const char *what);
 
 /* Fused path (plan/fused.c). */
-int trellis_fused_image_present(int cc_major);
 size_t trellis_fused_lock_count(const trellis_weight *w);
 trellis_status trellis_fused_prepare(trellis_plan *plan);
 trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
