@@ -101,6 +101,25 @@ static void test_fused_local_rotation(void **state) {
   assert_false(trellis_layout_fused_local(1, 4096, 4096, 0, 132));
 }
 
+/* A local rotation is done before the ring where every CTA's rows x
+ * k-blocks fit the kernel's area (TRELLIS_FUSED_PRE_ROWS = 20). */
+static void test_fused_rotation_ahead(void **state) {
+  (void)state;
+  assert_int_equal(TRELLIS_FUSED_PRE_ROWS, 20);
+  /* 14336x4096, 9-CTA clusters: 13 k-blocks per CTA */
+  assert_true(trellis_layout_fused_ahead(1, 14336, 9));
+  assert_false(trellis_layout_fused_ahead(2, 14336, 9));
+  /* 4096x4096, 8-CTA clusters: 4 k-blocks; 20 and 32 rows x k-blocks */
+  assert_true(trellis_layout_fused_ahead(5, 4096, 8));
+  assert_false(trellis_layout_fused_ahead(8, 4096, 8));
+  /* 6144x1024, 16-CTA clusters: 3 k-blocks */
+  assert_true(trellis_layout_fused_ahead(2, 6144, 16));
+  assert_false(trellis_layout_fused_ahead(8, 6144, 16));
+  /* 8192x28672, 3-CTA clusters: 22 k-blocks; a bad cluster size */
+  assert_false(trellis_layout_fused_ahead(1, 8192, 3));
+  assert_false(trellis_layout_fused_ahead(1, 4096, 0));
+}
+
 /* Programmatic dependent launch where each CTA runs two or more k-blocks. */
 static void test_fused_dependent_launch(void **state) {
   (void)state;
@@ -175,6 +194,7 @@ int main(void) {
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_fused_local_rotation),
+      cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_dependent_launch),
       cmocka_unit_test(test_layout_generic),
       cmocka_unit_test(test_layout_callback_and_dense),

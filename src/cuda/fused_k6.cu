@@ -280,7 +280,8 @@ struct LocalRotation {
 };
 
 /* Up-front local rotation: where rows x stages of every CTA are at most
- * kPreRows, they are rotated once before the ring by all warps
+ * kPreRows (the plan decides, trellis_layout_fused_ahead), they are
+ * rotated once before the ring by all warps
  * (LocalRotation::rotate_ahead) and each stage only copies its rows from
  * there. Rotating a stage's rows as it enters the ring made one warp per
  * row and stage run ~60 instructions and five shuffle rounds longer than
@@ -288,7 +289,7 @@ struct LocalRotation {
  * m = 1: RESULTS.md). 20 rows of 256 bytes after the ring keep 3 CTAs per
  * SM. It is a kernel of its own (Ahead): compiled into the same kernel as
  * the other two forms it made the claiming form 2-4% slower. */
-constexpr int kPreRows = 20;
+constexpr int kPreRows = TRELLIS_FUSED_PRE_ROWS;
 constexpr int kPreBytes = kPreRows * 256;
 constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
 
@@ -567,7 +568,7 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
                                     uint16_t *rotated, void *y, int out_dtype,
                                     unsigned *flags, int64_t m, int64_t k,
                                     int64_t n, int m_blocks, int cluster,
-                                    int local, int pdl, void *stream) {
+                                    int rotation, int pdl, void *stream) {
   FusedParams p;
   p.trellis = trellis;
   p.x = x;
@@ -582,16 +583,16 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   p.n = n;
   p.in_dtype = in_dtype;
   p.out_dtype = out_dtype;
-  /* where the plan asks for it and the kernel can: one m-block of few
-   * rows, 16-bit x on 8-byte boundaries */
-  p.local = local && m_blocks == 1 && m <= kLocalRows && in_dtype != 2 &&
-            ((uintptr_t)x & 7) == 0;
+  /* local where the plan asks for it and the kernel can: one m-block of
+   * few rows, 16-bit x on 8-byte boundaries */
+  const bool can_local = m_blocks == 1 && m <= kLocalRows && in_dtype != 2 &&
+                         ((uintptr_t)x & 7) == 0;
+  const int mode = can_local ? rotation : TRELLIS_FUSED_CLAIMS;
+  p.local = mode != TRELLIS_FUSED_CLAIMS;
+  const bool ahead = mode == TRELLIS_FUSED_LOCAL_AHEAD;
   init_shifts(p.shifts);
   cudaLaunchConfig_t cfg;
   cudaLaunchAttribute attr[2];
-  /* every CTA's rows x k-blocks fit the up-front rotation's area */
-  const bool ahead =
-      p.local && m * ((k / 128 + cluster - 1) / cluster) <= kPreRows;
   cluster_config(cfg, attr, cluster, n / 128,
                  smem_for(m_blocks) + (ahead ? kPreBytes : 0), pdl,
                  (cudaStream_t)stream);

@@ -103,12 +103,24 @@ int trellis_reconstruct_prepare(int bits, int codebook);
 #define TRELLIS_FUSED_LOCAL_ROWS 8
 /* CTAs of its one-m-block variant resident per SM (its launch bounds). */
 #define TRELLIS_FUSED_CTAS_PER_SM 3
+/* Rows x k-blocks per CTA its up-front local rotation holds (kPreRows). */
+#define TRELLIS_FUSED_PRE_ROWS 20
+/* How the fused kernel rotates x (`rotation`): claims of 128-k blocks of
+ * the shared rotated buffer, locally in every CTA as stages enter the
+ * ring, or locally before the ring. The launcher falls back to claims
+ * where the kernel cannot rotate locally (more than one m-block or
+ * TRELLIS_FUSED_LOCAL_ROWS rows, f32 x, x not on 8-byte boundaries). */
+enum {
+  TRELLIS_FUSED_CLAIMS = 0,
+  TRELLIS_FUSED_LOCAL = 1,
+  TRELLIS_FUSED_LOCAL_AHEAD = 2
+};
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
 int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
                          const uint16_t *s_in, const uint16_t *s_out,
                          const uint16_t *bias, uint16_t *rotated, void *y,
                          int out_dtype, unsigned *flags, int64_t m, int64_t k,
-                         int64_t n, int m_blocks, int cluster, int local,
+                         int64_t n, int m_blocks, int cluster, int rotation,
                          int pdl, void *stream);
 
 #ifdef __cplusplus

@@ -26,13 +26,17 @@ trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
                                  cudaStream_t stream) {
   const int mb = trellis_layout_m_blocks(m);
   const int cluster = plan->fused_cluster[variant_index(mb)];
-  const int local = trellis_layout_fused_local(m, plan->w.k, plan->w.n, cluster,
-                                               plan->sm_count);
+  const int rotation = !trellis_layout_fused_local(m, plan->w.k, plan->w.n,
+                                                   cluster, plan->sm_count)
+                           ? TRELLIS_FUSED_CLAIMS
+                       : trellis_layout_fused_ahead(m, plan->w.k, cluster)
+                           ? TRELLIS_FUSED_LOCAL_AHEAD
+                           : TRELLIS_FUSED_LOCAL;
   const int pdl = plan->pdl && trellis_layout_fused_pdl(plan->w.k, cluster);
   const int err = trellis_launch_fused(
       plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out,
       plan->w.bias, (uint16_t *)rotated, y, (int)plan->desc.output_dtype,
-      plan->locks, m, plan->w.k, plan->w.n, mb, cluster, local, pdl, stream);
+      plan->locks, m, plan->w.k, plan->w.n, mb, cluster, rotation, pdl, stream);
   if (err)
     return trellis_cuda_fail((cudaError_t)err, "fused kernel launch");
   return TRELLIS_OK;

@@ -82,6 +82,17 @@ static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
          (rows <= 32 && ctas <= (int64_t)TRELLIS_FUSED_CTAS_PER_SM * sm_count);
 }
 
+/* Whether a local rotation (above) is done before the ring: where every
+ * CTA's rows x k-blocks fit the kernel's area for them
+ * (TRELLIS_FUSED_PRE_ROWS). Rotating each stage's rows as it enters the
+ * ring makes one warp per row late to the stage barrier (6-9% at m = 1 on
+ * the H200, RESULTS.md, eighth session). */
+static inline int trellis_layout_fused_ahead(int64_t m, int64_t k,
+                                             int cluster) {
+  return cluster >= 1 &&
+         m * trellis_layout_fused_stages(k, cluster) <= TRELLIS_FUSED_PRE_ROWS;
+}
+
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait). On the H200 that saved 4-13% at m = 1 and 8
