@@ -26,6 +26,15 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr,
   return (uint64_t)((addr >> 4) & 0x3FFFu) | (1ull << 16) |
          ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
 }
+/* desc with its start address advanced by `bytes` (a multiple of 16 that
+ * keeps the address inside shared memory, so the 14-bit field does not
+ * carry): one 32-bit add, where building each descriptor afresh from the
+ * address cost five uniform-datapath instructions per wgmma. */
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc,
+                                                       uint32_t bytes) {
+  const uint32_t lo = (uint32_t)desc + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
