@@ -115,8 +115,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4],
 /* Byte offset of activation (row r, k column col; col % 4 == 0) in a
  * stage's activation area. wgmma: 128-byte swizzle, K-major: two 64-k
  * halves of 16*MB rows of 128 B; the 16-byte chunk j of row r sits at
- * chunk j ^ (r % 8). mma.sync: rows of kApitch halves. */
-template <int MB> __device__ __forceinline__ uint32_t a_offset(int r, int col) {
+ * chunk j ^ (r % 8). mma.sync: rows of kApitch halves. Either way 16 rows
+ * further down is a constant step (a_step16). */
+template <int MB>
+__host__ __device__ constexpr uint32_t a_offset(int r, int col) {
   if constexpr (kWgmma) {
     const int c16 = col >> 3;
     return (uint32_t)((c16 >> 3) * 16 * MB * 128 + r * 128 +
@@ -125,6 +127,7 @@ template <int MB> __device__ __forceinline__ uint32_t a_offset(int r, int col) {
     return (uint32_t)((r * kApitch + col) * 2);
   }
 }
+template <int MB> constexpr uint32_t a_step16 = a_offset<MB>(16, 0);
 
 /* Per-thread cp.async streams of one CTA: the addresses of this thread's
  * 16-byte chunks of a stage are computed once; each issued stage only adds
@@ -134,12 +137,18 @@ template <int K, int MB> struct Loader {
   static constexpr int kWChunks = kSK * kRowBytes / 16; /* per stage */
   static constexpr int kWPer = (kWChunks + kThreads - 1) / kThreads;
   static constexpr int kAChunks = 16 * MB * 16; /* 16*MB rows x 128 k */
-  static constexpr int kAPer = (kAChunks + kThreads - 1) / kThreads;
+  static constexpr int kAPer = kAChunks / kThreads;
+  static_assert(kAChunks % kThreads == 0, "whole activation chunks");
 
   const char *wsrc[kWPer];
   uint32_t wdst[kWPer];
+  /* Activation chunk i of this thread is row 16 i + threadIdx.x / 16 of
+   * the stage, so its shared-memory offset is adst + i * a_step16: kept
+   * as one base, or the compiler rematerialises each chunk's swizzled
+   * offset every stage (~8 instructions a chunk: 64 a stage at eight
+   * m-blocks, where the registers are capped). */
   const char *asrc[kAPer];
-  uint32_t adst[kAPer];
+  uint32_t adst;
   uint32_t asize[kAPer]; /* 16, or 0 to zero-fill rows past m */
   int64_t wstride;       /* bytes between stages in the payload */
 
@@ -159,15 +168,14 @@ template <int K, int MB> struct Loader {
       wsrc[i] = wbase + r * row_stride + off;
       wdst[i] = (uint32_t)(r * kRowBytes + off);
     }
+    const int r0 = threadIdx.x >> 4, col = (threadIdx.x & 15) * 8;
+    adst = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r0, col);
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
-      int c = threadIdx.x + i * kThreads;
-      c = c < kAChunks ? c : kAChunks - 1;
-      const int r = c >> 4, col = (c & 15) * 8;
+      const int r = r0 + 16 * i;
       const bool valid = row0 + r < m;
       asrc[i] = reinterpret_cast<const char *>(
           rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
-      adst[i] = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r, col);
       asize[i] = valid ? 16u : 0u;
     }
   }
@@ -183,7 +191,7 @@ template <int K, int MB> struct Loader {
   __device__ __forceinline__ void issue_a(uint32_t stage) {
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
-      cp_async16_raw(stage + adst[i], asrc[i], asize[i]);
+      cp_async16_raw(stage + adst + i * a_step16<MB>, asrc[i], asize[i]);
       asrc[i] += 256;
     }
   }
