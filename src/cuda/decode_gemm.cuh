@@ -306,9 +306,11 @@ __device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
   /* Tiles per wgmma group: one fence, commit and wait per two tiles (one
    * group in flight while the next two decode). On the H200 pairs measured
    * 3-5% faster than single tiles at m <= 16 and 2-4% at m = 32 and 64;
-   * groups of four 1% slower than pairs. The 8-m-block variant has no
-   * registers for a second A set (148 with pairs: one CTA per SM). */
-  constexpr int kGroup = MB <= 4 ? 2 : 1;
+   * groups of four 1% slower than pairs. Not for the 8-m-block variant (148
+   * registers with pairs: one CTA per SM) nor for K <= 2, where pairs take
+   * the one-m-block kernel from 42 to 61 registers (5 to 4 CTAs per SM):
+   * +8% on 8192x28672, -7% on 28672x8192, single tiles -2% on both. */
+  constexpr int kGroup = MB <= 4 && K >= 3 ? 2 : 1;
 #pragma unroll
   for (int kr = 0; kr < kSK; kr += kGroup) {
     uint32_t a[kGroup][4];
