@@ -3,9 +3,9 @@
 # (VARIANTS, default "A B") with its configure arguments (A_ARGS, B_ARGS,
 # ..., e.g. -DCMAKE_CUDA_FLAGS=-DSOME_MACRO), then runs `trellis bench
 # ARGS...` for each variant in turn, ROUNDS times (default 2), and prints
-# each run's rows (k x n, M, path, graph us, cuBLAS us, speedup). A
-# variant's sources may come from another tree (A_SRC=base, e.g. an older
-# commit unpacked with `git archive REV | tar -x -C base`).
+# each run's rows (k x n-K<bits><codebook>, M, path, graph us, cuBLAS us,
+# speedup). A variant's sources may come from another tree (A_SRC=base,
+# e.g. an older commit unpacked with `git archive REV | tar -x -C base`).
 #   A_ARGS=... B_ARGS=... scripts/device-ab.sh 6144 1024 --m 1,4096
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,7 @@ for r in $(seq "${ROUNDS:-2}"); do
   for v in ${VARIANTS:-A B}; do
     echo "== $v round $r (${v}_ARGS: $(eval echo \${${v}_ARGS:-none}))"
     "build-ab-$v/trellis" bench "$@" 2>&1 |
-      awk -F"|" '/^\| [0-9]/ {print $2, $5, $6, $7, $11, $12, $13} /FAIL|error/'
+      awk -F"|" '/^\| [0-9]/ {s = $2 "-K" $3 $4; gsub(/ /, "", s);
+        print s, $5, $6, $7, $11, $12, $13} /FAIL|error/'
   done
 done
