@@ -2,6 +2,8 @@
 #ifndef TRELLIS_CUDA_COMMON_CUH
 #define TRELLIS_CUDA_COMMON_CUH
 
+#include "format/constants.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -10,23 +12,17 @@
 
 namespace trellis {
 
-/* r_scale = 1/sqrt(128) as fp32 0x3DB504F3, the constant of the format. */
+/* r_scale = 1/sqrt(128) as fp32, the constant of the format. */
 __device__ __forceinline__ float r_scale() {
-  return __uint_as_float(0x3DB504F3u);
+  return __uint_as_float(TRELLIS_R_SCALE_BITS);
 }
-
-/* Codebook multipliers, EXL3-FORMAT.md section 3. */
-constexpr uint32_t kMul3Inst = 89226354u;
-constexpr uint32_t kAdd3Inst = 64248484u;
-constexpr uint32_t kMulMcg = 0xCBAC1FEDu;
-constexpr uint32_t kMulMul1 = 0x83DCD12Du;
 
 __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
   uint32_t y;
-  /* (x & 0x8FFF8FFF) ^ 0x3B603B60 as one LOP3 (truth table 0x6a). */
+  /* (x & mask) ^ xor as one LOP3 (truth table 0x6a). */
   asm("lop3.b32 %0, %1, %2, %3, 0x6a;"
       : "=r"(y)
-      : "r"(x), "n"(0x8FFF8FFF), "n"(0x3B603B60));
+      : "r"(x), "n"(TRELLIS_LOP3_MASK), "n"(TRELLIS_LOP3_XOR));
   return y;
 }
 
@@ -35,8 +31,8 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
 template <int CB>
 __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
   static_assert(CB == 0 || CB == 1, "3INST and MCG only");
-  const uint32_t x =
-      (CB == 0) ? state * kMul3Inst + kAdd3Inst : state * kMulMcg;
+  const uint32_t x = (CB == 0) ? state * TRELLIS_MUL_3INST + TRELLIS_ADD_3INST
+                               : state * TRELLIS_MUL_MCG;
   return lop3_mask_xor(x);
 }
 
@@ -46,13 +42,13 @@ __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
 template <int CB>
 __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
   if constexpr (CB == 2) {
-    uint32_t x = state * kMulMul1;
-    /* h = fp16 bits 0x6400 + bytesum(x) = 1024 + S exactly. */
-    uint32_t h = __dp4a(x, 0x01010101u, 0x6400u); /* unsigned bytes */
-    const __half2 k_inv =
-        __halves2half2(__ushort_as_half(0x1EEE), __ushort_as_half(0x1EEE));
-    const __half2 bias =
-        __halves2half2(__ushort_as_half(0xC931), __ushort_as_half(0xC931));
+    uint32_t x = state * TRELLIS_MUL_MUL1;
+    /* h = fp16 bits ACC + bytesum(x) = 1024 + S exactly. */
+    uint32_t h = __dp4a(x, 0x01010101u, TRELLIS_MUL1_ACC); /* unsigned bytes */
+    const __half2 k_inv = __halves2half2(__ushort_as_half(TRELLIS_MUL1_K_INV),
+                                         __ushort_as_half(TRELLIS_MUL1_K_INV));
+    const __half2 bias = __halves2half2(__ushort_as_half(TRELLIS_MUL1_BIAS),
+                                        __ushort_as_half(TRELLIS_MUL1_BIAS));
     __half2 w = __hfma2(*reinterpret_cast<__half2 *>(&h), k_inv, bias);
     return *reinterpret_cast<uint32_t *>(&w);
   } else {
