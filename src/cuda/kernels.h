@@ -1,8 +1,13 @@
 /* Host-callable launchers of the CUDA kernels (C linkage). Each launches on
- * `stream` and returns a cudaError_t as int (0 = success). None allocates or
+ * `stream` and returns a cudaError_t as int (0 = success), or
+ * TRELLIS_KERNEL_UNSUPPORTED when this build has no kernel variant for the
+ * combination asked (the detail message names it). None allocates or
  * synchronises. */
 #ifndef TRELLIS_CUDA_KERNELS_H
 #define TRELLIS_CUDA_KERNELS_H
+
+#include "plan/kernel_config.h"
+#include "trellis.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +15,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define TRELLIS_KERNEL_UNSUPPORTED (-1)
 
 /* The architecture this build's kernel image for the current device was
  * compiled for (cudaFuncAttributes::binaryVersion: 90 for sm_90/sm_90a),
@@ -97,24 +104,9 @@ int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
 /* Checks the images and sets the attributes of the reconstruct kernels. */
 int trellis_reconstruct_prepare(int bits, int codebook);
 
-/* Fused K6/MCG path (fused_k6.cu). Up to this many rows (one m-block) the
- * kernel can rotate x inside every CTA (`local`, see LocalRotation). With
- * `pdl` it is launched with programmatic stream serialisation. */
-#define TRELLIS_FUSED_LOCAL_ROWS 8
-/* CTAs of its one-m-block variant resident per SM (its launch bounds). */
-#define TRELLIS_FUSED_CTAS_PER_SM 3
-/* Rows x k-blocks per CTA its up-front local rotation holds (kPreRows). */
-#define TRELLIS_FUSED_PRE_ROWS 20
-/* How the fused kernel rotates x (`rotation`): claims of 128-k blocks of
- * the shared rotated buffer, locally in every CTA as stages enter the
- * ring, or locally before the ring. The launcher falls back to claims
- * where the kernel cannot rotate locally (more than one m-block or
- * TRELLIS_FUSED_LOCAL_ROWS rows, f32 x, x not on 8-byte boundaries). */
-enum {
-  TRELLIS_FUSED_CLAIMS = 0,
-  TRELLIS_FUSED_LOCAL = 1,
-  TRELLIS_FUSED_LOCAL_AHEAD = 2
-};
+/* Fused K6/MCG path (fused_k6.cu); its limits and the rotation modes are
+ * in plan/kernel_config.h. With `pdl` it is launched with programmatic
+ * stream serialisation. */
 int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
 int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
                          const uint16_t *s_in, const uint16_t *s_out,

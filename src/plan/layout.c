@@ -11,13 +11,11 @@ static int carve(size_t *at, size_t bytes, size_t *off, size_t *len) {
 }
 
 int trellis_layout_m_blocks(int64_t m) {
-  if (m <= 16)
-    return 1;
-  if (m <= 32)
-    return 2;
-  if (m <= 64)
-    return 4;
-  return 8;
+  int i = 0;
+  while (i + 1 < TRELLIS_M_BLOCK_COUNT &&
+         16 * (int64_t)trellis_m_block_at(i) < m)
+    ++i;
+  return trellis_m_block_at(i);
 }
 
 /* k-splits, in whole stages of 8 tile rows: minimise waves x (stages per
@@ -29,8 +27,9 @@ static void choose_splits(const trellis_layout_params *p, int64_t m,
   const int64_t m_ctas = (m + 16 * m_blocks - 1) / (16 * m_blocks);
   const int64_t base = (p->n / 128) * m_ctas;
   const int64_t sms = p->sm_count > 0 ? p->sm_count : 132;
-  const int mbi = m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
-  const int64_t per_sm = p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
+  const int mbi = trellis_m_block_index(m_blocks);
+  const int64_t per_sm =
+      mbi >= 0 && p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
   const int64_t wave = sms * per_sm;
   int64_t want = p->split_k;
   if (want <= 0) {
