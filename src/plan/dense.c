@@ -184,7 +184,7 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
       err = trellis_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0,
                                            cols, p->s_out, what, bf, stream);
     if (err)
-      return trellis_cuda_fail((cudaError_t)err, "W_hat reconstruction");
+      return trellis_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;
     cublasStatus_t s = init_layouts(p, m, cols, &l);
     if (s)

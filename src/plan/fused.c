@@ -12,7 +12,7 @@ trellis_status trellis_fused_prepare(trellis_plan *plan) {
   int err =
       trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err,
+    return trellis_cuda_fail(err,
                              "plan prepare (fused kernel attributes)");
   return TRELLIS_OK;
 }
@@ -38,6 +38,6 @@ trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
       plan->w.bias, (uint16_t *)rotated, y, (int)plan->desc.output_dtype,
       plan->locks, m, plan->w.k, plan->w.n, mb, cluster, rotation, pdl, stream);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err, "fused kernel launch");
+    return trellis_cuda_fail(err, "fused kernel launch");
   return TRELLIS_OK;
 }

@@ -7,20 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-trellis_status trellis_cuda_fail(cudaError_t e, const char *what) {
-  (void)cudaGetLastError();
-  if (e == cudaErrorNoKernelImageForDevice ||
-      e == cudaErrorInvalidDeviceFunction)
-    return trellis_fail(TRELLIS_ERR_ARCH,
-                        "%s: libtrellis was not compiled for this GPU's "
-                        "architecture (%s)",
-                        what, cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: %s", what,
-                        cudaGetErrorString(e));
-  return trellis_fail(TRELLIS_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
-}
-
 static trellis_status check_desc(const trellis_plan_desc *d) {
   TRELLIS_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
   if (d->max_m < 1)
@@ -156,7 +142,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   int err = trellis_reconstruct_prepare(p->w.bits, (int)p->w.codebook);
   if (err) {
     free(p);
-    return trellis_cuda_fail((cudaError_t)err, "plan create");
+    return trellis_cuda_fail(err, "plan create");
   }
   /* The fused kernel (clusters, distributed shared memory) and dependent
    * launches (griddepcontrol) need sm_90 in the device and in the image
@@ -240,8 +226,7 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   int err = trellis_gemm_prepare(plan->w.bits, (int)plan->w.codebook,
                                  plan->desc.compute_dtype == TRELLIS_BF16);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err,
-                             "plan prepare (decode-GEMM attributes)");
+    return trellis_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
 
   /* Plan-owned device memory: expanded legacy signs and the fused path's
    * counters, zeroed once here (they reset themselves after each launch). */
@@ -261,11 +246,11 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
       return trellis_cuda_fail(e, "plan prepare: zeroing plan memory");
     if (in_bytes && (err = trellis_launch_expand_signs(
                          plan->w.su, (uint16_t *)base, (int64_t)k, NULL)))
-      return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding su");
+      return trellis_cuda_fail(err, "plan prepare: expanding su");
     if (out_bytes &&
         (err = trellis_launch_expand_signs(
              plan->w.sv, (uint16_t *)(base + off_out), (int64_t)n, NULL)))
-      return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding sv");
+      return trellis_cuda_fail(err, "plan prepare: expanding sv");
     plan->s_in = in_bytes ? (const uint16_t *)base : plan->w.suh;
     plan->s_out = out_bytes ? (const uint16_t *)(base + off_out) : plan->w.svh;
     plan->locks = plan->lock_count ? (unsigned *)(base + off_locks) : NULL;
@@ -328,7 +313,7 @@ static trellis_status workspace_error(const trellis_layout *lay,
 }
 
 static trellis_status launch_error(int err, const char *what) {
-  return trellis_cuda_fail((cudaError_t)err, what);
+  return trellis_cuda_fail(err, what);
 }
 
 /* Output stage of the generic and dense paths: partials -> y. */

@@ -3,6 +3,7 @@
 #define TRELLIS_PLAN_INTERNAL_H
 
 #include "core/internal.h"
+#include "plan/cuda_status.h"
 #include "plan/gate.h"
 #include "plan/layout.h"
 
@@ -41,8 +42,6 @@ struct trellis_plan {
 /* Path run() takes for m: the gate, then the dense crossover. */
 trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
                                    trellis_gate_reason *why);
-
-trellis_status trellis_cuda_fail(cudaError_t e, const char *what);
 
 /* Fused path (plan/fused.c). */
 size_t trellis_fused_lock_count(const trellis_weight *w);
