@@ -1,4 +1,5 @@
-/* Device queries, weight upload and the public H128 entry point. */
+/* The public GPU entry points outside the plan: device queries, weight
+ * upload and the library's H128 rotation. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
 
@@ -17,8 +18,6 @@ int trellis_cuda_device_count(void) {
   return count;
 }
 
-static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
-
 trellis_status trellis_weight_upload(const trellis_weight *host,
                                      trellis_weight *device) {
   if (!device)
@@ -33,10 +32,16 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   const size_t in_bytes = host->suh ? k * 2 : k / 16 * 2;
   const size_t out_bytes = host->svh ? n * 2 : n / 16 * 2;
   const size_t bias_bytes = host->bias ? n * 2 : 0;
-  size_t off_in = align256(payload);
-  size_t off_out = off_in + align256(in_bytes);
-  size_t off_bias = off_out + align256(out_bytes);
-  size_t total = off_bias + align256(bias_bytes);
+  /* one allocation: payload, then the vectors, each 256-byte aligned */
+  size_t at = 0, off_payload, off_in, off_out, off_bias;
+  if (!trellis_carve_size(&at, payload, 256, &off_payload) ||
+      !trellis_carve_size(&at, in_bytes, 256, &off_in) ||
+      !trellis_carve_size(&at, out_bytes, 256, &off_out) ||
+      !trellis_carve_size(&at, bias_bytes, 256, &off_bias))
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "weight upload: k = %lld, n = %lld: size overflows",
+                        (long long)host->k, (long long)host->n);
+  const size_t total = at;
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, total);
   if (e != cudaSuccess) {
@@ -49,7 +54,8 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  if ((e = cudaMemcpy(base, host->trellis, payload, cudaMemcpyHostToDevice)) ||
+  if ((e = cudaMemcpy(base + off_payload, host->trellis, payload,
+                      cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_in, src_in, in_bytes,
                       cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_out, src_out, out_bytes,
@@ -62,7 +68,7 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                         cudaGetErrorString(e));
   }
   *device = *host;
-  device->trellis = (const int16_t *)base;
+  device->trellis = (const int16_t *)(base + off_payload);
   device->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
   device->su = host->suh ? NULL : (const int16_t *)(base + off_in);
   device->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;
