@@ -115,8 +115,8 @@ trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
                         "h128: in and out must be 16-byte aligned and the "
                         "scales 8-byte aligned");
   /* an ordinary launch: the caller's stream order is not ours to relax */
-  int err = trellis_launch_h128(in, (int)in_dtype, out, (int)out_dtype,
-                                pre_scale, post_scale, rows, cols, 0, stream);
+  int err = trellis_launch_h128(in, in_dtype, out, out_dtype, pre_scale,
+                                post_scale, rows, cols, 0, stream);
   if (err)
     return trellis_fail(TRELLIS_ERR_CUDA, "h128 launch failed: %s",
                         cudaGetErrorString((cudaError_t)err));

@@ -139,7 +139,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     return trellis_cuda_fail(e, "querying the device");
   }
   /* Is there a kernel image for this GPU at all? */
-  int err = trellis_reconstruct_prepare(p->w.bits, (int)p->w.codebook);
+  int err = trellis_reconstruct_prepare(p->w.bits, p->w.codebook);
   if (err) {
     free(p);
     return trellis_cuda_fail(err, "plan create");
@@ -163,11 +163,9 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->lp.has_h128 = desc->h128 != NULL;
   p->lp.dense_direct = trellis_dense_direct(p);
   p->lp.dense_fold_input = trellis_dense_fold_input(p);
-  const int mbs[4] = {1, 2, 4, 8};
-  for (int i = 0; i < 4; ++i)
-    p->lp.ctas_per_sm[i] =
-        trellis_gemm_ctas_per_sm(p->w.bits, (int)p->w.codebook,
-                                 desc->compute_dtype == TRELLIS_BF16, mbs[i]);
+  for (int i = 0; i < TRELLIS_M_BLOCK_COUNT; ++i)
+    p->lp.ctas_per_sm[i] = trellis_gemm_ctas_per_sm(
+        p->w.bits, p->w.codebook, desc->compute_dtype, trellis_m_block_at(i));
   *out = p;
   return TRELLIS_OK;
 }
@@ -223,8 +221,8 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan prepare: current device %d is not the plan's device %d", dev,
         plan->device);
-  int err = trellis_gemm_prepare(plan->w.bits, (int)plan->w.codebook,
-                                 plan->desc.compute_dtype == TRELLIS_BF16);
+  int err = trellis_gemm_prepare(plan->w.bits, plan->w.codebook,
+                                 plan->desc.compute_dtype);
   if (err)
     return trellis_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
 
@@ -321,7 +319,7 @@ static trellis_status output_stage(const trellis_plan *p,
                                    const trellis_layout *lay, char *ws,
                                    int64_t m, void *y, cudaStream_t s) {
   const float *partial = (const float *)(ws + lay->partial_off);
-  const int ydt = (int)p->desc.output_dtype;
+  const trellis_dtype ydt = p->desc.output_dtype;
   int err;
   if (!p->desc.h128) {
     err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y,
@@ -384,8 +382,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                         "buffers.workspace is not %d-byte aligned",
                         TRELLIS_WS_ALIGN);
   char *ws = (char *)buffers->workspace;
-  const int bf = plan->desc.compute_dtype == TRELLIS_BF16;
-  const trellis_dtype rot_dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
+  const trellis_dtype rot_dt = plan->desc.compute_dtype; /* F16 or BF16 */
   int err;
   /* the dense path may fold the input rotation into its weight */
   const int fold_in = path == TRELLIS_PATH_DENSE &&
@@ -423,8 +420,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.k = plan->w.k;
     a.n = plan->w.n;
     a.bits = plan->w.bits;
-    a.codebook = (int)plan->w.codebook;
-    a.compute_bf16 = bf;
+    a.codebook = plan->w.codebook;
+    a.compute = plan->desc.compute_dtype;
     a.splits = lay.splits;
     a.kt_per_split = lay.kt_per_split;
     a.m_blocks = lay.m_blocks;

@@ -25,10 +25,10 @@ struct trellis_plan {
   int device;
   int sm_count, cc_major, cc_minor;
   int prepared;
-  int fused_image;      /* fused kernel image runs on this device */
-  int pdl;              /* kernels may be dependent launches (sm_90+ image) */
-  int fused_cluster[4]; /* cluster size per m-block variant 1, 2, 4, 8 */
-  int64_t dense_min_m;  /* generic path: dense (cuBLASLt) from this m */
+  int fused_image; /* fused kernel image runs on this device */
+  int pdl;         /* kernels may be dependent launches (sm_90+ image) */
+  int fused_cluster[TRELLIS_M_BLOCK_COUNT]; /* per m-block variant */
+  int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   trellis_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
