@@ -416,7 +416,11 @@ TRELLIS_API void trellis_plan_destroy(trellis_plan *plan);
 TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
                                               int64_t m,
                                               trellis_buffer_sizes *out);
-/* One-time host work: kernel attributes, occupancy, per-plan locks. */
+/* One-time host work: kernel attributes, occupancy, per-plan locks, the
+ * expansion of legacy signs. A second call after success does nothing; a
+ * failed call leaves nothing allocated, so it may be retried. It waits only
+ * for the work it launches itself (on a stream of its own), so the weight's
+ * data must be on the device when it is called. */
 TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
 /* Never allocates, synchronises or sets attributes; safe to capture into a
  * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE.

@@ -6,6 +6,7 @@
 #include "plan/cuda_status.h"
 #include "plan/gate.h"
 #include "plan/layout.h"
+#include "plan/prepare_fault.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -37,6 +38,7 @@ struct trellis_plan {
   cublasLtHandle_t lt;
   dense_algo algos[TRELLIS_DENSE_BUCKETS];
   int algo_count;
+  trellis_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
 
 /* Path run() takes for m: the gate, then the dense crossover. */
