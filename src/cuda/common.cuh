@@ -149,12 +149,12 @@ inline cudaError_t launch_dependent(void (*kern)(Params...), dim3 grid,
   return cudaLaunchKernelEx(&cfg, kern, std::forward<Args>(args)...);
 }
 
-/* Load element i of a row in dtype DT as float. */
+/* Load element i of a row in dtype DT (a trellis_dtype) as float. */
 template <int DT>
 __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
-  if constexpr (DT == 0)
+  if constexpr (DT == TRELLIS_F16)
     return __half2float(reinterpret_cast<const __half *>(p)[i]);
-  else if constexpr (DT == 1)
+  else if constexpr (DT == TRELLIS_BF16)
     return __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(p)[i]);
   else
     return reinterpret_cast<const float *>(p)[i];
@@ -162,9 +162,9 @@ __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
 
 template <int DT>
 __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
-  if constexpr (DT == 0)
+  if constexpr (DT == TRELLIS_F16)
     reinterpret_cast<__half *>(p)[i] = __float2half_rn(v);
-  else if constexpr (DT == 1)
+  else if constexpr (DT == TRELLIS_BF16)
     reinterpret_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
   else
     reinterpret_cast<float *>(p)[i] = v;
@@ -175,7 +175,7 @@ __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
 template <int DT>
 __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
                                                float (&v)[4]) {
-  if constexpr (DT == 2) {
+  if constexpr (DT == TRELLIS_F32) {
     const float4 f = *reinterpret_cast<const float4 *>(
         reinterpret_cast<const float *>(p) + i);
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
@@ -185,7 +185,7 @@ __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
     const uint32_t w[2] = {u.x, u.y};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if constexpr (DT == 0) {
+      if constexpr (DT == TRELLIS_F16) {
         const __half2 x = *reinterpret_cast<const __half2 *>(&w[h]);
         v[2 * h] = __low2float(x), v[2 * h + 1] = __high2float(x);
       } else {
@@ -197,12 +197,12 @@ __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
   }
 }
 
-/* Two floats as one word of fp16 (DT 0) or bf16 (DT 1), RNE, a in the low
+/* Two floats as one word of fp16 or bf16 (DT), RNE, a in the low
  * half. */
 template <int DT>
 __device__ __forceinline__ uint32_t pack2_from_float(float a, float b) {
-  static_assert(DT == 0 || DT == 1, "16-bit dtypes only");
-  if constexpr (DT == 0) {
+  static_assert(DT == TRELLIS_F16 || DT == TRELLIS_BF16, "16-bit dtypes only");
+  if constexpr (DT == TRELLIS_F16) {
     const __half2 x = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t *>(&x);
   } else {
@@ -214,7 +214,7 @@ __device__ __forceinline__ uint32_t pack2_from_float(float a, float b) {
 template <int DT>
 __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
                                                   const float (&v)[4]) {
-  if constexpr (DT == 2)
+  if constexpr (DT == TRELLIS_F32)
     *reinterpret_cast<float4 *>(reinterpret_cast<float *>(p) + i) =
         make_float4(v[0], v[1], v[2], v[3]);
   else
@@ -226,7 +226,7 @@ __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
 /* Four fp16 values (a scale vector) as floats. */
 __device__ __forceinline__ void load4_f16(const uint16_t *p, int64_t i,
                                           float (&v)[4]) {
-  load4_as_float<0>(p, i, v);
+  load4_as_float<TRELLIS_F16>(p, i, v);
 }
 
 /* H128 of one 128-element block held 4 per lane (elements 4t..4t+3) in a

@@ -49,9 +49,9 @@ struct FusedParams {
   void *y;
   unsigned *flags; /* [k/128] block states, then the done counter */
   int64_t m, k, n;
-  int in_dtype, out_dtype;
-  int local;        /* rotate x locally (see LocalRotation) */
-  HotShifts shifts; /* see tile_decode.cuh */
+  int in_dtype, out_dtype; /* trellis_dtype */
+  int local;               /* rotate x locally (see LocalRotation) */
+  HotShifts shifts;        /* see tile_decode.cuh */
 };
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
@@ -63,21 +63,22 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
   return v;
 }
 
+/* x and y in the dtype the plan gives at run time (a trellis_dtype) */
 __device__ __forceinline__ float load_x(const void *x, int dt, int64_t i) {
-  if (dt == 0)
-    return load_as_float<0>(x, i);
-  if (dt == 1)
-    return load_as_float<1>(x, i);
-  return load_as_float<2>(x, i);
+  if (dt == TRELLIS_F16)
+    return load_as_float<TRELLIS_F16>(x, i);
+  if (dt == TRELLIS_BF16)
+    return load_as_float<TRELLIS_BF16>(x, i);
+  return load_as_float<TRELLIS_F32>(x, i);
 }
 
 __device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
-  if (dt == 0)
-    store_from_float<0>(y, i, v);
-  else if (dt == 1)
-    store_from_float<1>(y, i, v);
+  if (dt == TRELLIS_F16)
+    store_from_float<TRELLIS_F16>(y, i, v);
+  else if (dt == TRELLIS_BF16)
+    store_from_float<TRELLIS_BF16>(y, i, v);
   else
-    store_from_float<2>(y, i, v);
+    store_from_float<TRELLIS_F32>(y, i, v);
 }
 
 /* One row of a 128-k block, 4 elements per lane (x and s_in in h): rounds
@@ -219,8 +220,8 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
 constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
-/* This lane's 4 elements of row r, k-block b, of x (fp16 or bf16, dt 0 / 1)
- * and of s_in, packed as loaded. */
+/* This lane's 4 elements of row r, k-block b, of x (TRELLIS_F16 or
+ * TRELLIS_BF16) and of s_in, packed as loaded. */
 struct RowSlice {
   uint2 xv, sv;
 };
@@ -239,8 +240,9 @@ __device__ __forceinline__ uint2 rotate_slice(const RowSlice &v, int dt,
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const uint32_t xb = (xw[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
-    h[e] = dt == 0 ? __half2float(__ushort_as_half((unsigned short)xb))
-                   : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
+    h[e] = dt == TRELLIS_F16
+               ? __half2float(__ushort_as_half((unsigned short)xb))
+               : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
     sc[e] = __half2float(
         __ushort_as_half((unsigned short)(sw[e >> 1] >> (16 * (e & 1)))));
   }
@@ -248,7 +250,7 @@ __device__ __forceinline__ uint2 rotate_slice(const RowSlice &v, int dt,
 }
 
 struct LocalRotation {
-  const uint16_t *x; /* fp16 or bf16 (dt 0 / 1), 8-byte aligned */
+  const uint16_t *x; /* TRELLIS_F16 or TRELLIS_BF16 (dt), 8-byte aligned */
   const uint16_t *s_in;
   int64_t k, b_begin;
   int m, dt;

@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(32 * kHadWarps)
   const int g = lane >> 2, q = lane & 3;
   const uint16_t *sv = post + n0 + jb * 128 + 2 * q;
   uint32_t *st0 = st + g * (kHadPitch / 2) + q, *st1 = st0 + 4 * kHadPitch;
-  constexpr int DT = BF16 ? 1 : 0;
+  constexpr int DT = BF16 ? TRELLIS_BF16 : TRELLIS_F16;
 #pragma unroll
   for (int u = 0; u < 8; ++u)
 #pragma unroll
@@ -336,10 +336,10 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
     for (int i = 0; i < 4; ++i) {
       const float x0 = z[t][i >> 1][2 * (i & 1)];
       const float x1 = z[t][i >> 1][2 * (i & 1) + 1];
-      hi[i] = pack2_from_float<0>(x0, x1);
+      hi[i] = pack2_from_float<TRELLIS_F16>(x0, x1);
       const float2 r =
           __half22float2(*reinterpret_cast<const __half2 *>(&hi[i]));
-      lo[i] = pack2_from_float<0>(x0 - r.x, x1 - r.y);
+      lo[i] = pack2_from_float<TRELLIS_F16>(x0 - r.x, x1 - r.y);
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const int64_t row = kb * 128 + r;
   const float rs =
       __fmul_rn(r_scale(), __half2float(__ushort_as_half(pre[row])));
-  constexpr int DT = BF16 ? 1 : 0;
+  constexpr int DT = BF16 ? TRELLIS_BF16 : TRELLIS_F16;
   uint16_t *out = dst + row * n_cols + jb * 128 + 8 * c;
 #pragma unroll
   for (int u = 0; u < 8; ++u) {

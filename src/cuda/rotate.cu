@@ -185,7 +185,8 @@ struct BiasConvert {
 
 extern "C" int trellis_image_arch(void) {
   cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, &h128_kernel<0, 0>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, &h128_kernel<TRELLIS_F16, TRELLIS_F16>) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
