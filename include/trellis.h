@@ -15,7 +15,8 @@
  *   - Structs the caller fills carry `struct_size` as their first member; set
  *     it with the matching *_init() call so newer libraries can grow them.
  *   - Objects the library owns are opaque (trellis_file, trellis_model,
- *     trellis_plan).
+ *     trellis_device_weight, trellis_plan) and freed by their own
+ *     *_close / *_destroy call, which accepts NULL.
  */
 #ifndef TRELLIS_H
 #define TRELLIS_H
@@ -39,13 +40,15 @@ extern "C" {
 /* Version                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* 0.2.0: an uploaded weight is an opaque trellis_device_weight with its own
+ * destroy (trellis_weight_free_device is gone). */
 #define TRELLIS_VERSION_MAJOR 0
-#define TRELLIS_VERSION_MINOR 1
+#define TRELLIS_VERSION_MINOR 2
 #define TRELLIS_VERSION_PATCH 0
 #define TRELLIS_VERSION_NUMBER                                                 \
   (TRELLIS_VERSION_MAJOR * 10000 + TRELLIS_VERSION_MINOR * 100 +               \
    TRELLIS_VERSION_PATCH)
-#define TRELLIS_VERSION_STRING "0.1.0"
+#define TRELLIS_VERSION_STRING "0.2.0"
 
 /* TRELLIS_VERSION_NUMBER of the library actually linked. */
 TRELLIS_API int trellis_version_number(void);
@@ -309,12 +312,24 @@ TRELLIS_API int trellis_cuda_built(void);
 /* Number of usable CUDA devices (0 when none or built without CUDA). */
 TRELLIS_API int trellis_cuda_device_count(void);
 
+/* A weight uploaded to the device: it owns one device allocation holding
+ * the payload, the scale or sign vectors and the bias. */
+typedef struct trellis_device_weight trellis_device_weight;
+
 /* Copies a host weight to one device allocation on the current device and
- * fills `device` with device pointers (legacy su/sv are kept as given). Free
- * with trellis_weight_free_device(). */
+ * returns its handle in *out (NULL on failure). The host weight is not kept.
+ * Destroy the handle after every plan that uses its view. */
 TRELLIS_API trellis_status trellis_weight_upload(const trellis_weight *host,
-                                                 trellis_weight *device);
-TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
+                                                 trellis_device_weight **out);
+/* The uploaded weight as a trellis_weight of device pointers (legacy su/sv
+ * kept as given), what trellis_plan_create takes. Owned by the handle and
+ * valid until it is destroyed. NULL for NULL or for a pointer that is not a
+ * live handle (trellis_last_error says which). */
+TRELLIS_API const trellis_weight *
+trellis_device_weight_view(const trellis_device_weight *dw);
+/* Frees the handle and its device memory. NULL is a no-op; a pointer that
+ * is not a live handle is left alone (trellis_last_error says so). */
+TRELLIS_API void trellis_device_weight_destroy(trellis_device_weight *dw);
 
 /* ------------------------------------------------------------------------ */
 /* GPU: plan / prepare / run                                                 */
@@ -404,10 +419,13 @@ typedef struct trellis_buffers {
 
 TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
 
-/* The weight's pointers must be device memory and stay valid for the plan's
- * life; the payload 16-byte aligned, suh/svh/bias 8-byte aligned (the
- * kernels read them four at a time; trellis_weight_upload aligns all of
- * them). Uses the current CUDA device. */
+/* The weight's pointers must be device memory, the payload 16-byte aligned,
+ * suh/svh/bias 8-byte aligned (the kernels read them four at a time;
+ * trellis_weight_upload aligns all of them). The plan copies the struct but
+ * BORROWS the memory it points to: the caller keeps it alive and unchanged
+ * for the plan's life (a trellis_device_weight_view of a handle destroyed
+ * after the plan, or memory the caller owns, e.g. a framework tensor's).
+ * Uses the current CUDA device. */
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);
@@ -416,7 +434,11 @@ TRELLIS_API void trellis_plan_destroy(trellis_plan *plan);
 TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
                                               int64_t m,
                                               trellis_buffer_sizes *out);
-/* One-time host work: kernel attributes, occupancy, per-plan locks. */
+/* One-time host work: kernel attributes, occupancy, per-plan locks, the
+ * expansion of legacy signs. A second call after success does nothing; a
+ * failed call leaves nothing allocated, so it may be retried. It waits only
+ * for the work it launches itself (on a stream of its own), so the weight's
+ * data must be on the device when it is called. */
 TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
 /* Never allocates, synchronises or sets attributes; safe to capture into a
  * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE.

@@ -267,8 +267,9 @@ static void test_two_plans_two_streams(void **state) {
   void *x2 = rand_input(m, w.w.k, TRELLIS_F16, 701);
   float *r1 = cpu_ref(&w.w, x1, TRELLIS_F16, m, TRELLIS_F32);
   float *r2 = cpu_ref(&w.w, x2, TRELLIS_F16, m, TRELLIS_F32);
-  trellis_weight dw;
-  OK(trellis_weight_upload(&w.w, &dw));
+  trellis_device_weight *dwh;
+  OK(trellis_weight_upload(&w.w, &dwh));
+  const trellis_weight *dw = trellis_device_weight_view(dwh);
   trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F32, 0);
   trellis_plan *p[2];
   trellis_buffers b[2];
@@ -276,7 +277,7 @@ static void test_two_plans_two_streams(void **state) {
   cudaStream_t s[2];
   const void *xs[2] = {x1, x2};
   for (int i = 0; i < 2; ++i) {
-    OK(trellis_plan_create(&dw, &d, &p[i]));
+    OK(trellis_plan_create(dw, &d, &p[i]));
     OK(trellis_plan_prepare(p[i]));
     trellis_buffer_sizes sz;
     OK(trellis_plan_query(p[i], m, &sz));
@@ -309,7 +310,7 @@ static void test_two_plans_two_streams(void **state) {
     cudaFree(dy[i]);
     CK(cudaStreamDestroy(s[i]));
   }
-  OK(trellis_weight_free_device(&dw));
+  trellis_device_weight_destroy(dwh);
   free(r1);
   free(r2);
   free(x1);

@@ -156,7 +156,8 @@ static inline void *dev_copy(const void *host, size_t bytes) {
 
 /* A prepared plan with device buffers sized for max_m. */
 typedef struct grun {
-  trellis_weight dw;
+  trellis_device_weight *dwh;
+  trellis_weight dw; /* its view */
   trellis_plan *plan;
   trellis_plan_desc desc;
   trellis_buffers b;
@@ -178,7 +179,8 @@ static inline void grun_buffers(grun *g, int64_t m) {
 static inline void grun_open(grun *g, const trellis_weight *host,
                              const trellis_plan_desc *desc) {
   memset(g, 0, sizeof *g);
-  OK(trellis_weight_upload(host, &g->dw));
+  OK(trellis_weight_upload(host, &g->dwh));
+  g->dw = *trellis_device_weight_view(g->dwh);
   g->desc = *desc;
   g->max_m = desc->max_m;
   OK(trellis_plan_create(&g->dw, desc, &g->plan));
@@ -206,7 +208,7 @@ static inline void grun_open(grun *g, const trellis_weight *host,
 
 static inline void grun_close(grun *g) {
   trellis_plan_destroy(g->plan);
-  OK(trellis_weight_free_device(&g->dw));
+  trellis_device_weight_destroy(g->dwh);
   cudaFree(g->b.rotated);
   cudaFree(g->b.workspace);
   cudaFree(g->dx);

@@ -117,7 +117,7 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                         ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
                         ((uint64_t)cb << 48);
   host_layer hl = {0};
-  trellis_weight *dw = NULL;
+  trellis_device_weight **dw = NULL;
   trellis_plan **plans = NULL;
   trellis_buffers b;
   void *x = NULL, *y = NULL;
@@ -143,14 +143,14 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   BENCH_ALLOC(dw, copies);
   BENCH_ALLOC(plans, copies);
   for (int i = 0; i < copies; i++) {
-    trellis_weight_init(&dw[i]);
     BENCH_TRELLIS(trellis_weight_upload(&hl.w, &dw[i]));
     uploaded = i + 1;
   }
   BENCH_CUDA(cudaDeviceSynchronize()); /* uploads done before the refills */
   for (int i = 1; i < copies; i++)
-    BENCH_KERNEL(trellis_bench_fill((uint16_t *)dw[i].trellis, payload / 2,
-                                    seed + (uint64_t)i, 0, stream));
+    BENCH_KERNEL(trellis_bench_fill(
+        (uint16_t *)trellis_device_weight_view(dw[i])->trellis, payload / 2,
+        seed + (uint64_t)i, 0, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   trellis_plan_desc desc;
   trellis_plan_desc_init(&desc);
@@ -159,7 +159,8 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   desc.output_dtype = TRELLIS_F16;
   desc.flags = o->flags;
   for (int i = 0; i < copies; i++) {
-    BENCH_TRELLIS(trellis_plan_create(&dw[i], &desc, &plans[i]));
+    BENCH_TRELLIS(trellis_plan_create(trellis_device_weight_view(dw[i]), &desc,
+                                      &plans[i]));
     BENCH_TRELLIS(trellis_plan_prepare(plans[i]));
   }
   BENCH_CUDA(cudaDeviceSynchronize()); /* anything prepare queued elsewhere */
@@ -295,7 +296,7 @@ done:
     for (int i = 0; i < copies; i++)
       trellis_plan_destroy(plans[i]);
   for (int i = 0; i < uploaded; i++)
-    trellis_weight_free_device(&dw[i]);
+    trellis_device_weight_destroy(dw[i]);
   free(plans);
   free(dw);
   cudaFree(b.rotated);

@@ -11,7 +11,7 @@
 #include <cuda_runtime.h>
 
 struct cli_gpu {
-  trellis_weight dev_w; /* device copy of the weight */
+  trellis_device_weight *dev_w; /* device copy of the weight */
   trellis_plan *plan;
   cudaStream_t stream;
   trellis_dtype x_dtype, y_dtype;
@@ -47,7 +47,6 @@ int cli_gpu_open(const trellis_weight *host, int64_t max_m,
   g->k = host->k;
   g->n = host->n;
   g->max_m = max_m;
-  trellis_weight_init(&g->dev_w);
   trellis_clear_error();
   trellis_status st = trellis_weight_upload(host, &g->dev_w);
   if (st != TRELLIS_OK) {
@@ -59,7 +58,8 @@ int cli_gpu_open(const trellis_weight *host, int64_t max_m,
   desc.max_m = max_m;
   desc.input_dtype = x_dtype;
   desc.output_dtype = y_dtype;
-  st = trellis_plan_create(&g->dev_w, &desc, &g->plan);
+  st = trellis_plan_create(trellis_device_weight_view(g->dev_w), &desc,
+                           &g->plan);
   if (st == TRELLIS_OK)
     st = trellis_plan_prepare(g->plan);
   if (st != TRELLIS_OK) {
@@ -190,7 +190,7 @@ void cli_gpu_close(cli_gpu *g) {
   if (g->stream)
     cudaStreamDestroy(g->stream);
   trellis_plan_destroy(g->plan);
-  trellis_weight_free_device(&g->dev_w);
+  trellis_device_weight_destroy(g->dev_w);
   free(g);
 }
 

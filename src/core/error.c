@@ -86,17 +86,3 @@ trellis_status trellis_fail_prefix(trellis_status status, const char *fmt,
   last_message[used + 2 + len] = '\0';
   return status;
 }
-
-int trellis_mul_size(size_t a, size_t b, size_t *out) {
-  if (a != 0 && b > SIZE_MAX / a)
-    return 0;
-  *out = a * b;
-  return 1;
-}
-
-int trellis_add_size(size_t a, size_t b, size_t *out) {
-  if (b > SIZE_MAX - a)
-    return 0;
-  *out = a + b;
-  return 1;
-}

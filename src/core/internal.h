@@ -2,6 +2,7 @@
 #ifndef TRELLIS_INTERNAL_H
 #define TRELLIS_INTERNAL_H
 
+#include "core/size.h"
 #include "trellis.h"
 
 #include <stdarg.h>
@@ -28,10 +29,6 @@ trellis_status trellis_failv(trellis_status status, const char *fmt,
  * a file or tensor name to an error from below) and returns `status`. */
 trellis_status trellis_fail_prefix(trellis_status status, const char *fmt, ...)
     TRELLIS_PRINTF(2, 3);
-
-/* Overflow-checked size arithmetic: return 0 on overflow. */
-int trellis_mul_size(size_t a, size_t b, size_t *out);
-int trellis_add_size(size_t a, size_t b, size_t *out);
 
 #define TRELLIS_CHECK_STRUCT(ptr, type, what)                                  \
   do {                                                                         \

@@ -34,14 +34,9 @@ typedef struct workspace_layout {
 } workspace_layout;
 
 static int add_section(size_t *cursor, size_t count, size_t *offset) {
-  size_t bytes, end;
-  if (!trellis_mul_size(count, sizeof(float), &bytes) ||
-      !trellis_add_size(*cursor, bytes, &end) ||
-      !trellis_add_size(end, WS_ALIGN - 1, &end))
-    return 0;
-  *offset = *cursor;
-  *cursor = end & ~(size_t)(WS_ALIGN - 1);
-  return 1;
+  size_t bytes;
+  return trellis_mul_size(count, sizeof(float), &bytes) &&
+         trellis_carve_size(cursor, bytes, WS_ALIGN, offset);
 }
 
 static int plan_workspace(int64_t k, int64_t n, int64_t m,
@@ -55,6 +50,7 @@ static int plan_workspace(int64_t k, int64_t n, int64_t m,
       !add_section(&cursor, mn, &out->z) ||
       !add_section(&cursor, (size_t)k, &out->s_in) ||
       !add_section(&cursor, (size_t)n, &out->s_out) ||
+      !trellis_align_size(cursor, WS_ALIGN, &cursor) ||
       !trellis_add_size(cursor, WS_ALIGN - 1, &out->total))
     return 0;
   return 1;

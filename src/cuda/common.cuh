@@ -2,6 +2,8 @@
 #ifndef TRELLIS_CUDA_COMMON_CUH
 #define TRELLIS_CUDA_COMMON_CUH
 
+#include "format/constants.h"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -10,23 +12,17 @@
 
 namespace trellis {
 
-/* r_scale = 1/sqrt(128) as fp32 0x3DB504F3, the constant of the format. */
+/* r_scale = 1/sqrt(128) as fp32, the constant of the format. */
 __device__ __forceinline__ float r_scale() {
-  return __uint_as_float(0x3DB504F3u);
+  return __uint_as_float(TRELLIS_R_SCALE_BITS);
 }
-
-/* Codebook multipliers, EXL3-FORMAT.md section 3. */
-constexpr uint32_t kMul3Inst = 89226354u;
-constexpr uint32_t kAdd3Inst = 64248484u;
-constexpr uint32_t kMulMcg = 0xCBAC1FEDu;
-constexpr uint32_t kMulMul1 = 0x83DCD12Du;
 
 __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
   uint32_t y;
-  /* (x & 0x8FFF8FFF) ^ 0x3B603B60 as one LOP3 (truth table 0x6a). */
+  /* (x & mask) ^ xor as one LOP3 (truth table 0x6a). */
   asm("lop3.b32 %0, %1, %2, %3, 0x6a;"
       : "=r"(y)
-      : "r"(x), "n"(0x8FFF8FFF), "n"(0x3B603B60));
+      : "r"(x), "n"(TRELLIS_LOP3_MASK), "n"(TRELLIS_LOP3_XOR));
   return y;
 }
 
@@ -35,8 +31,8 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
 template <int CB>
 __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
   static_assert(CB == 0 || CB == 1, "3INST and MCG only");
-  const uint32_t x =
-      (CB == 0) ? state * kMul3Inst + kAdd3Inst : state * kMulMcg;
+  const uint32_t x = (CB == 0) ? state * TRELLIS_MUL_3INST + TRELLIS_ADD_3INST
+                               : state * TRELLIS_MUL_MCG;
   return lop3_mask_xor(x);
 }
 
@@ -46,13 +42,13 @@ __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
 template <int CB>
 __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
   if constexpr (CB == 2) {
-    uint32_t x = state * kMulMul1;
-    /* h = fp16 bits 0x6400 + bytesum(x) = 1024 + S exactly. */
-    uint32_t h = __dp4a(x, 0x01010101u, 0x6400u); /* unsigned bytes */
-    const __half2 k_inv =
-        __halves2half2(__ushort_as_half(0x1EEE), __ushort_as_half(0x1EEE));
-    const __half2 bias =
-        __halves2half2(__ushort_as_half(0xC931), __ushort_as_half(0xC931));
+    uint32_t x = state * TRELLIS_MUL_MUL1;
+    /* h = fp16 bits ACC + bytesum(x) = 1024 + S exactly. */
+    uint32_t h = __dp4a(x, 0x01010101u, TRELLIS_MUL1_ACC); /* unsigned bytes */
+    const __half2 k_inv = __halves2half2(__ushort_as_half(TRELLIS_MUL1_K_INV),
+                                         __ushort_as_half(TRELLIS_MUL1_K_INV));
+    const __half2 bias = __halves2half2(__ushort_as_half(TRELLIS_MUL1_BIAS),
+                                        __ushort_as_half(TRELLIS_MUL1_BIAS));
     __half2 w = __hfma2(*reinterpret_cast<__half2 *>(&h), k_inv, bias);
     return *reinterpret_cast<uint32_t *>(&w);
   } else {
@@ -153,12 +149,12 @@ inline cudaError_t launch_dependent(void (*kern)(Params...), dim3 grid,
   return cudaLaunchKernelEx(&cfg, kern, std::forward<Args>(args)...);
 }
 
-/* Load element i of a row in dtype DT as float. */
+/* Load element i of a row in dtype DT (a trellis_dtype) as float. */
 template <int DT>
 __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
-  if constexpr (DT == 0)
+  if constexpr (DT == TRELLIS_F16)
     return __half2float(reinterpret_cast<const __half *>(p)[i]);
-  else if constexpr (DT == 1)
+  else if constexpr (DT == TRELLIS_BF16)
     return __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(p)[i]);
   else
     return reinterpret_cast<const float *>(p)[i];
@@ -166,9 +162,9 @@ __device__ __forceinline__ float load_as_float(const void *p, int64_t i) {
 
 template <int DT>
 __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
-  if constexpr (DT == 0)
+  if constexpr (DT == TRELLIS_F16)
     reinterpret_cast<__half *>(p)[i] = __float2half_rn(v);
-  else if constexpr (DT == 1)
+  else if constexpr (DT == TRELLIS_BF16)
     reinterpret_cast<__nv_bfloat16 *>(p)[i] = __float2bfloat16_rn(v);
   else
     reinterpret_cast<float *>(p)[i] = v;
@@ -179,7 +175,7 @@ __device__ __forceinline__ void store_from_float(void *p, int64_t i, float v) {
 template <int DT>
 __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
                                                float (&v)[4]) {
-  if constexpr (DT == 2) {
+  if constexpr (DT == TRELLIS_F32) {
     const float4 f = *reinterpret_cast<const float4 *>(
         reinterpret_cast<const float *>(p) + i);
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
@@ -189,7 +185,7 @@ __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
     const uint32_t w[2] = {u.x, u.y};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if constexpr (DT == 0) {
+      if constexpr (DT == TRELLIS_F16) {
         const __half2 x = *reinterpret_cast<const __half2 *>(&w[h]);
         v[2 * h] = __low2float(x), v[2 * h + 1] = __high2float(x);
       } else {
@@ -201,12 +197,12 @@ __device__ __forceinline__ void load4_as_float(const void *p, int64_t i,
   }
 }
 
-/* Two floats as one word of fp16 (DT 0) or bf16 (DT 1), RNE, a in the low
+/* Two floats as one word of fp16 or bf16 (DT), RNE, a in the low
  * half. */
 template <int DT>
 __device__ __forceinline__ uint32_t pack2_from_float(float a, float b) {
-  static_assert(DT == 0 || DT == 1, "16-bit dtypes only");
-  if constexpr (DT == 0) {
+  static_assert(DT == TRELLIS_F16 || DT == TRELLIS_BF16, "16-bit dtypes only");
+  if constexpr (DT == TRELLIS_F16) {
     const __half2 x = __floats2half2_rn(a, b);
     return *reinterpret_cast<const uint32_t *>(&x);
   } else {
@@ -218,7 +214,7 @@ __device__ __forceinline__ uint32_t pack2_from_float(float a, float b) {
 template <int DT>
 __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
                                                   const float (&v)[4]) {
-  if constexpr (DT == 2)
+  if constexpr (DT == TRELLIS_F32)
     *reinterpret_cast<float4 *>(reinterpret_cast<float *>(p) + i) =
         make_float4(v[0], v[1], v[2], v[3]);
   else
@@ -230,7 +226,7 @@ __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
 /* Four fp16 values (a scale vector) as floats. */
 __device__ __forceinline__ void load4_f16(const uint16_t *p, int64_t i,
                                           float (&v)[4]) {
-  load4_as_float<0>(p, i, v);
+  load4_as_float<TRELLIS_F16>(p, i, v);
 }
 
 /* H128 of one 128-element block held 4 per lane (elements 4t..4t+3) in a

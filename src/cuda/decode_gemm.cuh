@@ -10,6 +10,7 @@
 #define TRELLIS_CUDA_DECODE_GEMM_CUH
 
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "kernels.h"
 #include "tile_decode.cuh"
 #include "wgmma.cuh"
@@ -71,20 +72,6 @@ template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
 __device__ __forceinline__ char *ring_base(char *smem) {
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
   return smem + ((kRingAlign - (s & (kRingAlign - 1))) & (kRingAlign - 1));
-}
-
-/* Dynamic shared memory of the m_blocks variant (runtime m_blocks). */
-template <int K> inline size_t smem_for_mb(int mb) {
-  switch (mb) {
-  case 1:
-    return smem_bytes<K, 1>();
-  case 2:
-    return smem_bytes<K, 2>();
-  case 4:
-    return smem_bytes<K, 4>();
-  default:
-    return smem_bytes<K, 8>();
-  }
 }
 
 struct Params {
@@ -495,102 +482,48 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   }
 }
 
-/* Per-bitrate entry points, one translation unit per K (gemm_k<K>.cu) so
- * the 24 variants of each K compile in parallel. */
-template <int K> struct Variants {
-  template <int CB, bool BF16, int MB> static int prepare_one() {
-    auto kern = &dq_gemm_kernel<K, CB, MB, BF16>;
+/* The decode-GEMM family (see dispatch.cuh). Its variants are spread over
+ * eight translation units by bitrate (gemm_k1.cu .. gemm_k8.cu, units 0..7)
+ * so that they compile in parallel. */
+struct Gemm {
+  static constexpr const char *kName = "decode-GEMM";
+  using Axes = dispatch::Axes<dispatch::BitsAxis, dispatch::CodebookAxis,
+                              dispatch::ComputeAxis, dispatch::MBlocksAxis>;
+  static constexpr int kUnits = 8;
+  struct Args {
+    const Params *p; /* launch */
+    dim3 grid;
+    cudaStream_t stream;
+    int regs;    /* query: registers per thread */
+    size_t smem; /* query: dynamic shared memory */
+  };
+  template <int K, int CB, int DT, int MB> static auto kernel() {
+    return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16>;
+  }
+  template <int K, int CB, int DT, int MB> static int prepare(Args &) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kern);
+    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB>());
     if (e != cudaSuccess)
       return (int)e;
     return (int)cudaFuncSetAttribute(
-        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<K, MB>());
+        kernel<K, CB, DT, MB>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+        smem_bytes<K, MB>());
   }
-  template <int CB, bool BF16> static int prepare_cb() {
-    int e;
-    if ((e = prepare_one<CB, BF16, 1>()) || (e = prepare_one<CB, BF16, 2>()) ||
-        (e = prepare_one<CB, BF16, 4>()) || (e = prepare_one<CB, BF16, 8>()))
-      return e;
-    return 0;
+  template <int K, int CB, int DT, int MB> static int launch(Args &a) {
+    return (int)launch_dependent(kernel<K, CB, DT, MB>(), a.grid,
+                                 dim3(kThreads), smem_bytes<K, MB>(), a.stream,
+                                 a.p->pdl != 0, *a.p);
   }
-  static int prepare(int cb, int bf) {
-    if (cb == 0)
-      return bf ? prepare_cb<0, true>() : prepare_cb<0, false>();
-    if (cb == 1)
-      return bf ? prepare_cb<1, true>() : prepare_cb<1, false>();
-    return bf ? prepare_cb<2, true>() : prepare_cb<2, false>();
-  }
-  template <int CB, bool BF16, int MB>
-  static int launch_one(const Params &p, dim3 grid, cudaStream_t s) {
-    return (int)launch_dependent(&dq_gemm_kernel<K, CB, MB, BF16>, grid,
-                                 dim3(kThreads), smem_bytes<K, MB>(), s,
-                                 p.pdl != 0, p);
-  }
-  template <int CB, bool BF16>
-  static int launch_cb(int mb, const Params &p, dim3 grid, cudaStream_t s) {
-    switch (mb) {
-    case 1:
-      return launch_one<CB, BF16, 1>(p, grid, s);
-    case 2:
-      return launch_one<CB, BF16, 2>(p, grid, s);
-    case 4:
-      return launch_one<CB, BF16, 4>(p, grid, s);
-    default:
-      return launch_one<CB, BF16, 8>(p, grid, s);
-    }
-  }
-  static int launch(int cb, int bf, int mb, const Params &p, dim3 grid,
-                    cudaStream_t s) {
-    if (cb == 0)
-      return bf ? launch_cb<0, true>(mb, p, grid, s)
-                : launch_cb<0, false>(mb, p, grid, s);
-    if (cb == 1)
-      return bf ? launch_cb<1, true>(mb, p, grid, s)
-                : launch_cb<1, false>(mb, p, grid, s);
-    return bf ? launch_cb<2, true>(mb, p, grid, s)
-              : launch_cb<2, false>(mb, p, grid, s);
-  }
-  template <int CB, bool BF16, int MB> static int regs_one() {
+  template <int K, int CB, int DT, int MB> static int query(Args &a) {
+    a.smem = smem_bytes<K, MB>();
     cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, &dq_gemm_kernel<K, CB, MB, BF16>) !=
-        cudaSuccess)
-      return -1;
-    return attr.numRegs;
+    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB>());
+    a.regs = e == cudaSuccess ? attr.numRegs : -1;
+    return (int)e;
   }
-  template <int CB, bool BF16> static int regs_cb(int mb) {
-    return mb == 1   ? regs_one<CB, BF16, 1>()
-           : mb == 2 ? regs_one<CB, BF16, 2>()
-           : mb == 4 ? regs_one<CB, BF16, 4>()
-                     : regs_one<CB, BF16, 8>();
-  }
-  static int regs(int cb, int bf, int mb) {
-    if (cb == 0)
-      return bf ? regs_cb<0, true>(mb) : regs_cb<0, false>(mb);
-    if (cb == 1)
-      return bf ? regs_cb<1, true>(mb) : regs_cb<1, false>(mb);
-    return bf ? regs_cb<2, true>(mb) : regs_cb<2, false>(mb);
-  }
-  static size_t smem(int mb) { return smem_for_mb<K>(mb); }
 };
 
 } // namespace gemm
 } // namespace trellis
-
-#define TRELLIS_GEMM_DEFINE_K(K)                                               \
-  extern "C" int trellis_gemm_prepare_k##K(int cb, int bf) {                   \
-    return trellis::gemm::Variants<K>::prepare(cb, bf);                        \
-  }                                                                            \
-  extern "C" int trellis_gemm_launch_k##K(                                     \
-      int cb, int bf, int mb, const void *p, dim3 grid, cudaStream_t s) {      \
-    return trellis::gemm::Variants<K>::launch(                                 \
-        cb, bf, mb, *static_cast<const trellis::gemm::Params *>(p), grid, s);  \
-  }                                                                            \
-  extern "C" size_t trellis_gemm_smem_k##K(int mb) {                           \
-    return trellis::gemm::Variants<K>::smem(mb);                               \
-  }                                                                            \
-  extern "C" int trellis_gemm_regs_k##K(int cb, int bf, int mb) {              \
-    return trellis::gemm::Variants<K>::regs(cb, bf, mb);                       \
-  }
 
 #endif

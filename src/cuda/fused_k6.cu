@@ -27,19 +27,19 @@ namespace fused {
 
 using namespace trellis::gemm;
 
-constexpr int K = 6;
-/* Largest cluster prepare picks: 16 (the non-portable limit) for the
- * one-m-block variant, 8 for the others. 16-CTA clusters pack into the
- * GPCs badly, but where the model still picks them they measured 5-11%
- * faster at m <= 8 and up to 12% slower at m = 128 than 8 (RESULTS.md). */
-constexpr int kMaxCluster = 16;
-__host__ __device__ constexpr int max_cluster(int mb) {
-  return mb == 1 ? kMaxCluster : 8;
+constexpr int K = TRELLIS_FUSED_BITS;
+/* Largest cluster prepare picks (plan/kernel_config.h): the non-portable
+ * limit for the one-m-block variant, the portable one for the others.
+ * 16-CTA clusters pack into the GPCs badly, but where the model still picks
+ * them they measured 5-11% faster at m <= 8 and up to 12% slower at m = 128
+ * than 8 (RESULTS.md). */
+constexpr int max_cluster(int mb) {
+  return mb == 1 ? TRELLIS_FUSED_MAX_CLUSTER : TRELLIS_FUSED_MAX_CLUSTER_WIDE;
 }
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
 [[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
 [[maybe_unused]] constexpr int CB =
-    1; /* unused where the body is compiled out */
+    TRELLIS_FUSED_CODEBOOK; /* unused where the body is compiled out */
 
 struct FusedParams {
   const int16_t *trellis;
@@ -49,9 +49,9 @@ struct FusedParams {
   void *y;
   unsigned *flags; /* [k/128] block states, then the done counter */
   int64_t m, k, n;
-  int in_dtype, out_dtype;
-  int local;        /* rotate x locally (see LocalRotation) */
-  HotShifts shifts; /* see tile_decode.cuh */
+  int in_dtype, out_dtype; /* trellis_dtype */
+  int local;               /* rotate x locally (see LocalRotation) */
+  HotShifts shifts;        /* see tile_decode.cuh */
 };
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
@@ -63,21 +63,22 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
   return v;
 }
 
+/* x and y in the dtype the plan gives at run time (a trellis_dtype) */
 __device__ __forceinline__ float load_x(const void *x, int dt, int64_t i) {
-  if (dt == 0)
-    return load_as_float<0>(x, i);
-  if (dt == 1)
-    return load_as_float<1>(x, i);
-  return load_as_float<2>(x, i);
+  if (dt == TRELLIS_F16)
+    return load_as_float<TRELLIS_F16>(x, i);
+  if (dt == TRELLIS_BF16)
+    return load_as_float<TRELLIS_BF16>(x, i);
+  return load_as_float<TRELLIS_F32>(x, i);
 }
 
 __device__ __forceinline__ void store_y(void *y, int dt, int64_t i, float v) {
-  if (dt == 0)
-    store_from_float<0>(y, i, v);
-  else if (dt == 1)
-    store_from_float<1>(y, i, v);
+  if (dt == TRELLIS_F16)
+    store_from_float<TRELLIS_F16>(y, i, v);
+  else if (dt == TRELLIS_BF16)
+    store_from_float<TRELLIS_BF16>(y, i, v);
   else
-    store_from_float<2>(y, i, v);
+    store_from_float<TRELLIS_F32>(y, i, v);
 }
 
 /* One row of a 128-k block, 4 elements per lane (x and s_in in h): rounds
@@ -219,8 +220,8 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
 constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
-/* This lane's 4 elements of row r, k-block b, of x (fp16 or bf16, dt 0 / 1)
- * and of s_in, packed as loaded. */
+/* This lane's 4 elements of row r, k-block b, of x (TRELLIS_F16 or
+ * TRELLIS_BF16) and of s_in, packed as loaded. */
 struct RowSlice {
   uint2 xv, sv;
 };
@@ -239,8 +240,9 @@ __device__ __forceinline__ uint2 rotate_slice(const RowSlice &v, int dt,
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const uint32_t xb = (xw[e >> 1] >> (16 * (e & 1))) & 0xFFFFu;
-    h[e] = dt == 0 ? __half2float(__ushort_as_half((unsigned short)xb))
-                   : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
+    h[e] = dt == TRELLIS_F16
+               ? __half2float(__ushort_as_half((unsigned short)xb))
+               : __uint_as_float(xb << 16); /* bf16 -> fp32 exact */
     sc[e] = __half2float(
         __ushort_as_half((unsigned short)(sw[e >> 1] >> (16 * (e & 1)))));
   }
@@ -248,7 +250,7 @@ __device__ __forceinline__ uint2 rotate_slice(const RowSlice &v, int dt,
 }
 
 struct LocalRotation {
-  const uint16_t *x; /* fp16 or bf16 (dt 0 / 1), 8-byte aligned */
+  const uint16_t *x; /* TRELLIS_F16 or TRELLIS_BF16 (dt), 8-byte aligned */
   const uint16_t *s_in;
   int64_t k, b_begin;
   int m, dt;
@@ -459,38 +461,10 @@ __global__ void __launch_bounds__(kThreads,
 #endif
 }
 
-template <int MB> const void *kernel_of() {
-  return (const void *)&fused_k6_kernel<MB, false>;
-}
-
-/* The up-front-rotation kernel (one m-block, see kPreRows). */
-const void *ahead_kernel() { return (const void *)&fused_k6_kernel<1, true>; }
-
-const void *kernel_for(int mb) {
-  switch (mb) {
-  case 1:
-    return kernel_of<1>();
-  case 2:
-    return kernel_of<2>();
-  case 4:
-    return kernel_of<4>();
-  default:
-    return kernel_of<8>();
-  }
-}
-
-size_t smem_for(int mb) { return smem_for_mb<K>(mb); }
-
-} // namespace fused
-} // namespace trellis
-
-using namespace trellis::fused;
-
 /* Launch configuration of `strips` clusters of `cs` CTAs, and with `pdl`
  * programmatic stream serialisation (attr[2] must outlive cfg). */
-static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
-                           int cs, int64_t strips, size_t smem, int pdl,
-                           cudaStream_t stream) {
+void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
+                    int64_t strips, size_t smem, int pdl, cudaStream_t stream) {
   cfg = cudaLaunchConfig_t{};
   attr[0] = cudaLaunchAttribute{};
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -512,37 +486,57 @@ static void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr,
  * 4-CTA clusters; 5 orders 4 vs 8 as measured on the three shapes tried. */
 constexpr int kRampStages = 5;
 
-/* Sets attributes of the four variants and picks each one's cluster size
- * cs in 1..max_cluster minimising waves x (k-blocks per CTA + ramp), where a
- * wave is what cudaOccupancyMaxActiveClusters says fits at once. Large clusters
- * split k finely but pack into GPCs less well; sizes that are not powers of two
- * (5, 6) often fit the wave count better and measured up to 17% faster. */
-extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
-                                             int cluster_out[4]) {
-  const int mbs[4] = {1, 2, 4, 8};
-  const int64_t strips = n / 128, kblocks = k / 128;
-  cudaError_t e;
-  if ((e = cudaFuncSetAttribute(ahead_kernel(),
-                                cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)(smem_for(1) + kPreBytes))) ||
-      (e = cudaFuncSetAttribute(
-           ahead_kernel(), cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
-    return (int)e;
-  for (int i = 0; i < 4; ++i) {
-    const void *kern = kernel_for(mbs[i]);
-    const size_t smem = smem_for(mbs[i]);
+/* Whether the kernel rotates x up front (the Ahead form, see kPreRows). */
+struct AheadAxis : dispatch::Axis<0, 1> {
+  static constexpr const char *kName = "ahead";
+};
+
+/* The fused kernel family (see dispatch.cuh). The up-front-rotation form
+ * exists for one m-block only. */
+struct Fused {
+  static constexpr const char *kName = "fused kernel";
+  using Axes = dispatch::Axes<dispatch::MBlocksAxis, AheadAxis>;
+  struct Args {
+    int64_t k, n;  /* prepare: the layer */
+    int cluster;   /* prepare: the size picked (not Ahead); launch */
+    FusedParams p; /* launch */
+    int pdl;
+    cudaStream_t stream;
+  };
+  template <int MB, int AHEAD> static constexpr bool exists() {
+    return !AHEAD || MB == 1;
+  }
+  template <int MB, int AHEAD> static const void *kernel() {
+    return (const void *)&fused_k6_kernel<MB, AHEAD != 0>;
+  }
+  template <int MB, int AHEAD> static constexpr size_t smem() {
+    return smem_bytes<K, MB>() + (AHEAD ? kPreBytes : 0);
+  }
+  /* Sets the attributes; for the ring-rotating forms picks the cluster
+   * size cs in 1..max_cluster minimising waves x (k-blocks per CTA +
+   * ramp), where a wave is what cudaOccupancyMaxActiveClusters says fits
+   * at once. Large clusters split k finely but pack into GPCs less well;
+   * sizes that are not powers of two (5, 6) often fit the wave count
+   * better and measured up to 17% faster. */
+  template <int MB, int AHEAD> static int prepare(Args &a) {
+    const void *kern = kernel<MB, AHEAD>();
+    constexpr size_t kSmem = smem<MB, AHEAD>();
+    cudaError_t e;
     if ((e = cudaFuncSetAttribute(
-             kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) ||
+             kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSmem)) ||
         (e = cudaFuncSetAttribute(
              kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)))
       return (int)e;
+    if constexpr (AHEAD)
+      return 0;
+    const int64_t strips = a.n / 128, kblocks = a.k / 128;
     int best = 1;
     int64_t best_cost = INT64_MAX;
-    for (int cs = 1; cs <= max_cluster(mbs[i]) && (cs == 1 || cs <= kblocks);
+    for (int cs = 1; cs <= max_cluster(MB) && (cs == 1 || cs <= kblocks);
          ++cs) {
       cudaLaunchConfig_t cfg;
       cudaLaunchAttribute attr[2];
-      cluster_config(cfg, attr, cs, strips, smem, 0, 0);
+      cluster_config(cfg, attr, cs, strips, kSmem, 0, 0);
       int clusters = 0;
       if (cudaOccupancyMaxActiveClusters(&clusters, kern, &cfg) !=
               cudaSuccess ||
@@ -557,19 +551,51 @@ extern "C" int trellis_fused_prepare_kernels(int64_t k, int64_t n,
         best = cs;
       }
     }
-    cluster_out[i] = best;
+    a.cluster = best;
+    return 0;
   }
-  return 0;
+  template <int MB, int AHEAD> static int launch(Args &a) {
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute attr[2];
+    cluster_config(cfg, attr, a.cluster, a.p.n / 128, smem<MB, AHEAD>(), a.pdl,
+                   a.stream);
+    void *args[] = {&a.p};
+    return (int)cudaLaunchKernelExC(&cfg, kernel<MB, AHEAD>(), args);
+  }
+};
+
+int run(dispatch::Op op, int m_blocks, int ahead, Fused::Args &a) {
+  return dispatch::run<Fused>(op, {m_blocks, ahead}, a);
 }
 
-extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
-                                    int in_dtype, const uint16_t *s_in,
-                                    const uint16_t *s_out, const uint16_t *bias,
-                                    uint16_t *rotated, void *y, int out_dtype,
-                                    unsigned *flags, int64_t m, int64_t k,
-                                    int64_t n, int m_blocks, int cluster,
-                                    int rotation, int pdl, void *stream) {
-  FusedParams p;
+} // namespace fused
+} // namespace trellis
+
+using namespace trellis::fused;
+
+extern "C" int
+trellis_fused_prepare_kernels(int64_t k, int64_t n,
+                              int cluster_out[TRELLIS_M_BLOCK_COUNT]) {
+  Fused::Args a = {};
+  a.k = k;
+  a.n = n;
+  int err = run(trellis::dispatch::Op::kPrepare, 1, 1, a);
+  for (int i = 0; !err && i < TRELLIS_M_BLOCK_COUNT; ++i) {
+    a.cluster = 1;
+    err = run(trellis::dispatch::Op::kPrepare, trellis_m_block_at(i), 0, a);
+    cluster_out[i] = a.cluster;
+  }
+  return err;
+}
+
+extern "C" int trellis_launch_fused(
+    const int16_t *trellis, const void *x, trellis_dtype in_dtype,
+    const uint16_t *s_in, const uint16_t *s_out, const uint16_t *bias,
+    uint16_t *rotated, void *y, trellis_dtype out_dtype, unsigned *flags,
+    int64_t m, int64_t k, int64_t n, int m_blocks, int cluster,
+    trellis_fused_rotation rotation, int pdl, void *stream) {
+  Fused::Args a = {};
+  FusedParams &p = a.p;
   p.trellis = trellis;
   p.x = x;
   p.s_in = s_in;
@@ -581,22 +607,19 @@ extern "C" int trellis_launch_fused(const int16_t *trellis, const void *x,
   p.m = m;
   p.k = k;
   p.n = n;
-  p.in_dtype = in_dtype;
-  p.out_dtype = out_dtype;
+  p.in_dtype = (int)in_dtype;
+  p.out_dtype = (int)out_dtype;
   /* local where the plan asks for it and the kernel can: one m-block of
    * few rows, 16-bit x on 8-byte boundaries */
-  const bool can_local = m_blocks == 1 && m <= kLocalRows && in_dtype != 2 &&
-                         ((uintptr_t)x & 7) == 0;
-  const int mode = can_local ? rotation : TRELLIS_FUSED_CLAIMS;
+  const bool can_local = m_blocks == 1 && m <= kLocalRows &&
+                         in_dtype != TRELLIS_F32 && ((uintptr_t)x & 7) == 0;
+  const trellis_fused_rotation mode =
+      can_local ? rotation : TRELLIS_FUSED_CLAIMS;
   p.local = mode != TRELLIS_FUSED_CLAIMS;
-  const bool ahead = mode == TRELLIS_FUSED_LOCAL_AHEAD;
   init_shifts(p.shifts);
-  cudaLaunchConfig_t cfg;
-  cudaLaunchAttribute attr[2];
-  cluster_config(cfg, attr, cluster, n / 128,
-                 smem_for(m_blocks) + (ahead ? kPreBytes : 0), pdl,
-                 (cudaStream_t)stream);
-  void *args[] = {&p};
-  return (int)cudaLaunchKernelExC(
-      &cfg, ahead ? ahead_kernel() : kernel_for(m_blocks), args);
+  a.cluster = cluster;
+  a.pdl = pdl;
+  a.stream = (cudaStream_t)stream;
+  return run(trellis::dispatch::Op::kLaunch, m_blocks,
+             mode == TRELLIS_FUSED_LOCAL_AHEAD, a);
 }

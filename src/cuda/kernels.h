@@ -1,8 +1,13 @@
 /* Host-callable launchers of the CUDA kernels (C linkage). Each launches on
- * `stream` and returns a cudaError_t as int (0 = success). None allocates or
+ * `stream` and returns a cudaError_t as int (0 = success), or
+ * TRELLIS_KERNEL_UNSUPPORTED when this build has no kernel variant for the
+ * combination asked (the detail message names it). None allocates or
  * synchronises. */
 #ifndef TRELLIS_CUDA_KERNELS_H
 #define TRELLIS_CUDA_KERNELS_H
+
+#include "plan/kernel_config.h"
+#include "trellis.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +15,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define TRELLIS_KERNEL_UNSUPPORTED (-1)
 
 /* The architecture this build's kernel image for the current device was
  * compiled for (cudaFuncAttributes::binaryVersion: 90 for sm_90/sm_90a),
@@ -23,18 +30,19 @@ int trellis_image_arch(void);
  * it is set (only on an sm_90 device running an sm_90 image): the kernel
  * waits for the stream's previous kernel before touching its data. */
 
-/* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]); in_dtype/out_dtype
- * 0 = f16, 1 = bf16, 2 = f32. pre/post fp16 or NULL. cols % 128 == 0. */
-int trellis_launch_h128(const void *in, int in_dtype, void *out, int out_dtype,
-                        const uint16_t *pre, const uint16_t *post, int64_t rows,
-                        int64_t cols, int pdl, void *stream);
+/* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]). pre/post fp16 or
+ * NULL. cols % 128 == 0. */
+int trellis_launch_h128(const void *in, trellis_dtype in_dtype, void *out,
+                        trellis_dtype out_dtype, const uint16_t *pre,
+                        const uint16_t *post, int64_t rows, int64_t cols,
+                        int pdl, void *stream);
 
 /* y[r][c] = RNE(H128blk(sum_s partial[s][r][:])[c] * svh[c] + bias[c]) --
  * the generic path's output stage: reduces split-K partials (fixed order),
  * rotates, scales and converts. bias may be NULL. */
 int trellis_launch_rot_out(const float *partial, int splits,
                            const uint16_t *svh, const uint16_t *bias, void *y,
-                           int y_dtype, int64_t m, int64_t n, int pdl,
+                           trellis_dtype y_dtype, int64_t m, int64_t n, int pdl,
                            void *stream);
 
 /* sums[r][c] = sum_s partial[s][r][c]  (before an external rotation). */
@@ -43,7 +51,7 @@ int trellis_launch_reduce(const float *partial, int splits, float *sums,
 
 /* y = RNE(v + bias), v fp32 [m][n] (after an external rotation). */
 int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
-                                int y_dtype, int64_t m, int64_t n,
+                                trellis_dtype y_dtype, int64_t m, int64_t n,
                                 void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
@@ -51,77 +59,71 @@ int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,
                                 int64_t count, void *stream);
 
 /* Decode-GEMM of the generic path. Partial sums for k-split s go to
- * partial[s][m][n] (fp32). rotated is fp16 (bf16 when compute_bf16) [m][k]. */
+ * partial[s][m][n] (fp32). rotated is [m][k] in the compute dtype. */
 typedef struct trellis_gemm_args {
   const int16_t *trellis;
   const uint16_t *rotated;
   float *partial;
   int64_t m, k, n;
-  int bits, codebook, compute_bf16;
-  int splits;       /* k-splits (grid.y) */
-  int kt_per_split; /* tile rows per split, multiple of 8 */
-  int m_blocks;     /* 16-row blocks per CTA: 1, 2, 4 or 8 */
-  int pdl;          /* dependent launch (see the launchers above) */
+  int bits;
+  trellis_codebook codebook;
+  trellis_dtype compute; /* F16 or BF16 */
+  int splits;            /* k-splits (grid.y) */
+  int kt_per_split;      /* tile rows per split, multiple of 8 */
+  int m_blocks;          /* 16-row blocks per CTA: TRELLIS_GPU_M_BLOCKS */
+  int pdl;               /* dependent launch (see the launchers above) */
 } trellis_gemm_args;
 
-/* Dynamic shared memory the decode-GEMM needs for m_blocks (for attributes). */
-size_t trellis_gemm_smem_bytes(int bits, int m_blocks);
-/* Sets the kernel attributes of every variant for (bits, codebook, bf16) and
- * returns 0, or the CUDA error (cudaErrorNoKernelImageForDevice when this
- * build has no image for the device). */
-int trellis_gemm_prepare(int bits, int codebook, int compute_bf16);
+/* Sets the kernel attributes of every m-block variant of (bits, codebook,
+ * compute) and returns 0, or the CUDA error (cudaErrorNoKernelImageForDevice
+ * when this build has no image for the device). */
+int trellis_gemm_prepare(int bits, trellis_codebook codebook,
+                         trellis_dtype compute);
 int trellis_launch_gemm(const trellis_gemm_args *a, void *stream);
 /* Resident CTAs per SM of one decode-GEMM variant (0 when unknown). */
-int trellis_gemm_ctas_per_sm(int bits, int codebook, int compute_bf16,
-                             int m_blocks);
+int trellis_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
+                             trellis_dtype compute, int m_blocks);
 
-/* Decodes W_hat columns [n0, n0 + n_cols) into dst fp16 [k][n_cols]. n0 and
- * n_cols multiples of 128. */
-int trellis_launch_reconstruct(const int16_t *trellis, int bits, int codebook,
-                               int64_t k, int64_t n, int64_t n0, int64_t n_cols,
-                               uint16_t *dst, int to_bf16, void *stream);
+/* Decodes W_hat columns [n0, n0 + n_cols) into dst [k][n_cols] of dst_dtype
+ * (F16 or BF16). n0 and n_cols multiples of 128. */
+int trellis_launch_reconstruct(const int16_t *trellis, int bits,
+                               trellis_codebook codebook, int64_t k, int64_t n,
+                               int64_t n0, int64_t n_cols, uint16_t *dst,
+                               trellis_dtype dst_dtype, void *stream);
 /* The same with the output rotation folded in: dst = RNE(W_hat[:, n0..] .
  * H128blk . diag(post)) (the dense path with its own rotations). */
 int trellis_launch_reconstruct_had(const int16_t *trellis, int bits,
-                                   int codebook, int64_t k, int64_t n,
-                                   int64_t n0, int64_t n_cols,
+                                   trellis_codebook codebook, int64_t k,
+                                   int64_t n, int64_t n0, int64_t n_cols,
                                    const uint16_t *post, uint16_t *dst,
-                                   int to_bf16, void *stream);
+                                   trellis_dtype dst_dtype, void *stream);
 /* Both rotations folded: dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] .
  * H128blk . diag(post)), so the GEMM takes x itself. */
 int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
-                                    int codebook, int64_t k, int64_t n,
-                                    int64_t n0, int64_t n_cols,
+                                    trellis_codebook codebook, int64_t k,
+                                    int64_t n, int64_t n0, int64_t n_cols,
                                     const uint16_t *pre, const uint16_t *post,
-                                    uint16_t *dst, int to_bf16, void *stream);
-/* Checks the images and sets the attributes of the reconstruct kernels. */
-int trellis_reconstruct_prepare(int bits, int codebook);
+                                    uint16_t *dst, trellis_dtype dst_dtype,
+                                    void *stream);
+/* Checks the images and sets the attributes of the reconstruct kernels of
+ * (bits, codebook), every form and dst dtype. */
+int trellis_reconstruct_prepare(int bits, trellis_codebook codebook);
 
-/* Fused K6/MCG path (fused_k6.cu). Up to this many rows (one m-block) the
- * kernel can rotate x inside every CTA (`local`, see LocalRotation). With
- * `pdl` it is launched with programmatic stream serialisation. */
-#define TRELLIS_FUSED_LOCAL_ROWS 8
-/* CTAs of its one-m-block variant resident per SM (its launch bounds). */
-#define TRELLIS_FUSED_CTAS_PER_SM 3
-/* Rows x k-blocks per CTA its up-front local rotation holds (kPreRows). */
-#define TRELLIS_FUSED_PRE_ROWS 20
-/* How the fused kernel rotates x (`rotation`): claims of 128-k blocks of
- * the shared rotated buffer, locally in every CTA as stages enter the
- * ring, or locally before the ring. The launcher falls back to claims
- * where the kernel cannot rotate locally (more than one m-block or
- * TRELLIS_FUSED_LOCAL_ROWS rows, f32 x, x not on 8-byte boundaries). */
-enum {
-  TRELLIS_FUSED_CLAIMS = 0,
-  TRELLIS_FUSED_LOCAL = 1,
-  TRELLIS_FUSED_LOCAL_AHEAD = 2
-};
-int trellis_fused_prepare_kernels(int64_t k, int64_t n, int cluster_out[4]);
-int trellis_launch_fused(const int16_t *trellis, const void *x, int in_dtype,
-                         const uint16_t *s_in, const uint16_t *s_out,
-                         const uint16_t *bias, uint16_t *rotated, void *y,
-                         int out_dtype, unsigned *flags, int64_t m, int64_t k,
-                         int64_t n, int m_blocks, int cluster, int rotation,
-                         int pdl, void *stream);
+/* Fused K6/MCG path (fused_k6.cu); its limits and the rotation modes are
+ * in plan/kernel_config.h. With `pdl` it is launched with programmatic
+ * stream serialisation. */
+/* Sets the attributes of every variant and picks the cluster size of each
+ * m-block variant (cluster_out[i] for trellis_m_block_at(i)). */
+int trellis_fused_prepare_kernels(int64_t k, int64_t n,
+                                  int cluster_out[TRELLIS_M_BLOCK_COUNT]);
+int trellis_launch_fused(const int16_t *trellis, const void *x,
+                         trellis_dtype in_dtype, const uint16_t *s_in,
+                         const uint16_t *s_out, const uint16_t *bias,
+                         uint16_t *rotated, void *y, trellis_dtype out_dtype,
+                         unsigned *flags, int64_t m, int64_t k, int64_t n,
+                         int m_blocks, int cluster,
+                         trellis_fused_rotation rotation, int pdl,
+                         void *stream);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * matrix, for the large-M path that hands the GEMM to cuBLASLt. One warp per
  * tile; the tile goes through shared memory so every lane stores 16 bytes. */
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "kernels.h"
 #include "tile_decode.cuh"
 
@@ -209,7 +210,7 @@ __global__ void __launch_bounds__(32 * kHadWarps)
   const int g = lane >> 2, q = lane & 3;
   const uint16_t *sv = post + n0 + jb * 128 + 2 * q;
   uint32_t *st0 = st + g * (kHadPitch / 2) + q, *st1 = st0 + 4 * kHadPitch;
-  constexpr int DT = BF16 ? 1 : 0;
+  constexpr int DT = BF16 ? TRELLIS_BF16 : TRELLIS_F16;
 #pragma unroll
   for (int u = 0; u < 8; ++u)
 #pragma unroll
@@ -335,10 +336,10 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
     for (int i = 0; i < 4; ++i) {
       const float x0 = z[t][i >> 1][2 * (i & 1)];
       const float x1 = z[t][i >> 1][2 * (i & 1) + 1];
-      hi[i] = pack2_from_float<0>(x0, x1);
+      hi[i] = pack2_from_float<TRELLIS_F16>(x0, x1);
       const float2 r =
           __half22float2(*reinterpret_cast<const __half2 *>(&hi[i]));
-      lo[i] = pack2_from_float<0>(x0 - r.x, x1 - r.y);
+      lo[i] = pack2_from_float<TRELLIS_F16>(x0 - r.x, x1 - r.y);
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const int64_t row = kb * 128 + r;
   const float rs =
       __fmul_rn(r_scale(), __half2float(__ushort_as_half(pre[row])));
-  constexpr int DT = BF16 ? 1 : 0;
+  constexpr int DT = BF16 ? TRELLIS_BF16 : TRELLIS_F16;
   uint16_t *out = dst + row * n_cols + jb * 128 + 8 * c;
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
@@ -385,109 +386,110 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   }
 }
 
-/* Kernel families: 0 reconstruct_kernel (W_hat), 1 reconstruct_had_kernel
- * (output rotation folded), 2 reconstruct_full_kernel (both folded). */
-template <int FAM, int K, int CB, bool BF16> auto kernel_of() {
-  if constexpr (FAM == 2)
-    return &reconstruct_full_kernel<K, CB, BF16>;
-  else if constexpr (FAM == 1)
-    return &reconstruct_had_kernel<K, CB, BF16>;
-  else
-    return &reconstruct_kernel<K, CB, BF16>;
-}
+/* The reconstruct family (see dispatch.cuh): form 0 decodes W_hat
+ * (reconstruct_kernel), 1 folds the output rotation in
+ * (reconstruct_had_kernel), 2 both rotations (reconstruct_full_kernel). */
+struct FormAxis : dispatch::Axis<0, 1, 2> {
+  static constexpr const char *kName = "form";
+};
 
-template <int FAM, int K, typename F> int rk_cb(int cb, int bf, F &&f) {
-  if (cb == 0)
-    return bf ? f(kernel_of<FAM, K, 0, true>())
-              : f(kernel_of<FAM, K, 0, false>());
-  if (cb == 1)
-    return bf ? f(kernel_of<FAM, K, 1, true>())
-              : f(kernel_of<FAM, K, 1, false>());
-  return bf ? f(kernel_of<FAM, K, 2, true>())
-            : f(kernel_of<FAM, K, 2, false>());
-}
-
-template <int FAM, typename F>
-int rk_dispatch(int bits, int cb, int bf, F &&f) {
-  switch (bits) {
-  case 1:
-    return rk_cb<FAM, 1>(cb, bf, f);
-  case 2:
-    return rk_cb<FAM, 2>(cb, bf, f);
-  case 3:
-    return rk_cb<FAM, 3>(cb, bf, f);
-  case 4:
-    return rk_cb<FAM, 4>(cb, bf, f);
-  case 5:
-    return rk_cb<FAM, 5>(cb, bf, f);
-  case 6:
-    return rk_cb<FAM, 6>(cb, bf, f);
-  case 7:
-    return rk_cb<FAM, 7>(cb, bf, f);
-  default:
-    return rk_cb<FAM, 8>(cb, bf, f);
+struct Reconstruct {
+  static constexpr const char *kName = "reconstruct";
+  using Axes = dispatch::Axes<FormAxis, dispatch::BitsAxis,
+                              dispatch::CodebookAxis, dispatch::ComputeAxis>;
+  struct Args {
+    const int16_t *trellis;
+    int64_t k, n, n0, n_cols;
+    const uint16_t *pre, *post;
+    uint16_t *dst;
+    cudaStream_t stream;
+  };
+  template <int FORM, int K, int CB, int DT> static auto kernel() {
+    constexpr bool kBf16 = DT == TRELLIS_BF16;
+    if constexpr (FORM == 2)
+      return &reconstruct_full_kernel<K, CB, kBf16>;
+    else if constexpr (FORM == 1)
+      return &reconstruct_had_kernel<K, CB, kBf16>;
+    else
+      return &reconstruct_kernel<K, CB, kBf16>;
   }
+  /* the image check; the full form also needs its shared memory */
+  template <int FORM, int K, int CB, int DT> static int prepare(Args &) {
+    if constexpr (FORM == 2) {
+      return (int)cudaFuncSetAttribute(
+          kernel<FORM, K, CB, DT>(),
+          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFullSmemBytes);
+    } else {
+      cudaFuncAttributes attr;
+      return (int)cudaFuncGetAttributes(&attr, kernel<FORM, K, CB, DT>());
+    }
+  }
+  template <int FORM, int K, int CB, int DT> static int launch(Args &a) {
+    const auto kern = kernel<FORM, K, CB, DT>();
+    if constexpr (FORM == 2) {
+      const unsigned grid = (unsigned)((a.k / 128) * (a.n_cols / 128));
+      kern<<<grid, 32 * kFullWarps, kFullSmemBytes, a.stream>>>(
+          a.trellis, a.k, a.n, a.n0, a.n_cols, a.pre, a.post, a.dst);
+    } else if constexpr (FORM == 1) {
+      const int64_t units = (a.k / 16) * (a.n_cols / 128);
+      const unsigned grid = (unsigned)((units + kHadWarps - 1) / kHadWarps);
+      kern<<<grid, 32 * kHadWarps, 0, a.stream>>>(a.trellis, a.k, a.n, a.n0,
+                                                  a.n_cols, a.post, a.dst);
+    } else {
+      const int64_t tiles = (a.k / 16) * (a.n_cols / 16);
+      const unsigned grid = (unsigned)((tiles + kWarps - 1) / kWarps);
+      kern<<<grid, 32 * kWarps, 0, a.stream>>>(a.trellis, a.k, a.n, a.n0,
+                                               a.n_cols, a.dst);
+    }
+    return (int)cudaGetLastError();
+  }
+};
+
+int run_form(int form, int bits, trellis_codebook cb, trellis_dtype dt,
+             Reconstruct::Args &a, dispatch::Op op) {
+  return dispatch::run<Reconstruct>(op, {form, bits, (int)cb, (int)dt}, a);
 }
 
 } // namespace
 
-extern "C" int trellis_reconstruct_prepare(int bits, int codebook) {
-  auto check = [](auto kern) {
-    cudaFuncAttributes attr;
-    return (int)cudaFuncGetAttributes(&attr, kern);
-  };
-  auto allow_smem = [](auto kern) {
-    return (int)cudaFuncSetAttribute(
-        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kFullSmemBytes);
-  };
-  for (int bf = 0; bf < 2; ++bf) {
-    int err = rk_dispatch<0>(bits, codebook, bf, check);
-    if (!err)
-      err = rk_dispatch<1>(bits, codebook, bf, check);
-    if (!err)
-      err = rk_dispatch<2>(bits, codebook, bf, allow_smem);
-    if (err)
-      return err;
-  }
-  return 0;
+extern "C" int trellis_reconstruct_prepare(int bits,
+                                           trellis_codebook codebook) {
+  Reconstruct::Args a = {};
+  return dispatch::for_each_value<dispatch::ComputeAxis>([&](auto dt) {
+    return dispatch::for_each_value<FormAxis>([&](auto form) {
+      return run_form(form.value, bits, codebook, (trellis_dtype)dt.value, a,
+                      dispatch::Op::kPrepare);
+    });
+  });
 }
 
 extern "C" int trellis_launch_reconstruct(const int16_t *trellis, int bits,
-                                          int codebook, int64_t k, int64_t n,
-                                          int64_t n0, int64_t n_cols,
-                                          uint16_t *dst, int to_bf16,
+                                          trellis_codebook codebook, int64_t k,
+                                          int64_t n, int64_t n0, int64_t n_cols,
+                                          uint16_t *dst,
+                                          trellis_dtype dst_dtype,
                                           void *stream) {
-  const int64_t tiles = (k / 16) * (n_cols / 16);
-  const unsigned grid = (unsigned)((tiles + kWarps - 1) / kWarps);
-  return rk_dispatch<0>(bits, codebook, to_bf16, [&](auto kern) {
-    kern<<<grid, 32 * kWarps, 0, (cudaStream_t)stream>>>(trellis, k, n, n0,
-                                                         n_cols, dst);
-    return (int)cudaGetLastError();
-  });
+  Reconstruct::Args a = {
+      trellis, k, n, n0, n_cols, nullptr, nullptr, dst, (cudaStream_t)stream};
+  return run_form(0, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
+}
+
+extern "C" int trellis_launch_reconstruct_had(
+    const int16_t *trellis, int bits, trellis_codebook codebook, int64_t k,
+    int64_t n, int64_t n0, int64_t n_cols, const uint16_t *post, uint16_t *dst,
+    trellis_dtype dst_dtype, void *stream) {
+  Reconstruct::Args a = {
+      trellis, k, n, n0, n_cols, nullptr, post, dst, (cudaStream_t)stream};
+  return run_form(1, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
 }
 
 extern "C" int
-trellis_launch_reconstruct_had(const int16_t *trellis, int bits, int codebook,
-                               int64_t k, int64_t n, int64_t n0, int64_t n_cols,
-                               const uint16_t *post, uint16_t *dst, int to_bf16,
-                               void *stream) {
-  const int64_t units = (k / 16) * (n_cols / 128);
-  const unsigned grid = (unsigned)((units + kHadWarps - 1) / kHadWarps);
-  return rk_dispatch<1>(bits, codebook, to_bf16, [&](auto kern) {
-    kern<<<grid, 32 * kHadWarps, 0, (cudaStream_t)stream>>>(trellis, k, n, n0,
-                                                            n_cols, post, dst);
-    return (int)cudaGetLastError();
-  });
-}
-
-extern "C" int trellis_launch_reconstruct_full(
-    const int16_t *trellis, int bits, int codebook, int64_t k, int64_t n,
-    int64_t n0, int64_t n_cols, const uint16_t *pre, const uint16_t *post,
-    uint16_t *dst, int to_bf16, void *stream) {
-  const unsigned grid = (unsigned)((k / 128) * (n_cols / 128));
-  return rk_dispatch<2>(bits, codebook, to_bf16, [&](auto kern) {
-    kern<<<grid, 32 * kFullWarps, kFullSmemBytes, (cudaStream_t)stream>>>(
-        trellis, k, n, n0, n_cols, pre, post, dst);
-    return (int)cudaGetLastError();
-  });
+trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
+                                trellis_codebook codebook, int64_t k, int64_t n,
+                                int64_t n0, int64_t n_cols, const uint16_t *pre,
+                                const uint16_t *post, uint16_t *dst,
+                                trellis_dtype dst_dtype, void *stream) {
+  Reconstruct::Args a = {
+      trellis, k, n, n0, n_cols, pre, post, dst, (cudaStream_t)stream};
+  return run_form(2, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
 }

@@ -2,6 +2,7 @@
  * stage (split-K reduce, H128, * svh, + bias, dtype) and small helpers. One
  * warp rotates one 128-element block; lanes hold 4 consecutive elements. */
 #include "common.cuh"
+#include "dispatch.cuh"
 #include "kernels.h"
 
 #include <cuda_runtime.h>
@@ -122,23 +123,70 @@ unsigned grid_for(int64_t units, int per_block) {
   return (unsigned)((units + per_block - 1) / per_block);
 }
 
-template <int IN>
-int launch_h128_in(const void *in, void *out, int out_dtype,
-                   const uint16_t *pre, const uint16_t *post, int64_t rows,
-                   int64_t cols, int pdl, cudaStream_t s) {
-  const dim3 grid(grid_for(rows * (cols / 128), kWarps)), block(32 * kWarps);
-  auto kern = out_dtype == 0   ? &h128_kernel<IN, 0>
-              : out_dtype == 1 ? &h128_kernel<IN, 1>
-                               : &h128_kernel<IN, 2>;
-  return (int)launch_dependent(kern, grid, block, 0, s, pdl != 0, in, out, pre,
-                               post, rows, cols);
-}
+/* The kernel families of this file with variants (see dispatch.cuh). */
+struct H128 {
+  static constexpr const char *kName = "H128 rotation";
+  using Axes = dispatch::Axes<dispatch::InDtypeAxis, dispatch::OutDtypeAxis>;
+  struct Args {
+    const void *in;
+    void *out;
+    const uint16_t *pre, *post;
+    int64_t rows, cols;
+    int pdl;
+    cudaStream_t stream;
+  };
+  template <int IN, int OUT> static int launch(Args &a) {
+    const dim3 grid(grid_for(a.rows * (a.cols / 128), kWarps)),
+        block(32 * kWarps);
+    return (int)launch_dependent(&h128_kernel<IN, OUT>, grid, block, 0,
+                                 a.stream, a.pdl != 0, a.in, a.out, a.pre,
+                                 a.post, a.rows, a.cols);
+  }
+};
+
+struct RotOut {
+  static constexpr const char *kName = "output rotation";
+  using Axes = dispatch::Axes<dispatch::OutDtypeAxis>;
+  struct Args {
+    const float *partial;
+    int splits;
+    const uint16_t *svh, *bias;
+    void *y;
+    int64_t m, n;
+    int pdl;
+    cudaStream_t stream;
+  };
+  template <int OUT> static int launch(Args &a) {
+    const dim3 grid(grid_for(a.m * (a.n / 128), kWarps)), block(32 * kWarps);
+    return (int)launch_dependent(&rot_out_kernel<OUT>, grid, block, 0, a.stream,
+                                 a.pdl != 0, a.partial, a.splits, a.svh, a.bias,
+                                 a.y, a.m, a.n);
+  }
+};
+
+struct BiasConvert {
+  static constexpr const char *kName = "bias and conversion";
+  using Axes = dispatch::Axes<dispatch::OutDtypeAxis>;
+  struct Args {
+    const float *v;
+    const uint16_t *bias;
+    void *y;
+    int64_t m, n;
+    cudaStream_t stream;
+  };
+  template <int OUT> static int launch(Args &a) {
+    bias_convert_kernel<OUT><<<grid_for(a.m * a.n, 256), 256, 0, a.stream>>>(
+        a.v, a.bias, a.y, a.m, a.n);
+    return (int)cudaGetLastError();
+  }
+};
 
 } // namespace
 
 extern "C" int trellis_image_arch(void) {
   cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, &h128_kernel<0, 0>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, &h128_kernel<TRELLIS_F16, TRELLIS_F16>) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
@@ -147,34 +195,25 @@ extern "C" int trellis_image_arch(void) {
   return attr.binaryVersion;
 }
 
-extern "C" int trellis_launch_h128(const void *in, int in_dtype, void *out,
-                                   int out_dtype, const uint16_t *pre,
-                                   const uint16_t *post, int64_t rows,
-                                   int64_t cols, int pdl, void *stream) {
+extern "C" int trellis_launch_h128(const void *in, trellis_dtype in_dtype,
+                                   void *out, trellis_dtype out_dtype,
+                                   const uint16_t *pre, const uint16_t *post,
+                                   int64_t rows, int64_t cols, int pdl,
+                                   void *stream) {
   if (rows <= 0)
     return 0;
-  cudaStream_t s = (cudaStream_t)stream;
-  switch (in_dtype) {
-  case 0:
-    return launch_h128_in<0>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
-  case 1:
-    return launch_h128_in<1>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
-  default:
-    return launch_h128_in<2>(in, out, out_dtype, pre, post, rows, cols, pdl, s);
-  }
+  H128::Args a = {in, out, pre, post, rows, cols, pdl, (cudaStream_t)stream};
+  return dispatch::run<H128>(dispatch::Op::kLaunch,
+                             {(int)in_dtype, (int)out_dtype}, a);
 }
 
 extern "C" int trellis_launch_rot_out(const float *partial, int splits,
                                       const uint16_t *svh, const uint16_t *bias,
-                                      void *y, int y_dtype, int64_t m,
+                                      void *y, trellis_dtype y_dtype, int64_t m,
                                       int64_t n, int pdl, void *stream) {
-  cudaStream_t s = (cudaStream_t)stream;
-  const dim3 grid(grid_for(m * (n / 128), kWarps)), block(32 * kWarps);
-  auto kern = y_dtype == 0   ? &rot_out_kernel<0>
-              : y_dtype == 1 ? &rot_out_kernel<1>
-                             : &rot_out_kernel<2>;
-  return (int)launch_dependent(kern, grid, block, 0, s, pdl != 0, partial,
-                               splits, svh, bias, y, m, n);
+  RotOut::Args a = {
+      partial, splits, svh, bias, y, m, n, pdl, (cudaStream_t)stream};
+  return dispatch::run<RotOut>(dispatch::Op::kLaunch, {(int)y_dtype}, a);
 }
 
 extern "C" int trellis_launch_reduce(const float *partial, int splits,
@@ -186,17 +225,10 @@ extern "C" int trellis_launch_reduce(const float *partial, int splits,
 }
 
 extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias,
-                                           void *y, int y_dtype, int64_t m,
-                                           int64_t n, void *stream) {
-  cudaStream_t s = (cudaStream_t)stream;
-  unsigned grid = grid_for(m * n, 256);
-  if (y_dtype == 0)
-    bias_convert_kernel<0><<<grid, 256, 0, s>>>(v, bias, y, m, n);
-  else if (y_dtype == 1)
-    bias_convert_kernel<1><<<grid, 256, 0, s>>>(v, bias, y, m, n);
-  else
-    bias_convert_kernel<2><<<grid, 256, 0, s>>>(v, bias, y, m, n);
-  return (int)cudaGetLastError();
+                                           void *y, trellis_dtype y_dtype,
+                                           int64_t m, int64_t n, void *stream) {
+  BiasConvert::Args a = {v, bias, y, m, n, (cudaStream_t)stream};
+  return dispatch::run<BiasConvert>(dispatch::Op::kLaunch, {(int)y_dtype}, a);
 }
 
 extern "C" int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,

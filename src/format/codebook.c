@@ -2,21 +2,11 @@
 #include "format/codebook.h"
 
 #include "core/internal.h"
+#include "format/constants.h"
 
 #include <pthread.h>
 
 #define CB_COUNT 3
-#define CB_STATES 65536
-
-#define MUL_3INST 89226354u
-#define ADD_3INST 64248484u
-#define MUL_MCG 0xCBAC1FEDu
-#define MUL_MUL1 0x83DCD12Du
-#define LOP3_MASK 0x8FFF8FFFu
-#define LOP3_XOR 0x3B603B60u
-#define MUL1_ACC 0x6400u   /* fp16 1024.0: 0x6400 + S is exactly 1024 + S */
-#define MUL1_K_INV 0x1EEEu /* fp16 887/131072 */
-#define MUL1_BIAS 0xC931u  /* fp16 -1329/128 */
 
 const char *trellis_codebook_name(trellis_codebook cb) {
   switch (cb) {
@@ -33,7 +23,7 @@ const char *trellis_codebook_name(trellis_codebook cb) {
 /* Both fp16 halves lie in [0.125, 2) with exponents at most 3 apart, so the
  * fp32 sum is exact and one RNE to fp16 equals the GPU's __hadd. */
 static uint16_t lop3_pair_sum(uint32_t x) {
-  uint32_t y = (x & LOP3_MASK) ^ LOP3_XOR;
+  uint32_t y = (x & TRELLIS_LOP3_MASK) ^ TRELLIS_LOP3_XOR;
   float lo = trellis_f16_to_f32((uint16_t)(y & 0xFFFFu));
   float hi = trellis_f16_to_f32((uint16_t)(y >> 16));
   float sum = lo + hi;
@@ -45,9 +35,9 @@ static uint16_t lop3_pair_sum(uint32_t x) {
 static uint16_t mul1_value(uint32_t x) {
   uint32_t byte_sum =
       (x & 0xFFu) + ((x >> 8) & 0xFFu) + ((x >> 16) & 0xFFu) + (x >> 24);
-  float h = trellis_f16_to_f32((uint16_t)(MUL1_ACC + byte_sum));
-  float product = h * trellis_f16_to_f32(MUL1_K_INV);
-  float value = product + trellis_f16_to_f32(MUL1_BIAS);
+  float h = trellis_f16_to_f32((uint16_t)(TRELLIS_MUL1_ACC + byte_sum));
+  float product = h * trellis_f16_to_f32(TRELLIS_MUL1_K_INV);
+  float value = product + trellis_f16_to_f32(TRELLIS_MUL1_BIAS);
   return trellis_f32_to_f16(value);
 }
 
@@ -56,22 +46,22 @@ uint16_t trellis_codebook_value(trellis_codebook cb, uint32_t state) {
   uint32_t idx = state & 0xFFFFu;
   switch (cb) {
   case TRELLIS_CB_3INST:
-    return lop3_pair_sum(idx * MUL_3INST + ADD_3INST);
+    return lop3_pair_sum(idx * TRELLIS_MUL_3INST + TRELLIS_ADD_3INST);
   case TRELLIS_CB_MCG:
-    return lop3_pair_sum(idx * MUL_MCG);
+    return lop3_pair_sum(idx * TRELLIS_MUL_MCG);
   case TRELLIS_CB_MUL1:
-    return mul1_value(idx * MUL_MUL1);
+    return mul1_value(idx * TRELLIS_MUL_MUL1);
   }
   return 0x7E00u; /* invalid codebook: fp16 NaN */
 }
 
-static uint16_t table_f16[CB_COUNT][CB_STATES];
-static float table_f32[CB_COUNT][CB_STATES];
+static uint16_t table_f16[CB_COUNT][TRELLIS_CODEBOOK_STATES];
+static float table_f32[CB_COUNT][TRELLIS_CODEBOOK_STATES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void) {
   for (int cb = 0; cb < CB_COUNT; cb++) {
-    for (uint32_t s = 0; s < CB_STATES; s++) {
+    for (uint32_t s = 0; s < TRELLIS_CODEBOOK_STATES; s++) {
       uint16_t v = trellis_codebook_value((trellis_codebook)cb, s);
       table_f16[cb][s] = v;
       table_f32[cb][s] = trellis_f16_to_f32(v);

@@ -2,10 +2,9 @@
 #ifndef TRELLIS_FORMAT_HADAMARD_H
 #define TRELLIS_FORMAT_HADAMARD_H
 
-#include <stddef.h>
+#include "format/constants.h" /* TRELLIS_H128_SCALE */
 
-/* fp32 0x3DB504F3 = 1/sqrt(128) rounded to fp32. */
-#define TRELLIS_H128_SCALE 0.088388347648f
+#include <stddef.h>
 
 /*
  * In place: v = H128 . v * r_scale, all in fp32, in exactly the GPU order

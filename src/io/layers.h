@@ -3,14 +3,11 @@
 #define TRELLIS_IO_LAYERS_H
 
 #include "core/internal.h"
+#include "format/constants.h" /* the marker multipliers */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Multipliers the MCG / MUL1 marker tensors must hold (EXL3-FORMAT §1). */
-#define TRELLIS_MCG_MARKER 0xCBAC1FEDu
-#define TRELLIS_MUL1_MARKER 0x83DCD12Du
 
 typedef struct trellis_layer_set {
   trellis_layer *layers; /* sorted by name */

@@ -162,7 +162,7 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
   if (!d)
     return trellis_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
                         (long long)m);
-  const int bf = p->desc.compute_dtype == TRELLIS_BF16;
+  const trellis_dtype dt = p->desc.compute_dtype;
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
   void *lt_ws = ws + lay->cublas_off;
@@ -171,20 +171,21 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
     const int16_t *tr = p->w.trellis;
-    const int bits = p->w.bits, cb = (int)p->w.codebook;
+    const int bits = p->w.bits;
+    const trellis_codebook cb = p->w.codebook;
     int err;
     if (p->desc.h128)
       err = trellis_launch_reconstruct(tr, bits, cb, p->w.k, p->w.n, n0, cols,
-                                       what, bf, stream);
+                                       what, dt, stream);
     else if (fold_input)
       err = trellis_launch_reconstruct_full(tr, bits, cb, p->w.k, p->w.n, n0,
-                                            cols, p->s_in, p->s_out, what, bf,
+                                            cols, p->s_in, p->s_out, what, dt,
                                             stream);
     else
       err = trellis_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0,
-                                           cols, p->s_out, what, bf, stream);
+                                           cols, p->s_out, what, dt, stream);
     if (err)
-      return trellis_cuda_fail((cudaError_t)err, "W_hat reconstruction");
+      return trellis_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;
     cublasStatus_t s = init_layouts(p, m, cols, &l);
     if (s)

@@ -12,32 +12,28 @@ trellis_status trellis_fused_prepare(trellis_plan *plan) {
   int err =
       trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err,
-                             "plan prepare (fused kernel attributes)");
+    return trellis_cuda_fail(err, "plan prepare (fused kernel attributes)");
   return TRELLIS_OK;
-}
-
-static int variant_index(int m_blocks) {
-  return m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
 }
 
 trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
                                  int64_t m, void *y, void *rotated,
                                  cudaStream_t stream) {
   const int mb = trellis_layout_m_blocks(m);
-  const int cluster = plan->fused_cluster[variant_index(mb)];
-  const int rotation = !trellis_layout_fused_local(m, plan->w.k, plan->w.n,
-                                                   cluster, plan->sm_count)
-                           ? TRELLIS_FUSED_CLAIMS
-                       : trellis_layout_fused_ahead(m, plan->w.k, cluster)
-                           ? TRELLIS_FUSED_LOCAL_AHEAD
-                           : TRELLIS_FUSED_LOCAL;
+  const int cluster = plan->fused_cluster[trellis_m_block_index(mb)];
+  const trellis_fused_rotation rotation =
+      !trellis_layout_fused_local(m, plan->w.k, plan->w.n, cluster,
+                                  plan->sm_count)
+          ? TRELLIS_FUSED_CLAIMS
+      : trellis_layout_fused_ahead(m, plan->w.k, cluster)
+          ? TRELLIS_FUSED_LOCAL_AHEAD
+          : TRELLIS_FUSED_LOCAL;
   const int pdl = plan->pdl && trellis_layout_fused_pdl(plan->w.k, cluster);
   const int err = trellis_launch_fused(
-      plan->w.trellis, x, (int)plan->desc.input_dtype, plan->s_in, plan->s_out,
-      plan->w.bias, (uint16_t *)rotated, y, (int)plan->desc.output_dtype,
+      plan->w.trellis, x, plan->desc.input_dtype, plan->s_in, plan->s_out,
+      plan->w.bias, (uint16_t *)rotated, y, plan->desc.output_dtype,
       plan->locks, m, plan->w.k, plan->w.n, mb, cluster, rotation, pdl, stream);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err, "fused kernel launch");
+    return trellis_cuda_fail(err, "fused kernel launch");
   return TRELLIS_OK;
 }

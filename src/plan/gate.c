@@ -3,9 +3,9 @@
 trellis_gate_reason trellis_gate(const trellis_gate_input *in) {
   if (in->m < 1 || in->m > TRELLIS_FUSED_MAX_M)
     return TRELLIS_GATE_M_TOO_LARGE;
-  if (in->bits != 6)
+  if (in->bits != TRELLIS_FUSED_BITS)
     return TRELLIS_GATE_BITS;
-  if (in->codebook != TRELLIS_CB_MCG)
+  if (in->codebook != TRELLIS_FUSED_CODEBOOK)
     return TRELLIS_GATE_CODEBOOK;
   if (in->paired)
     return TRELLIS_GATE_PAIRED;

@@ -4,6 +4,7 @@
 #ifndef TRELLIS_PLAN_GATE_H
 #define TRELLIS_PLAN_GATE_H
 
+#include "plan/kernel_config.h"
 #include "trellis.h"
 
 #include <stdint.h>
@@ -11,8 +12,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define TRELLIS_FUSED_MAX_M 128
 
 typedef struct trellis_gate_input {
   int64_t m;

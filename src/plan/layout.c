@@ -1,45 +1,21 @@
 #include "plan/layout.h"
 
+#include "core/size.h"
+
 #include <string.h>
 
-static int align_up(size_t v, size_t a, size_t *out) {
-  if (v > SIZE_MAX - (a - 1))
-    return 0;
-  *out = (v + a - 1) / a * a;
-  return 1;
-}
-
-/* Appends a region of `bytes` at the running offset `*at`. */
+/* Appends a workspace region of `bytes` at the running offset `*at`. */
 static int carve(size_t *at, size_t bytes, size_t *off, size_t *len) {
-  size_t start;
-  if (!align_up(*at, TRELLIS_WS_ALIGN, &start))
-    return 0;
-  *off = start;
   *len = bytes;
-  if (bytes > SIZE_MAX - start)
-    return 0;
-  *at = start + bytes;
-  return 1;
-}
-
-static int mul3(size_t a, size_t b, size_t c, size_t *out) {
-  if (a && b > SIZE_MAX / a)
-    return 0;
-  size_t ab = a * b;
-  if (ab && c > SIZE_MAX / ab)
-    return 0;
-  *out = ab * c;
-  return 1;
+  return trellis_carve_size(at, bytes, TRELLIS_WS_ALIGN, off);
 }
 
 int trellis_layout_m_blocks(int64_t m) {
-  if (m <= 16)
-    return 1;
-  if (m <= 32)
-    return 2;
-  if (m <= 64)
-    return 4;
-  return 8;
+  int i = 0;
+  while (i + 1 < TRELLIS_M_BLOCK_COUNT &&
+         16 * (int64_t)trellis_m_block_at(i) < m)
+    ++i;
+  return trellis_m_block_at(i);
 }
 
 /* k-splits, in whole stages of 8 tile rows: minimise waves x (stages per
@@ -51,8 +27,9 @@ static void choose_splits(const trellis_layout_params *p, int64_t m,
   const int64_t m_ctas = (m + 16 * m_blocks - 1) / (16 * m_blocks);
   const int64_t base = (p->n / 128) * m_ctas;
   const int64_t sms = p->sm_count > 0 ? p->sm_count : 132;
-  const int mbi = m_blocks == 1 ? 0 : m_blocks == 2 ? 1 : m_blocks == 4 ? 2 : 3;
-  const int64_t per_sm = p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
+  const int mbi = trellis_m_block_index(m_blocks);
+  const int64_t per_sm =
+      mbi >= 0 && p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
   const int64_t wave = sms * per_sm;
   int64_t want = p->split_k;
   if (want <= 0) {
@@ -84,7 +61,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   memset(out, 0, sizeof *out);
   out->path = path;
   size_t mm = (size_t)m, k = (size_t)p->k, n = (size_t)p->n;
-  if (!mul3(mm, k, 2, &out->rotated_bytes))
+  if (!trellis_mul3_size(mm, k, 2, &out->rotated_bytes))
     return 0;
   if (path == TRELLIS_PATH_DENSE && trellis_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
@@ -92,7 +69,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
     return 1; /* the fused path needs no scratch at all */
 
   size_t at = 0, mn4;
-  if (!mul3(mm, n, 4, &mn4))
+  if (!trellis_mul3_size(mm, n, 4, &mn4))
     return 0;
   if (path == TRELLIS_PATH_GENERIC) {
     out->m_blocks = trellis_layout_m_blocks(m);
@@ -114,7 +91,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   }
   size_t partial = 0;
   if (!(path == TRELLIS_PATH_DENSE && p->dense_direct) &&
-      !mul3((size_t)out->splits, mn4, 1, &partial))
+      !trellis_mul_size((size_t)out->splits, mn4, &partial))
     return 0;
   if (!carve(&at, partial, &out->partial_off, &out->partial_bytes))
     return 0;
@@ -126,7 +103,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   }
   if (path == TRELLIS_PATH_DENSE) {
     size_t what;
-    if (!mul3(k, (size_t)out->slice_n, 2, &what))
+    if (!trellis_mul3_size(k, (size_t)out->slice_n, 2, &what))
       return 0;
     if (!carve(&at, what, &out->what_off, &out->what_bytes))
       return 0;
@@ -134,5 +111,5 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
                &out->cublas_bytes))
       return 0;
   }
-  return align_up(at, TRELLIS_WS_ALIGN, &out->workspace_bytes);
+  return trellis_align_size(at, TRELLIS_WS_ALIGN, &out->workspace_bytes);
 }

@@ -4,7 +4,7 @@
 #ifndef TRELLIS_PLAN_LAYOUT_H
 #define TRELLIS_PLAN_LAYOUT_H
 
-#include "cuda/kernels.h"
+#include "plan/kernel_config.h"
 #include "trellis.h"
 
 #include <stddef.h>
@@ -27,7 +27,8 @@ typedef struct trellis_layout_params {
   int has_h128;     /* external rotation: stages fp32 sums through scratch */
   int dense_direct; /* dense path: cuBLASLt writes y itself (no partial) */
   int dense_fold_input; /* dense path may take x itself (x dtype = compute) */
-  int ctas_per_sm[4];   /* decode-GEMM CTAs resident per SM, m_blocks 1/2/4/8 */
+  /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
+  int ctas_per_sm[TRELLIS_M_BLOCK_COUNT];
 } trellis_layout_params;
 
 typedef struct trellis_layout {
@@ -106,7 +107,8 @@ static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
 int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
                            int64_t m, trellis_layout *out);
 
-/* 16-row blocks per CTA the decode-GEMM uses for m rows. */
+/* 16-row blocks per CTA the decode-GEMM and the fused kernel use for m
+ * rows: the smallest variant that holds m rows, else the largest. */
 int trellis_layout_m_blocks(int64_t m);
 
 #ifdef __cplusplus

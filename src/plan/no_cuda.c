@@ -11,15 +11,27 @@ int trellis_cuda_built(void) { return 0; }
 int trellis_cuda_device_count(void) { return 0; }
 
 trellis_status trellis_weight_upload(const trellis_weight *host,
-                                     trellis_weight *device) {
+                                     trellis_device_weight **out) {
   (void)host;
-  (void)device;
+  if (out)
+    *out = NULL;
   return no_cuda();
 }
 
-trellis_status trellis_weight_free_device(trellis_weight *device) {
-  (void)device;
-  return no_cuda();
+/* No handle can exist in this build: every non-NULL one is foreign. */
+const trellis_weight *
+trellis_device_weight_view(const trellis_device_weight *dw) {
+  if (!dw)
+    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                 "device weight view: device weight is NULL");
+  else
+    no_cuda();
+  return NULL;
+}
+
+void trellis_device_weight_destroy(trellis_device_weight *dw) {
+  if (dw)
+    no_cuda();
 }
 
 trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,

@@ -7,20 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-trellis_status trellis_cuda_fail(cudaError_t e, const char *what) {
-  (void)cudaGetLastError();
-  if (e == cudaErrorNoKernelImageForDevice ||
-      e == cudaErrorInvalidDeviceFunction)
-    return trellis_fail(TRELLIS_ERR_ARCH,
-                        "%s: libtrellis was not compiled for this GPU's "
-                        "architecture (%s)",
-                        what, cudaGetErrorString(e));
-  if (e == cudaErrorMemoryAllocation)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: %s", what,
-                        cudaGetErrorString(e));
-  return trellis_fail(TRELLIS_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
-}
-
 static trellis_status check_desc(const trellis_plan_desc *d) {
   TRELLIS_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
   if (d->max_m < 1)
@@ -153,10 +139,10 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     return trellis_cuda_fail(e, "querying the device");
   }
   /* Is there a kernel image for this GPU at all? */
-  int err = trellis_reconstruct_prepare(p->w.bits, (int)p->w.codebook);
+  int err = trellis_reconstruct_prepare(p->w.bits, p->w.codebook);
   if (err) {
     free(p);
-    return trellis_cuda_fail((cudaError_t)err, "plan create");
+    return trellis_cuda_fail(err, "plan create");
   }
   /* The fused kernel (clusters, distributed shared memory) and dependent
    * launches (griddepcontrol) need sm_90 in the device and in the image
@@ -177,22 +163,19 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->lp.has_h128 = desc->h128 != NULL;
   p->lp.dense_direct = trellis_dense_direct(p);
   p->lp.dense_fold_input = trellis_dense_fold_input(p);
-  const int mbs[4] = {1, 2, 4, 8};
-  for (int i = 0; i < 4; ++i)
-    p->lp.ctas_per_sm[i] =
-        trellis_gemm_ctas_per_sm(p->w.bits, (int)p->w.codebook,
-                                 desc->compute_dtype == TRELLIS_BF16, mbs[i]);
+  for (int i = 0; i < TRELLIS_M_BLOCK_COUNT; ++i)
+    p->lp.ctas_per_sm[i] = trellis_gemm_ctas_per_sm(
+        p->w.bits, p->w.codebook, desc->compute_dtype, trellis_m_block_at(i));
   *out = p;
   return TRELLIS_OK;
 }
 
+static void release_prepared(trellis_plan *plan);
+
 void trellis_plan_destroy(trellis_plan *plan) {
   if (!plan)
     return;
-  if (plan->owned)
-    cudaFree(plan->owned);
-  if (plan->lt)
-    cublasLtDestroy(plan->lt);
+  release_prepared(plan);
   free(plan);
 }
 
@@ -223,11 +206,74 @@ trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
   return TRELLIS_OK;
 }
 
-trellis_status trellis_plan_prepare(trellis_plan *plan) {
-  if (!plan)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
-  if (plan->prepared)
+/* Plan-owned device memory: expanded legacy signs and the fused path's
+ * counters, zeroed once here (they reset themselves after each launch).
+ * The zeroing and the expansions run on a stream of prepare's own, and
+ * only that stream is waited for: other work on the device goes on. */
+static trellis_status prepare_memory(trellis_plan *plan) {
+  const size_t k = (size_t)plan->w.k, n = (size_t)plan->w.n;
+  const size_t in_bytes = plan->w.suh ? 0 : k * 2,
+               out_bytes = plan->w.svh ? 0 : n * 2;
+  const size_t lock_count =
+      plan->fused_image ? trellis_fused_lock_count(&plan->w) : 0;
+  size_t at = 0, off_in, off_out, off_locks;
+  if (!trellis_carve_size(&at, in_bytes, 256, &off_in) ||
+      !trellis_carve_size(&at, out_bytes, 256, &off_out) ||
+      !trellis_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks))
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "plan prepare: plan memory size overflows");
+  plan->s_in = plan->w.suh;
+  plan->s_out = plan->w.svh;
+  if (at == 0)
     return TRELLIS_OK;
+  char *base = NULL;
+  cudaError_t e = cudaMalloc((void **)&base, at);
+  if (e != cudaSuccess)
+    return trellis_cuda_fail(e, "plan prepare: allocating plan memory");
+  plan->owned = base;
+  cudaStream_t s = NULL;
+  if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+    return trellis_cuda_fail(e, "plan prepare: creating its stream");
+  int err;
+  trellis_status st = TRELLIS_OK;
+  if ((e = cudaMemsetAsync(base, 0, at, s)) != cudaSuccess)
+    st = trellis_cuda_fail(e, "plan prepare: zeroing plan memory");
+  else if (in_bytes &&
+           (err = trellis_launch_expand_signs(
+                plan->w.su, (uint16_t *)(base + off_in), (int64_t)k, s)))
+    st = trellis_cuda_fail(err, "plan prepare: expanding su");
+  else if (out_bytes &&
+           (err = trellis_launch_expand_signs(
+                plan->w.sv, (uint16_t *)(base + off_out), (int64_t)n, s)))
+    st = trellis_cuda_fail(err, "plan prepare: expanding sv");
+  /* waited for even after a failed launch: nothing of ours stays queued */
+  e = cudaStreamSynchronize(s);
+  if (st == TRELLIS_OK && e != cudaSuccess)
+    st = trellis_cuda_fail(e, "plan prepare");
+  cudaStreamDestroy(s);
+  if (st != TRELLIS_OK)
+    return st;
+  if (in_bytes)
+    plan->s_in = (const uint16_t *)(base + off_in);
+  if (out_bytes)
+    plan->s_out = (const uint16_t *)(base + off_out);
+  plan->locks = lock_count ? (unsigned *)(base + off_locks) : NULL;
+  plan->lock_count = lock_count;
+  return TRELLIS_OK;
+}
+
+/* A failure injected after `step` (trellis_plan_inject_prepare_failure),
+ * once. */
+static trellis_status injected(trellis_plan *plan, trellis_prepare_step step,
+                               const char *what) {
+  if (plan->inject_failure != step)
+    return TRELLIS_OK;
+  plan->inject_failure = TRELLIS_PREPARE_STEP_NONE;
+  return trellis_fail(TRELLIS_ERR_INTERNAL,
+                      "plan prepare: failure injected after %s", what);
+}
+
+static trellis_status prepare_once(trellis_plan *plan) {
   int dev = -1;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess)
@@ -237,51 +283,60 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan prepare: current device %d is not the plan's device %d", dev,
         plan->device);
-  int err = trellis_gemm_prepare(plan->w.bits, (int)plan->w.codebook,
-                                 plan->desc.compute_dtype == TRELLIS_BF16);
+  int err = trellis_gemm_prepare(plan->w.bits, plan->w.codebook,
+                                 plan->desc.compute_dtype);
   if (err)
-    return trellis_cuda_fail((cudaError_t)err,
-                             "plan prepare (decode-GEMM attributes)");
-
-  /* Plan-owned device memory: expanded legacy signs and the fused path's
-   * counters, zeroed once here (they reset themselves after each launch). */
-  const size_t k = (size_t)plan->w.k, n = (size_t)plan->w.n;
-  const size_t in_bytes = plan->w.suh ? 0 : k * 2,
-               out_bytes = plan->w.svh ? 0 : n * 2;
-  plan->lock_count = plan->fused_image ? trellis_fused_lock_count(&plan->w) : 0;
-  const size_t off_out = (in_bytes + 255) / 256 * 256;
-  const size_t off_locks = off_out + (out_bytes + 255) / 256 * 256;
-  const size_t total = off_locks + plan->lock_count * sizeof(unsigned);
-  if (total > 0) {
-    char *base = NULL;
-    if ((e = cudaMalloc((void **)&base, total)) != cudaSuccess)
-      return trellis_cuda_fail(e, "plan prepare: allocating plan memory");
-    plan->owned = base;
-    if ((e = cudaMemset(base, 0, total)) != cudaSuccess)
-      return trellis_cuda_fail(e, "plan prepare: zeroing plan memory");
-    if (in_bytes && (err = trellis_launch_expand_signs(
-                         plan->w.su, (uint16_t *)base, (int64_t)k, NULL)))
-      return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding su");
-    if (out_bytes &&
-        (err = trellis_launch_expand_signs(
-             plan->w.sv, (uint16_t *)(base + off_out), (int64_t)n, NULL)))
-      return trellis_cuda_fail((cudaError_t)err, "plan prepare: expanding sv");
-    plan->s_in = in_bytes ? (const uint16_t *)base : plan->w.suh;
-    plan->s_out = out_bytes ? (const uint16_t *)(base + off_out) : plan->w.svh;
-    plan->locks = plan->lock_count ? (unsigned *)(base + off_locks) : NULL;
-    if ((e = cudaDeviceSynchronize()) != cudaSuccess)
-      return trellis_cuda_fail(e, "plan prepare");
-  } else {
-    plan->s_in = plan->w.suh;
-    plan->s_out = plan->w.svh;
-  }
+    return trellis_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
   trellis_status st;
+  if ((st = prepare_memory(plan)) != TRELLIS_OK ||
+      (st = injected(plan, TRELLIS_PREPARE_AFTER_MEMORY, "the plan memory")) !=
+          TRELLIS_OK)
+    return st;
   if (plan->fused_image && (st = trellis_fused_prepare(plan)) != TRELLIS_OK)
+    return st;
+  if ((st = injected(plan, TRELLIS_PREPARE_AFTER_FUSED, "the fused kernel")) !=
+      TRELLIS_OK)
     return st;
   if ((st = trellis_dense_prepare(plan)) != TRELLIS_OK)
     return st;
+  return injected(plan, TRELLIS_PREPARE_AFTER_DENSE, "the dense path");
+}
+
+/* Returns the plan to its state after create: frees what prepare acquired
+ * (plan memory, the cuBLASLt handle). */
+static void release_prepared(trellis_plan *plan) {
+  if (plan->owned)
+    cudaFree(plan->owned);
+  if (plan->lt)
+    cublasLtDestroy(plan->lt);
+  plan->owned = NULL;
+  plan->lt = NULL;
+  plan->locks = NULL;
+  plan->lock_count = 0;
+  plan->s_in = plan->s_out = NULL;
+  plan->algo_count = 0;
+  plan->prepared = 0;
+}
+
+trellis_status trellis_plan_prepare(trellis_plan *plan) {
+  if (!plan)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  if (plan->prepared)
+    return TRELLIS_OK; /* idempotent */
+  const trellis_status st = prepare_once(plan);
+  if (st != TRELLIS_OK) {
+    /* nothing of a failed attempt stays: a retry starts from create */
+    release_prepared(plan);
+    return st;
+  }
   plan->prepared = 1;
   return TRELLIS_OK;
+}
+
+void trellis_plan_inject_prepare_failure(trellis_plan *plan,
+                                         trellis_prepare_step step) {
+  if (plan)
+    plan->inject_failure = step;
 }
 
 static trellis_status check_buffer(const void *p, size_t have, size_t need,
@@ -328,7 +383,7 @@ static trellis_status workspace_error(const trellis_layout *lay,
 }
 
 static trellis_status launch_error(int err, const char *what) {
-  return trellis_cuda_fail((cudaError_t)err, what);
+  return trellis_cuda_fail(err, what);
 }
 
 /* Output stage of the generic and dense paths: partials -> y. */
@@ -336,7 +391,7 @@ static trellis_status output_stage(const trellis_plan *p,
                                    const trellis_layout *lay, char *ws,
                                    int64_t m, void *y, cudaStream_t s) {
   const float *partial = (const float *)(ws + lay->partial_off);
-  const int ydt = (int)p->desc.output_dtype;
+  const trellis_dtype ydt = p->desc.output_dtype;
   int err;
   if (!p->desc.h128) {
     err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y,
@@ -399,8 +454,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                         "buffers.workspace is not %d-byte aligned",
                         TRELLIS_WS_ALIGN);
   char *ws = (char *)buffers->workspace;
-  const int bf = plan->desc.compute_dtype == TRELLIS_BF16;
-  const trellis_dtype rot_dt = bf ? TRELLIS_BF16 : TRELLIS_F16;
+  const trellis_dtype rot_dt = plan->desc.compute_dtype; /* F16 or BF16 */
   int err;
   /* the dense path may fold the input rotation into its weight */
   const int fold_in = path == TRELLIS_PATH_DENSE &&
@@ -412,9 +466,9 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     if (st != TRELLIS_OK)
       return trellis_fail_prefix(st, "external H128 (input rotation)");
   } else if (!fold_in &&
-             (err = trellis_launch_h128(
-                  x, (int)plan->desc.input_dtype, buffers->rotated, (int)rot_dt,
-                  plan->s_in, NULL, m, plan->w.k, plan->pdl, s))) {
+             (err = trellis_launch_h128(x, plan->desc.input_dtype,
+                                        buffers->rotated, rot_dt, plan->s_in,
+                                        NULL, m, plan->w.k, plan->pdl, s))) {
     return launch_error(err, "input rotation");
   }
   if (path == TRELLIS_PATH_DENSE) {
@@ -425,7 +479,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     if (!plan->desc.h128) { /* rotation folded into W': bias and dtype */
       err = trellis_launch_bias_convert(
           (const float *)(ws + lay.partial_off), plan->w.bias, y,
-          (int)plan->desc.output_dtype, m, plan->w.n, s);
+          plan->desc.output_dtype, m, plan->w.n, s);
       return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
     }
   } else {
@@ -438,8 +492,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.k = plan->w.k;
     a.n = plan->w.n;
     a.bits = plan->w.bits;
-    a.codebook = (int)plan->w.codebook;
-    a.compute_bf16 = bf;
+    a.codebook = plan->w.codebook;
+    a.compute = plan->desc.compute_dtype;
     a.splits = lay.splits;
     a.kt_per_split = lay.kt_per_split;
     a.m_blocks = lay.m_blocks;

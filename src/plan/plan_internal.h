@@ -3,8 +3,10 @@
 #define TRELLIS_PLAN_INTERNAL_H
 
 #include "core/internal.h"
+#include "plan/cuda_status.h"
 #include "plan/gate.h"
 #include "plan/layout.h"
+#include "plan/prepare_fault.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -24,10 +26,10 @@ struct trellis_plan {
   int device;
   int sm_count, cc_major, cc_minor;
   int prepared;
-  int fused_image;      /* fused kernel image runs on this device */
-  int pdl;              /* kernels may be dependent launches (sm_90+ image) */
-  int fused_cluster[4]; /* cluster size per m-block variant 1, 2, 4, 8 */
-  int64_t dense_min_m;  /* generic path: dense (cuBLASLt) from this m */
+  int fused_image; /* fused kernel image runs on this device */
+  int pdl;         /* kernels may be dependent launches (sm_90+ image) */
+  int fused_cluster[TRELLIS_M_BLOCK_COUNT]; /* per m-block variant */
+  int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   trellis_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
@@ -36,13 +38,12 @@ struct trellis_plan {
   cublasLtHandle_t lt;
   dense_algo algos[TRELLIS_DENSE_BUCKETS];
   int algo_count;
+  trellis_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
 
 /* Path run() takes for m: the gate, then the dense crossover. */
 trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
                                    trellis_gate_reason *why);
-
-trellis_status trellis_cuda_fail(cudaError_t e, const char *what);
 
 /* Fused path (plan/fused.c). */
 size_t trellis_fused_lock_count(const trellis_weight *w);

@@ -1,10 +1,11 @@
-/* Device queries, weight upload and the public H128 entry point. */
+/* The public GPU entry points outside the plan: device queries, weight
+ * upload and the library's H128 rotation. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
-#include <string.h>
+#include <stdlib.h>
 
 int trellis_cuda_built(void) { return 1; }
 
@@ -17,30 +18,68 @@ int trellis_cuda_device_count(void) {
   return count;
 }
 
-static size_t align256(size_t v) { return (v + 255) / 256 * 256; }
+/* Tells a live handle from freed or foreign memory (where it is readable). */
+#define DEVICE_WEIGHT_MAGIC 0x74724457u
+
+struct trellis_device_weight {
+  uint32_t magic; /* DEVICE_WEIGHT_MAGIC while alive */
+  trellis_weight view;
+  void *base; /* the one device allocation */
+};
+
+static int live(const trellis_device_weight *dw, const char *what) {
+  if (!dw) {
+    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s: device weight is NULL",
+                 what);
+    return 0;
+  }
+  if (dw->magic != DEVICE_WEIGHT_MAGIC) {
+    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                 "%s: not a device weight from trellis_weight_upload (or "
+                 "already destroyed)",
+                 what);
+    return 0;
+  }
+  return 1;
+}
 
 trellis_status trellis_weight_upload(const trellis_weight *host,
-                                     trellis_weight *device) {
-  if (!device)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "device weight is NULL");
+                                     trellis_device_weight **out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "device weight output pointer is NULL");
+  *out = NULL;
   trellis_status st = trellis_weight_validate(host);
   if (st != TRELLIS_OK)
     return st;
   if (trellis_cuda_device_count() == 0)
     return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
+  trellis_device_weight *dw = calloc(1, sizeof *dw);
+  if (!dw)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "device weight allocation failed");
   const size_t k = (size_t)host->k, n = (size_t)host->n;
   const size_t payload = trellis_weight_payload_bytes(host);
   const size_t in_bytes = host->suh ? k * 2 : k / 16 * 2;
   const size_t out_bytes = host->svh ? n * 2 : n / 16 * 2;
   const size_t bias_bytes = host->bias ? n * 2 : 0;
-  size_t off_in = align256(payload);
-  size_t off_out = off_in + align256(in_bytes);
-  size_t off_bias = off_out + align256(out_bytes);
-  size_t total = off_bias + align256(bias_bytes);
+  /* one allocation: payload, then the vectors, each 256-byte aligned */
+  size_t at = 0, off_payload, off_in, off_out, off_bias;
+  if (!trellis_carve_size(&at, payload, 256, &off_payload) ||
+      !trellis_carve_size(&at, in_bytes, 256, &off_in) ||
+      !trellis_carve_size(&at, out_bytes, 256, &off_out) ||
+      !trellis_carve_size(&at, bias_bytes, 256, &off_bias)) {
+    free(dw);
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "weight upload: k = %lld, n = %lld: size overflows",
+                        (long long)host->k, (long long)host->n);
+  }
+  const size_t total = at;
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, total);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    free(dw);
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                         "cudaMalloc of %zu bytes for the weight failed: %s",
                         total, cudaGetErrorString(e));
@@ -49,7 +88,8 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  if ((e = cudaMemcpy(base, host->trellis, payload, cudaMemcpyHostToDevice)) ||
+  if ((e = cudaMemcpy(base + off_payload, host->trellis, payload,
+                      cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_in, src_in, in_bytes,
                       cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_out, src_out, out_bytes,
@@ -57,31 +97,38 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
       (bias_bytes && (e = cudaMemcpy(base + off_bias, host->bias, bias_bytes,
                                      cudaMemcpyHostToDevice)))) {
     cudaFree(base);
+    free(dw);
     return trellis_fail(TRELLIS_ERR_CUDA,
                         "copying the weight to the device failed: %s",
                         cudaGetErrorString(e));
   }
-  *device = *host;
-  device->trellis = (const int16_t *)base;
-  device->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
-  device->su = host->suh ? NULL : (const int16_t *)(base + off_in);
-  device->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;
-  device->sv = host->svh ? NULL : (const int16_t *)(base + off_out);
-  device->bias = host->bias ? (const uint16_t *)(base + off_bias) : NULL;
+  trellis_weight *v = &dw->view;
+  *v = *host;
+  v->struct_size = sizeof *v;
+  v->trellis = (const int16_t *)(base + off_payload);
+  v->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
+  v->su = host->suh ? NULL : (const int16_t *)(base + off_in);
+  v->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;
+  v->sv = host->svh ? NULL : (const int16_t *)(base + off_out);
+  v->bias = host->bias ? (const uint16_t *)(base + off_bias) : NULL;
+  dw->base = base;
+  dw->magic = DEVICE_WEIGHT_MAGIC;
+  *out = dw;
   return TRELLIS_OK;
 }
 
-trellis_status trellis_weight_free_device(trellis_weight *device) {
-  if (!device || !device->trellis)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "device weight is NULL or was not uploaded");
-  cudaError_t e = cudaFree((void *)device->trellis);
-  memset(device, 0, sizeof *device);
-  device->struct_size = sizeof *device;
-  if (e != cudaSuccess)
-    return trellis_fail(TRELLIS_ERR_CUDA, "cudaFree failed: %s",
-                        cudaGetErrorString(e));
-  return TRELLIS_OK;
+const trellis_weight *
+trellis_device_weight_view(const trellis_device_weight *dw) {
+  return live(dw, "device weight view") ? &dw->view : NULL;
+}
+
+void trellis_device_weight_destroy(trellis_device_weight *dw) {
+  if (!dw || !live(dw, "device weight destroy"))
+    return;
+  dw->magic = 0;
+  if (cudaFree(dw->base) != cudaSuccess)
+    (void)cudaGetLastError(); /* nothing to report it to */
+  free(dw);
 }
 
 trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
@@ -109,8 +156,8 @@ trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
                         "h128: in and out must be 16-byte aligned and the "
                         "scales 8-byte aligned");
   /* an ordinary launch: the caller's stream order is not ours to relax */
-  int err = trellis_launch_h128(in, (int)in_dtype, out, (int)out_dtype,
-                                pre_scale, post_scale, rows, cols, 0, stream);
+  int err = trellis_launch_h128(in, in_dtype, out, out_dtype, pre_scale,
+                                post_scale, rows, cols, 0, stream);
   if (err)
     return trellis_fail(TRELLIS_ERR_CUDA, "h128 launch failed: %s",
                         cudaGetErrorString((cudaError_t)err));
