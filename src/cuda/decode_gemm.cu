@@ -53,7 +53,7 @@ extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
   p.n = a->n;
   p.kt_per_split = a->kt_per_split;
   p.pdl = a->pdl;
-  trellis::gemm::init_shifts(p.shifts);
+  trellis::init_shifts(p.shifts);
   /* an m_blocks this build lacks is rejected by the dispatch below */
   const int rows_per_cta = 16 * (a->m_blocks > 0 ? a->m_blocks : 1);
   Gemm::Args g = {};

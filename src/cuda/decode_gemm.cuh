@@ -84,13 +84,6 @@ struct Params {
   int pdl;          /* launch as a dependent (host side only) */
 };
 
-/* Fills a kernel's shift table (host side; empty for LiteralShifts). */
-inline void init_shifts(LiteralShifts &) {}
-inline void init_shifts(Pow2Table &t) {
-  for (int r = 0; r < 16; ++r)
-    t.pow2[r] = 1u << r;
-}
-
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4],
                                             const void *smem) {
   uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);

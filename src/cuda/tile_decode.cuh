@@ -59,6 +59,13 @@ struct Pow2Table {
 };
 using HotShifts = Pow2Table;
 
+/* Fills a kernel's shift table (host side; empty for LiteralShifts). */
+inline void init_shifts(LiteralShifts &) {}
+inline void init_shifts(Pow2Table &t) {
+  for (int r = 0; r < 16; ++r)
+    t.pow2[r] = 1u << r;
+}
+
 /* The lane's 8 trellis states from its words: s[j] = state of weight 8L + j,
  * zero-extended.
  *  - v[i]: the lane's bits aligned to the top of a word (one funnel shift
