@@ -65,6 +65,19 @@ __device__ __forceinline__ void wgmma_pin(float &r) {
                : "memory")
 
 template <int N, bool BF16> struct Wgmma;
+template <bool BF16> struct Wgmma<8, BF16> {
+  __device__ __forceinline__ static void
+  run(float (&d)[4], const uint32_t (&a)[4], uint64_t desc) {
+#define TRELLIS_WGMMA_8(T)                                                     \
+  TRELLIS_WGMMA_ASM(8, T, "%0,%1,%2,%3", "%4,%5,%6,%7", "%8", "%9",            \
+                    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]))
+    if constexpr (BF16)
+      TRELLIS_WGMMA_8("bf16");
+    else
+      TRELLIS_WGMMA_8("f16");
+#undef TRELLIS_WGMMA_8
+  }
+};
 template <bool BF16> struct Wgmma<16, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[8], const uint32_t (&a)[4], uint64_t desc) {
