@@ -125,6 +125,38 @@ int trellis_launch_fused(const int16_t *trellis, const void *x,
                          trellis_fused_rotation rotation, int pdl,
                          void *stream);
 
+/* Persistent small-m decode-GEMM (stream_gemm.cuh): the whole layer in one
+ * launch without workspace, for m <= TRELLIS_STREAM_MAX_M rows on sm_90a
+ * with fp16 compute. trellis_stream_plan sets the variant's attributes and
+ * picks its cluster size (force_cluster > 0: that size) for a layer and a
+ * token width (8 or 16); halves: 3INST/MCG codebook halves added by the
+ * tensor core (no effect for MUL1). */
+typedef struct trellis_stream_config {
+  int bits;
+  trellis_codebook codebook;
+  int tokens;       /* 8 or 16: rows per wgmma N */
+  int halves;       /* 1: unrounded W_hat (halves summed by the MMA) */
+  int cluster;      /* CTAs per cluster: k-chunks */
+  int clusters;     /* clusters launched (persistent) */
+  int chunk_blocks; /* 128-k blocks per CTA */
+  size_t smem;      /* dynamic shared memory per CTA */
+} trellis_stream_config;
+typedef struct trellis_stream_args {
+  const int16_t *trellis;
+  const void *x;
+  trellis_dtype in_dtype;
+  const uint16_t *s_in, *s_out, *bias;
+  void *y;
+  trellis_dtype out_dtype;
+  int64_t m, k, n;
+  int pdl;
+} trellis_stream_args;
+int trellis_stream_plan(int bits, trellis_codebook codebook, int64_t k,
+                        int64_t n, int tokens, int halves, int force_cluster,
+                        trellis_stream_config *out);
+int trellis_launch_stream(const trellis_stream_config *config,
+                          const trellis_stream_args *args, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

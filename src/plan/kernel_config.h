@@ -44,6 +44,12 @@ static inline int trellis_m_block_at(int i) {
   return values[i];
 }
 
+/* -------------------------------------------------- persistent kernel -- */
+/* Rows the persistent decode-GEMM (cuda/stream_gemm.cuh) takes, and its
+ * token widths (the wgmma N it is compiled for). */
+#define TRELLIS_STREAM_MAX_M 16
+#define TRELLIS_GPU_STREAM_TOKENS 8, 16
+
 /* ------------------------------------------------------ fused kernel -- */
 /* The one variant the fused small-M kernel exists for (the gate's rule). */
 #define TRELLIS_FUSED_BITS 6
