@@ -373,10 +373,19 @@ TRELLIS_API const char *trellis_path_name(trellis_path path);
 
 /* Plan flags. FORCE_GENERIC: never take the fused path. FORCE_DECODE: the
  * generic path never takes the dense (cuBLASLt) variant. FORCE_DENSE: it
- * always does. */
+ * always does. EXACT_WEIGHTS: the small-m kernels multiply by W_hat rounded
+ * to fp16 exactly as the format defines it (ExLlamaV3's arithmetic); by
+ * default they may add a 3INST/MCG codebook value's two fp16 halves in the
+ * tensor core instead, which is closer to the unrounded value (outputs are
+ * judged by tolerance either way). LEGACY_KERNELS: never the persistent
+ * small-m kernel; the split-K decode-GEMM and the fused cluster kernel of
+ * earlier versions, kept selectable while the persistent kernel is not
+ * faster on every shape. */
 #define TRELLIS_PLAN_FORCE_GENERIC 0x1u
 #define TRELLIS_PLAN_FORCE_DECODE 0x2u
 #define TRELLIS_PLAN_FORCE_DENSE 0x4u
+#define TRELLIS_PLAN_EXACT_WEIGHTS 0x8u
+#define TRELLIS_PLAN_LEGACY_KERNELS 0x10u
 
 typedef struct trellis_plan_desc {
   uint32_t struct_size;        /* sizeof(trellis_plan_desc) */

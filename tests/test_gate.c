@@ -73,6 +73,48 @@ static void test_layout_fused_needs_no_workspace(void **state) {
   }
 }
 
+/* Where the persistent small-m kernel runs (plan with it available): every
+ * fused m up to 8, and up to 16 on layers of at most 2^25 weights; the
+ * generic path up to 2 rows, 4 on layers of at most 2^25 weights, 8 on
+ * at most 2^23. It needs no workspace; the rotated buffer stays part of
+ * the contract. Unavailable (LEGACY_KERNELS, bf16 compute, external
+ * rotation, no sm_90 image): never. */
+static void test_layout_stream(void **state) {
+  (void)state;
+  struct {
+    int64_t k, n;
+    trellis_path path;
+    int64_t last; /* largest m it takes */
+  } cases[] = {
+      {8192, 28672, TRELLIS_PATH_FUSED, 8},
+      {4096, 4096, TRELLIS_PATH_FUSED, 16},
+      {8192, 4096, TRELLIS_PATH_FUSED, 16}, /* 2^25 weights */
+      {8192, 28672, TRELLIS_PATH_GENERIC, 2},
+      {4096, 8192, TRELLIS_PATH_GENERIC, 4},
+      {2048, 4096, TRELLIS_PATH_GENERIC, 8}, /* 2^23 weights */
+      {512, 6144, TRELLIS_PATH_GENERIC, 8},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    trellis_layout_params p = params(cases[i].k, cases[i].n);
+    for (int on = 0; on <= 1; ++on) {
+      p.stream = on;
+      for (int64_t m = 1; m <= 128; ++m) {
+        const int want = on && m <= cases[i].last;
+        assert_int_equal(trellis_layout_stream(&p, cases[i].path, m), want);
+        trellis_layout l;
+        assert_true(trellis_layout_compute(&p, cases[i].path, m, &l));
+        assert_int_equal(l.rotated_bytes, (size_t)(m * cases[i].k * 2));
+        if (want || cases[i].path == TRELLIS_PATH_FUSED)
+          assert_int_equal(l.workspace_bytes, 0);
+        else
+          assert_true(l.workspace_bytes > 0);
+      }
+    }
+    p.stream = 1;
+    assert_false(trellis_layout_stream(&p, TRELLIS_PATH_DENSE, 1));
+  }
+}
+
 /* The fused kernel's input rotation: local for short CTAs, one-wave grids
  * or an idle-SM grid and m <= 8, shared claims otherwise (cluster sizes as
  * prepare picks them on the H200). */
@@ -193,6 +235,7 @@ int main(void) {
       cmocka_unit_test(test_gate_open),
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
+      cmocka_unit_test(test_layout_stream),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_dependent_launch),

@@ -65,8 +65,9 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
     return 0;
   if (path == TRELLIS_PATH_DENSE && trellis_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
-  if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE)
-    return 1; /* the fused path needs no scratch at all */
+  if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE ||
+      trellis_layout_stream(p, path, m))
+    return 1; /* the fused path and the persistent kernel need no scratch */
 
   size_t at = 0, mn4;
   if (!trellis_mul3_size(mm, n, 4, &mn4))

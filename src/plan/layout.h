@@ -29,6 +29,7 @@ typedef struct trellis_layout_params {
   int dense_fold_input; /* dense path may take x itself (x dtype = compute) */
   /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
   int ctas_per_sm[TRELLIS_M_BLOCK_COUNT];
+  int stream; /* the persistent small-m kernel can run this plan */
 } trellis_layout_params;
 
 typedef struct trellis_layout {
@@ -101,6 +102,26 @@ static inline int trellis_layout_fused_ahead(int64_t m, int64_t k,
  * 5-9% on 512x6144, whose CTAs run one (RESULTS.md, seventh session). */
 static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trellis_layout_fused_stages(k, cluster) >= 2;
+}
+
+/* Whether the persistent small-m kernel (one launch, no workspace) runs m
+ * rows on `path` rather than the split-K decode-GEMM (generic) or the
+ * fused cluster kernel. It is faster on the fused path up to 8 rows on
+ * every layer measured, and up to 16 on layers of at most 2^25 weights;
+ * the split-K kernel keeps the generic path's larger m on large layers,
+ * where its 3 CTAs of 8 warps per SM hide the decode better (H200, see
+ * bench/RESULTS.md). */
+static inline int trellis_layout_stream(const trellis_layout_params *p,
+                                        trellis_path path, int64_t m) {
+  if (!p->stream || m > TRELLIS_STREAM_MAX_M)
+    return 0;
+  const int64_t weights = p->k * p->n;
+  if (path == TRELLIS_PATH_FUSED)
+    return m <= 8 || weights <= ((int64_t)1 << 25);
+  if (path == TRELLIS_PATH_GENERIC)
+    return m <= 2 || (m <= 4 && weights <= ((int64_t)1 << 25)) ||
+           (m <= 8 && weights <= ((int64_t)1 << 23));
+  return 0;
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */

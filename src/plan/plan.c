@@ -26,7 +26,9 @@ static trellis_status check_desc(const trellis_plan_desc *d) {
                         "plan desc: compute_dtype %d is not F16 or BF16",
                         (int)d->compute_dtype);
   const uint32_t known = TRELLIS_PLAN_FORCE_GENERIC |
-                         TRELLIS_PLAN_FORCE_DECODE | TRELLIS_PLAN_FORCE_DENSE;
+                         TRELLIS_PLAN_FORCE_DECODE | TRELLIS_PLAN_FORCE_DENSE |
+                         TRELLIS_PLAN_EXACT_WEIGHTS |
+                         TRELLIS_PLAN_LEGACY_KERNELS;
   if (d->flags & ~known)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "plan desc: unknown flags 0x%x",
@@ -83,6 +85,33 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
   if (!(plan->desc.flags & TRELLIS_PLAN_FORCE_DECODE) && m >= plan->dense_min_m)
     return TRELLIS_PATH_DENSE;
   return TRELLIS_PATH_GENERIC;
+}
+
+/* The persistent small-m kernel: fp16 compute, the library's own
+ * rotations, an sm_90 image, no forced split and no LEGACY_KERNELS flag.
+ * Its two token widths are configured here (attributes and cluster size),
+ * so query gives the same sizes before and after prepare. */
+static trellis_status plan_stream(trellis_plan *p) {
+  p->lp.stream = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
+                 !p->desc.h128 && p->desc.split_k == 0 &&
+                 !(p->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS);
+  if (!p->lp.stream)
+    return TRELLIS_OK;
+  const int halves = !(p->desc.flags & TRELLIS_PLAN_EXACT_WEIGHTS);
+  const int tokens[2] = {8, 16};
+  for (int i = 0; i < 2; ++i) {
+    const int err =
+        trellis_stream_plan(p->w.bits, p->w.codebook, p->w.k, p->w.n, tokens[i],
+                            halves, 0, &p->stream[i]);
+    if (err == cudaErrorInvalidConfiguration) { /* no cluster fits */
+      (void)cudaGetLastError();
+      p->lp.stream = 0;
+      return TRELLIS_OK;
+    }
+    if (err)
+      return trellis_cuda_fail(err, "plan create (persistent kernel)");
+  }
+  return TRELLIS_OK;
 }
 
 trellis_status trellis_plan_create(const trellis_weight *device_w,
@@ -166,6 +195,10 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   for (int i = 0; i < TRELLIS_M_BLOCK_COUNT; ++i)
     p->lp.ctas_per_sm[i] = trellis_gemm_ctas_per_sm(
         p->w.bits, p->w.codebook, desc->compute_dtype, trellis_m_block_at(i));
+  if ((st = plan_stream(p)) != TRELLIS_OK) {
+    free(p);
+    return st;
+  }
   *out = p;
   return TRELLIS_OK;
 }
@@ -415,6 +448,27 @@ static trellis_status output_stage(const trellis_plan *p,
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
+/* The persistent kernel: the whole layer in one launch. */
+static trellis_status stream_run(const trellis_plan *p, const void *x,
+                                 int64_t m, void *y, cudaStream_t s) {
+  trellis_stream_args a;
+  memset(&a, 0, sizeof a);
+  a.trellis = p->w.trellis;
+  a.x = x;
+  a.in_dtype = p->desc.input_dtype;
+  a.s_in = p->s_in;
+  a.s_out = p->s_out;
+  a.bias = p->w.bias;
+  a.y = y;
+  a.out_dtype = p->desc.output_dtype;
+  a.m = m;
+  a.k = p->w.k;
+  a.n = p->w.n;
+  a.pdl = p->pdl;
+  const int err = trellis_launch_stream(&p->stream[m <= 8 ? 0 : 1], &a, s);
+  return err ? launch_error(err, "persistent decode-GEMM") : TRELLIS_OK;
+}
+
 trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                            void *y, const trellis_buffers *buffers,
                            void *stream) {
@@ -444,6 +498,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                                    lay.rotated_bytes, "rotated");
   if (st != TRELLIS_OK)
     return st;
+  if (trellis_layout_stream(&plan->lp, path, m))
+    return stream_run(plan, x, m, y, s);
   if (path == TRELLIS_PATH_FUSED)
     return trellis_fused_run(plan, x, m, y, buffers->rotated, s);
 

@@ -7,6 +7,7 @@
 #include "plan/gate.h"
 #include "plan/layout.h"
 #include "plan/prepare_fault.h"
+#include "cuda/kernels.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -30,6 +31,8 @@ struct trellis_plan {
   int pdl;         /* kernels may be dependent launches (sm_90+ image) */
   int fused_cluster[TRELLIS_M_BLOCK_COUNT]; /* per m-block variant */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
+  /* the persistent small-m kernel's configurations, 8 and 16 tokens */
+  trellis_stream_config stream[2];
   trellis_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
