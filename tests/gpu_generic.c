@@ -79,6 +79,9 @@ static const shape kShapes[] = {
  * per weight, where the decode paths keep the reference's rounding. */
 static const double kDenseRel = 6e-4, kDenseMax = 3e-3;
 
+/* Random layers on the generic path against the CPU reference, with the
+ * fp16 W_hat the reference multiplies by (EXACT_WEIGHTS: 1e-4; the codebook
+ * halves added in the tensor core are checked in gpu_stream). */
 static void test_random_layers(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
@@ -86,7 +89,8 @@ static void test_random_layers(void **state) {
     gw w;
     gw_random(&w, s->k, s->n, s->bits, s->cb, s->legacy, s->bias, 100 + i);
     trellis_plan_desc d =
-        gu_desc(s->m, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_FORCE_GENERIC);
+        gu_desc(s->m, TRELLIS_F16, TRELLIS_F32,
+                TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_EXACT_WEIGHTS);
     float *ref;
     trellis_buffer_sizes sz;
     float *y =
@@ -422,7 +426,9 @@ static void test_misuse(void **state) {
   (void)state;
   gw w;
   gw_random(&w, 256, 256, 2, TRELLIS_CB_3INST, 0, 0, 13);
-  trellis_plan_desc d = gu_desc(4, TRELLIS_F16, TRELLIS_F32, 0);
+  /* the split-K scheduler: its workspace is what is misused below */
+  trellis_plan_desc d =
+      gu_desc(4, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_LEGACY_KERNELS);
   trellis_plan *bad = NULL;
   /* host pointers are not a device weight */
   tu_assert_status(trellis_plan_create(&w.w, &d, &bad),
