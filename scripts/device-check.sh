@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
-# optionally the benchmark, and print a short summary last.
-#   scripts/device-check.sh [all|tests|bench] [BENCH ARGS...]
+# the GPU tests under compute-sanitizer, optionally the benchmark, and print
+# a short summary last.
+#   scripts/device-check.sh [all|tests|sanitize|bench] [BENCH ARGS...]
+# `all` = tests, sanitize and bench. Sanitizers: memcheck with the leak
+# check on every GPU test; synccheck, initcheck and racecheck on the small
+# configuration of gpu_stream and on gpu_ownership (TRELLIS_TEST_SMALL=1);
+# any report fails the stage. SAN_TESTS limits memcheck to the tests named
+# (default: every gpu_* test), SAN_TIMEOUT bounds each run (300 s).
 # Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
 # (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...),
 # TRELLIS_COMMIT (the commit the bench records: the device copy of the tree
@@ -38,6 +44,35 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   grep -E "^\[ +(OK|FAILED|PASSED|SKIPPED) |Error|error:|fail|rel " "$OUT/gpu-tests.log" | tail -80
   tail -3 "$OUT/cpu-tests.log"
 fi
+san_rc=0
+san_lines=()
+if [ "$what" = all ] || [ "$what" = sanitize ]; then
+  sanitize() { # TOOL TEST [extra compute-sanitizer args]
+    local tool=$1 t=$2 log
+    shift 2
+    log="$OUT/san-$tool-$t.log"
+    local t0 rc
+    t0=$(date +%s)
+    TRELLIS_TEST_SMALL=${SMALL:-0} timeout "${SAN_TIMEOUT:-300}" \
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" \
+      "$BUILD/tests/$t" >"$log" 2>&1
+    rc=$?
+    local summary
+    summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$log" | tail -2 | tr '\n' ' ')
+    # 77: the test skipped (no GPU); 124: timed out
+    san_lines+=("$(printf '%-10s %-14s rc %-3s %4ss  %s' "$tool" "$t" "$rc" "$(($(date +%s) - t0))" "$summary")")
+    [ "$rc" -eq 0 ] || san_rc=1
+  }
+  for t in ${SAN_TESTS:-$(cd "$BUILD/tests" && ls gpu_* 2>/dev/null)}; do
+    [ -x "$BUILD/tests/$t" ] || continue
+    SMALL=1 sanitize memcheck "$t" --leak-check full
+  done
+  for tool in synccheck initcheck racecheck; do
+    for t in gpu_stream gpu_ownership; do
+      SMALL=1 sanitize "$tool" "$t"
+    done
+  done
+fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   "$BUILD/trellis" bench --csv "$OUT/bench.csv" --json /tmp/bench.json "$@" >"$OUT/bench.txt" 2>&1
   bench_rc=$?
@@ -67,6 +102,10 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   grep -E "^[0-9]+/[0-9]+ Test" "$OUT/gpu-tests.log" | sed 's/^/  /'
   echo "cpu tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1) (rc $cpu_rc)"
 fi
+if [ "$what" = all ] || [ "$what" = sanitize ]; then
+  echo "compute-sanitizer (rc $san_rc):"
+  printf '  %s\n' "${san_lines[@]}"
+fi
 [ -n "$sass_mix" ] && echo "SASS dq_gemm_kernel<6,MCG,1,fp16>: $sass_mix"
 echo "demo (rc $demo_rc):"
 sed 's/^/  /' "$OUT/demo.txt" | tail -12
@@ -74,4 +113,4 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
   echo "bench (rc $bench_rc):"
   cat "$OUT/bench.txt" | tail -120
 fi
-[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $demo_rc -eq 0 ]
+[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ]
