@@ -84,38 +84,43 @@ static void test_every_variant(void **state) {
       CK(cudaMalloc(&dy, (size_t)(16 * w.w.n) * 4));
       for (int tok = 8; tok <= 16; tok += 8)
         for (int halves = 0; halves <= 1; ++halves)
-          for (int f = 0; f < 5; ++f) {
-            trellis_stream_config cfg;
-            assert_int_equal(trellis_stream_plan(bits, cbs[c], w.w.k, w.w.n,
-                                                 tok, halves, forced[f], &cfg),
-                             0);
-            if (forced[f])
-              assert_int_equal(cfg.cluster, forced[f]);
-            const int exact = !cfg.halves;
-            assert_int_equal(cfg.halves, halves && cbs[c] != TRELLIS_CB_MUL1);
-            const int64_t ms[2] = {tok, tok - 5};
-            for (int mi = 0; mi < 2; ++mi)
-              for (int one = 0; one <= 1; ++one) {
-                const int64_t m = ms[mi];
-                float *y = launch(&d, cfg, one ? 1 : 0, dx, TRELLIS_F16, m, dy,
-                                  TRELLIS_F32);
-                char what[96];
-                snprintf(what, sizeof what,
-                         "K%d %s tokens %d halves %d cluster %d x%d m %lld",
-                         bits, trellis_codebook_name(cbs[c]), tok, cfg.halves,
-                         cfg.cluster, one ? 1 : cfg.clusters, (long long)m);
-                check_close(y, ref, (size_t)(m * w.w.n),
-                            exact ? EXACT_REL : HALVES_REL,
-                            exact ? EXACT_MAX : HALVES_MAX, what);
-                /* the same launch again: the same bits */
-                float *again = launch(&d, cfg, one ? 1 : 0, dx, TRELLIS_F16, m,
-                                      dy, TRELLIS_F32);
-                assert_memory_equal(again, y, (size_t)(m * w.w.n) * 4);
-                free(again);
-                free(y);
-                runs++;
-              }
-          }
+          for (int sync = 0; sync <= 1; ++sync)
+            for (int f = 0; f < 5; ++f) {
+              trellis_stream_config cfg;
+              assert_int_equal(trellis_stream_plan(bits, cbs[c], w.w.k, w.w.n,
+                                                   tok, halves, sync, forced[f],
+                                                   &cfg),
+                               0);
+              if (forced[f])
+                assert_int_equal(cfg.cluster, forced[f]);
+              const int exact = !cfg.halves;
+              assert_int_equal(cfg.halves, halves && cbs[c] != TRELLIS_CB_MUL1);
+              const int64_t ms[2] = {tok, tok - 5};
+              for (int mi = 0; mi < 2; ++mi)
+                for (int one = 0; one <= 1; ++one) {
+                  const int64_t m = ms[mi];
+                  float *y = launch(&d, cfg, one ? 1 : 0, dx, TRELLIS_F16, m,
+                                    dy, TRELLIS_F32);
+                  char what[96];
+                  snprintf(
+                      what, sizeof what,
+                      "K%d %s tokens %d halves %d sync %d cluster %d x%d m "
+                      "%lld",
+                      bits, trellis_codebook_name(cbs[c]), tok, cfg.halves,
+                      cfg.sync, cfg.cluster, one ? 1 : cfg.clusters,
+                      (long long)m);
+                  check_close(y, ref, (size_t)(m * w.w.n),
+                              exact ? EXACT_REL : HALVES_REL,
+                              exact ? EXACT_MAX : HALVES_MAX, what);
+                  /* the same launch again: the same bits */
+                  float *again = launch(&d, cfg, one ? 1 : 0, dx, TRELLIS_F16,
+                                        m, dy, TRELLIS_F32);
+                  assert_memory_equal(again, y, (size_t)(m * w.w.n) * 4);
+                  free(again);
+                  free(y);
+                  runs++;
+                }
+            }
       CK(cudaFree(dx));
       CK(cudaFree(dy));
       free(ref);
@@ -132,10 +137,10 @@ static void test_refusals(void **state) {
   (void)state;
   trellis_stream_config cfg;
   assert_int_not_equal(
-      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 8, 1, 4, &cfg), 0);
+      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 8, 1, 1, 4, &cfg), 0);
   (void)cudaGetLastError();
   assert_int_not_equal(
-      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 12, 1, 0, &cfg), 0);
+      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 12, 1, 1, 0, &cfg), 0);
   (void)cudaGetLastError();
   trellis_clear_error();
 }
@@ -150,7 +155,8 @@ static void test_dtypes(void **state) {
   const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
   trellis_stream_config cfg;
   assert_int_equal(
-      trellis_stream_plan(4, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1, 0, &cfg), 0);
+      trellis_stream_plan(4, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1, 1, 0, &cfg),
+      0);
   void *dy = NULL;
   CK(cudaMalloc(&dy, (size_t)(8 * w.w.n) * 4));
   for (int i = 0; i < 3; ++i)

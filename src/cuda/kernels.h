@@ -130,12 +130,13 @@ int trellis_launch_fused(const int16_t *trellis, const void *x,
  * with fp16 compute. trellis_stream_plan sets the variant's attributes and
  * picks its cluster size (force_cluster > 0: that size) for a layer and a
  * token width (8 or 16); halves: 3INST/MCG codebook halves added by the
- * tensor core (no effect for MUL1). */
+ * tensor core (no effect for MUL1); sync: mma.sync rather than wgmma. */
 typedef struct trellis_stream_config {
   int bits;
   trellis_codebook codebook;
   int tokens;       /* 8 or 16: rows per wgmma N */
   int halves;       /* 1: unrounded W_hat (halves summed by the MMA) */
+  int sync;         /* 1: mma.sync with B fragments from shared memory */
   int cluster;      /* CTAs per cluster: k-chunks */
   int clusters;     /* clusters launched (persistent) */
   int chunk_blocks; /* 128-k blocks per CTA */
@@ -152,8 +153,8 @@ typedef struct trellis_stream_args {
   int pdl;
 } trellis_stream_args;
 int trellis_stream_plan(int bits, trellis_codebook codebook, int64_t k,
-                        int64_t n, int tokens, int halves, int force_cluster,
-                        trellis_stream_config *out);
+                        int64_t n, int tokens, int halves, int sync,
+                        int force_cluster, trellis_stream_config *out);
 int trellis_launch_stream(const trellis_stream_config *config,
                           const trellis_stream_args *args, void *stream);
 

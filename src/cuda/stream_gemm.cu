@@ -19,12 +19,12 @@ static const int64_t kStripCost = 4;
 static int run(trellis::dispatch::Op op, const trellis_stream_config *c,
                Stream::Args &a) {
   return trellis::dispatch::run<Stream>(
-      op, {c->bits, (int)c->codebook, c->tokens, c->halves}, a);
+      op, {c->bits, (int)c->codebook, c->tokens, c->halves, c->sync}, a);
 }
 
 extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
                                    int64_t k, int64_t n, int tokens, int halves,
-                                   int force_cluster,
+                                   int sync, int force_cluster,
                                    trellis_stream_config *out) {
   using trellis::dispatch::Op;
   memset(out, 0, sizeof *out);
@@ -32,6 +32,7 @@ extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
   out->codebook = codebook;
   out->tokens = tokens;
   out->halves = halves && codebook != TRELLIS_CB_MUL1;
+  out->sync = sync;
   Stream::Args a = {};
   int err = run(Op::kPrepare, out, a);
   if (err)

@@ -164,6 +164,19 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   asm("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
   return v;
 }
+__device__ __forceinline__ void lds_u32x4(uint32_t addr, uint32_t (&v)[4]) {
+  asm("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+      : "r"(addr)
+      : "memory");
+}
+__device__ __forceinline__ void lds_u32x2(uint32_t addr, uint32_t (&v)[4]) {
+  asm("ld.shared.v2.b32 {%0, %1}, [%2];"
+      : "=r"(v[0]), "=r"(v[1])
+      : "r"(addr)
+      : "memory");
+  v[2] = v[3] = 0u;
+}
 /* This CTA's shared address `a` in the cluster CTA `rank`. */
 __device__ __forceinline__ uint32_t mapa(uint32_t a, int rank) {
   uint32_t r;
@@ -228,10 +241,33 @@ __device__ __forceinline__ uint2 rotate_slice(float (&h)[4],
 }
 
 /* Writes lane's 4 rotated values (k = 4 lane .. 4 lane + 3 of block b,
- * token t) where the activation layout wants them. */
-template <int NTOK, bool Dup>
+ * token t) where the activation layout wants them. Sync (mma.sync): the B
+ * fragments themselves, [block][tile row][token group][lane][words], so a
+ * lane loads a tile row's fragments with one 16-byte (Dup) or 8-byte load;
+ * Dup words are (step 0: k 2q, k 2q + 8; step 1: k 2q + 1, k 2q + 9), each
+ * activation twice; otherwise (k 2q, 2q + 1 | 2q + 8, 2q + 9). */
+template <int NTOK, bool Dup, bool Sync>
 __device__ __forceinline__ void store_slice(char *act, int b, int t, int lane,
                                             uint2 v) {
+  if constexpr (Sync) {
+    constexpr int kWords = Dup ? 4 : 2;
+    const int kr = lane >> 2, hi = (lane & 3) >> 1;
+    char *grp = act + ((b * 8 + kr) * (NTOK / 8) + (t >> 3)) * 32 * kWords * 4;
+    const int q0 = 2 * (lane & 1), base = 4 * (t & 7);
+    if constexpr (Dup) {
+      const uint32_t e[4] = {
+          __byte_perm(v.x, v.x, 0x1010), __byte_perm(v.x, v.x, 0x3232),
+          __byte_perm(v.y, v.y, 0x1010), __byte_perm(v.y, v.y, 0x3232)};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) /* k = 4 (lane & 3) + i: q, step */
+        *reinterpret_cast<uint32_t *>(
+            grp + ((base + q0 + (i >> 1)) * 4 + 2 * (i & 1) + hi) * 4) = e[i];
+    } else {
+      *reinterpret_cast<uint32_t *>(grp + ((base + q0) * 2 + hi) * 4) = v.x;
+      *reinterpret_cast<uint32_t *>(grp + ((base + q0 + 1) * 2 + hi) * 4) = v.y;
+    }
+    return;
+  }
   constexpr int LBO = act_lbo<NTOK>();
   const int kr = lane >> 2, j = (lane & 3) >> 1, off = (lane & 1) * 8;
   char *row = act + (t >> 3) * 128 + (t & 7) * 16 + off;
@@ -406,7 +442,7 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
 /* ---- the kernel -----------------------------------------------------------
  */
 
-template <int K, int CB, int NTOK, bool Halves>
+template <int K, int CB, int NTOK, bool Halves, bool Sync>
 __global__ void __launch_bounds__(kThreads, 3)
     stream_kernel(const __grid_constant__ Params p) {
 #if TRELLIS_WGMMA
@@ -508,11 +544,23 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int u = 0; u < kBatch; ++u) {
       const int job = j0 + u * kConsumerWarps;
       if (job < jobs) /* warp-uniform */
-        store_slice<NTOK, Dup>(act, job / m, job % m, lane,
-                               rotate_slice(h[u], s[u], lane));
+        store_slice<NTOK, Dup, Sync>(act, job / m, job % m, lane,
+                                     rotate_slice(h[u], s[u], lane));
     }
   }
-  if (m < NTOK) {
+  if (Sync && m < NTOK) {
+    /* pad tokens: their lanes' fragment words, every tile row */
+    constexpr int kWords = Dup ? 4 : 2;
+    const int rows = nblk * 8, lanes = 4 * (NTOK - m);
+    for (int i = threadIdx.x; i < rows * lanes; i += kConsumerWarps * 32) {
+      /* lane l = 4 t + q of the pad token t, tile row r */
+      const int r = i / lanes, l = 4 * m + i % lanes;
+      const int tg = l >> 5, ln = l & 31;
+      char *grp = act + (r * (NTOK / 8) + tg) * 32 * kWords * 4;
+      for (int wi = 0; wi < kWords; ++wi)
+        *reinterpret_cast<uint32_t *>(grp + (ln * kWords + wi) * 4) = 0u;
+    }
+  } else if (m < NTOK) {
     const int kcs = nblk * kc_per_block<NTOK, Dup>(), pad = NTOK - m;
     for (int i = threadIdx.x; i < kcs * pad; i += kConsumerWarps * 32) {
       const int kc = i / pad, t = m + i % pad;
@@ -535,6 +583,7 @@ __global__ void __launch_bounds__(kThreads, 3)
    * holds SBO >> 4 = 8 and no swizzle */
   const uint32_t dlo0 = ((smem_u32(act) >> 4) & 0x3FFFu) | ((LBO >> 4) << 16);
   constexpr uint32_t kBlockStep = act_block_bytes<NTOK, Dup>();
+  const uint32_t bfrag0 = smem_u32(act) + lane * (Dup ? 16 : 8);
   int slot = 0, round = 0;
   int64_t prev = 0; /* the strip whose rows this CTA finishes next */
   uint32_t phase = 0;
@@ -544,6 +593,16 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
     for (int i = 0; i < NTOK / 2; ++i)
       d[i] = 0.f;
+    /* mma.sync accumulators: one set per k16 step and token group, so the
+     * tensor core's dependent adds form short chains */
+    float dd[kSteps][NTOK / 8][4];
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+#pragma unroll
+      for (int tg = 0; tg < NTOK / 8; ++tg)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          dd[s][tg][e] = 0.f;
     for (int b = 0; b < nblk; ++b) {
       const uint32_t dlo = dlo0 + b * (kBlockStep >> 4);
       mbar_wait(bb.full + 8 * slot, phase);
@@ -564,27 +623,61 @@ __global__ void __launch_bounds__(kThreads, 3)
           if (lane == 0)
             mbar_arrive(bb.empty + 8 * slot);
         }
-        wgmma_fence();
+        if constexpr (Sync) {
+          /* B fragments of the two tile rows, one load per token group */
 #pragma unroll
-        for (int u = 0; u < 2; ++u)
+          for (int u = 0; u < 2; ++u)
 #pragma unroll
-          for (int s = 0; s < kSteps; ++s)
-            Wgmma<NTOK, false>::run(
-                d, a[u][s],
-                (8ull << 32) |
-                    (dlo + (((kr + u) * kSteps + s) * 2 * LBO >> 4)));
-        wgmma_commit();
-        wgmma_wait<1>();
+            for (int tg = 0; tg < NTOK / 8; ++tg) {
+              const uint32_t at =
+                  bfrag0 +
+                  (((b * 8 + kr + u) * (NTOK / 8) + tg) * 32) * (Dup ? 16 : 8);
+              uint32_t bf[4];
+              if constexpr (Dup)
+                lds_u32x4(at, bf);
+              else
+                lds_u32x2(at, bf);
+#pragma unroll
+              for (int s = 0; s < kSteps; ++s)
+                mma16816<false>(dd[s][tg], a[u][s], bf[2 * s], bf[2 * s + 1]);
+            }
+        } else {
+          wgmma_fence();
+#pragma unroll
+          for (int u = 0; u < 2; ++u)
+#pragma unroll
+            for (int s = 0; s < kSteps; ++s)
+              Wgmma<NTOK, false>::run(
+                  d, a[u][s],
+                  (8ull << 32) |
+                      (dlo + (((kr + u) * kSteps + s) * 2 * LBO >> 4)));
+          wgmma_commit();
+          wgmma_wait<1>();
+        }
       }
       if (++slot == S) {
         slot = 0;
         phase ^= 1u;
       }
     }
-    wgmma_wait<0>();
+    if constexpr (Sync) {
+      /* the steps' sums into the wgmma D layout (token group tg: 4 tg ..) */
 #pragma unroll
-    for (int i = 0; i < NTOK / 2; ++i)
-      wgmma_pin(d[i]);
+      for (int tg = 0; tg < NTOK / 8; ++tg)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float v = 0.f;
+#pragma unroll
+          for (int s = 0; s < kSteps; ++s)
+            v += dd[s][tg][e];
+          d[4 * tg + e] = v;
+        }
+    } else {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < NTOK / 2; ++i)
+        wgmma_pin(d[i]);
+    }
 
     /* 3. This strip's partial sums to the row owners (once every owner
      * is done with the inbox buffer from two strips ago), then the
@@ -620,11 +713,16 @@ struct TokensAxis : dispatch::Axis<TRELLIS_GPU_STREAM_TOKENS> {
 struct HalvesAxis : dispatch::Axis<0, 1> {
   static constexpr const char *kName = "halves";
 };
+/* 0: wgmma with B in shared memory; 1: mma.sync with B fragments loaded
+ * from shared memory into registers */
+struct MmaAxis : dispatch::Axis<0, 1> {
+  static constexpr const char *kName = "mma.sync";
+};
 
 struct Stream {
   static constexpr const char *kName = "persistent decode-GEMM";
   using Axes = dispatch::Axes<dispatch::BitsAxis, dispatch::CodebookAxis,
-                              TokensAxis, HalvesAxis>;
+                              TokensAxis, HalvesAxis, MmaAxis>;
   static constexpr int kUnits = 8;
   struct Args {
     const Params *p;     /* launch */
@@ -636,28 +734,29 @@ struct Stream {
     const void *kernel;  /* query: the kernel */
   };
   /* MUL1 has no halves: one variant serves it */
-  template <int K, int CB, int NT, int H> static constexpr bool exists() {
+  template <int K, int CB, int NT, int H, int Y>
+  static constexpr bool exists() {
     return !(H && CB == TRELLIS_CB_MUL1);
   }
-  template <int K, int CB, int NT, int H> static const void *kernel() {
-    return (const void *)&stream_kernel<K, CB, NT, H != 0>;
+  template <int K, int CB, int NT, int H, int Y> static const void *kernel() {
+    return (const void *)&stream_kernel<K, CB, NT, H != 0, Y != 0>;
   }
-  template <int K, int CB, int NT, int H> static int prepare(Args &) {
+  template <int K, int CB, int NT, int H, int Y> static int prepare(Args &) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, NT, H>());
+    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, NT, H, Y>());
     if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(kernel<K, CB, NT, H>(),
+      e = cudaFuncSetAttribute(kernel<K, CB, NT, H, Y>(),
                                cudaFuncAttributeNonPortableClusterSizeAllowed,
                                1);
     return (int)e;
   }
-  template <int K, int CB, int NT, int H> static int query(Args &a) {
-    a.kernel = kernel<K, CB, NT, H>();
+  template <int K, int CB, int NT, int H, int Y> static int query(Args &a) {
+    a.kernel = kernel<K, CB, NT, H, Y>();
     a.smem = smem_bytes < K, NT,
     H && CB != TRELLIS_CB_MUL1 > (a.chunk_blocks, a.cluster);
     return 0;
   }
-  template <int K, int CB, int NT, int H> static int launch(Args &a) {
+  template <int K, int CB, int NT, int H, int Y> static int launch(Args &a) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0] = cudaLaunchAttribute{};
@@ -672,8 +771,8 @@ struct Stream {
     cfg.stream = a.stream;
     cfg.attrs = attr;
     cfg.numAttrs = a.pdl ? 2 : 1;
-    return (int)cudaLaunchKernelEx(&cfg, &stream_kernel<K, CB, NT, H != 0>,
-                                   *a.p);
+    return (int)cudaLaunchKernelEx(
+        &cfg, &stream_kernel<K, CB, NT, H != 0, Y != 0>, *a.p);
   }
 };
 

@@ -49,6 +49,9 @@ static inline int trellis_m_block_at(int i) {
  * token widths (the wgmma N it is compiled for). */
 #define TRELLIS_STREAM_MAX_M 16
 #define TRELLIS_GPU_STREAM_TOKENS 8, 16
+/* Its tensor-core instruction: 1 mma.sync (B fragments loaded from shared
+ * memory), 0 wgmma (B read by the tensor core from shared memory). */
+#define TRELLIS_STREAM_SYNC 1
 
 /* ------------------------------------------------------ fused kernel -- */
 /* The one variant the fused small-M kernel exists for (the gate's rule). */

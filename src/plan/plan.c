@@ -102,7 +102,7 @@ static trellis_status plan_stream(trellis_plan *p) {
   for (int i = 0; i < 2; ++i) {
     const int err =
         trellis_stream_plan(p->w.bits, p->w.codebook, p->w.k, p->w.n, tokens[i],
-                            halves, 0, &p->stream[i]);
+                            halves, TRELLIS_STREAM_SYNC, 0, &p->stream[i]);
     if (err == cudaErrorInvalidConfiguration) { /* no cluster fits */
       (void)cudaGetLastError();
       p->lp.stream = 0;
