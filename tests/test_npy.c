@@ -1,7 +1,7 @@
 /* .npy reader/writer: round trips and malformed files. */
 #include "testutil.h"
 
-#include "io/npy.h"
+#include "tools/npy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
