@@ -1,8 +1,7 @@
 /* Shared helpers of the `trellis` CLI: model/layer and .npy access with
- * one-line errors, devices, RNG. */
+ * one-line errors, devices. */
 #include "cli_util.h"
 
-#include <math.h>
 #include <string.h>
 
 /* ---- models and layers -------------------------------------------------- */
@@ -83,24 +82,4 @@ int cli_resolve_device(cli_device requested, cli_device *out) {
   }
   *out = requested;
   return CLI_OK;
-}
-
-/* ---- RNG ---------------------------------------------------------------- */
-
-uint64_t cli_rng_next(cli_rng *r) {
-  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-double cli_rng_uniform(cli_rng *r) {
-  return (double)(cli_rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-double cli_rng_normal(cli_rng *r) {
-  /* Box-Muller; u1 in (0, 1] keeps log finite. */
-  double u1 = 1.0 - cli_rng_uniform(r);
-  double u2 = cli_rng_uniform(r);
-  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }

@@ -61,12 +61,4 @@ int cli_gpu_forward(cli_gpu *g, const void *x, int64_t m, void *y, int reps,
                     double *median_s);
 void cli_gpu_close(cli_gpu *g);
 
-/* Deterministic RNG (splitmix64). */
-typedef struct cli_rng {
-  uint64_t state;
-} cli_rng;
-uint64_t cli_rng_next(cli_rng *r);
-double cli_rng_uniform(cli_rng *r); /* [0, 1) */
-double cli_rng_normal(cli_rng *r);  /* N(0, 1) */
-
 #endif
