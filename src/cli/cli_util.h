@@ -18,7 +18,6 @@ int cmd_info(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
 
 /* ---- models and layers -------------------------------------------------- */
 

@@ -9,10 +9,7 @@
  *        means something). */
 #include "cli_util.h"
 #include "tools/synth.h"
-#ifdef TRELLIS_HAVE_CUDA
-#include "bench.h"
-#include <cuda_runtime.h>
-#endif
+#include "trellis_bench.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -91,26 +88,13 @@ static int report_row(int64_t m, const char *path, const uint16_t *y,
  * replay); the demo's own time is eager with the 12.6 MB payload in L2, so
  * the line says both and points at `trellis bench` for the like-for-like
  * figure. */
-static void demo_compare_baseline(const synth_layer *d, double fused_s) {
-  (void)d;
-#ifdef TRELLIS_HAVE_CUDA
-  cudaStream_t s;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-    return;
-  const int64_t ms[1] = {1};
-  double kn = NAN, nk = NAN;
-  if (bench_cublas_shape(DEMO_K, DEMO_N, ms, 1, BENCH_COLD_MIN, 20, s, &kn,
-                         &nk) == 0) {
-    double best = isnan(kn) ? nk : (isnan(nk) ? kn : fmin(kn, nk));
+static void demo_compare_baseline(double fused_s) {
+  double best = NAN;
+  if (trellis_bench_cublas_us(DEMO_K, DEMO_N, 1, &best) == CLI_OK)
     printf("  vs cuBLAS fp16 (m=1, cold weights, graph replay): %.2f us; "
            "fused %.2f us eager (L2-warm) -> %.2fx; like-for-like: trellis "
            "bench %d %d --m 1\n",
            best, fused_s * 1e6, best / (fused_s * 1e6), DEMO_K, DEMO_N);
-  }
-  cudaStreamDestroy(s);
-#else
-  (void)fused_s;
-#endif
 }
 
 /* --- CPU ------------------------------------------------------------------ */
@@ -212,7 +196,7 @@ static int demo_gpu_row(const synth_layer *d, cli_gpu *g, synth_rng *rng,
   cli_to_f32(yref, TRELLIS_F16, count, ref);
   *pass &= report_row(m, trellis_path_name(path), y, ref, median, reps);
   if (m == DEMO_GPU_M_SMALL)
-    demo_compare_baseline(d, median);
+    demo_compare_baseline(median);
   r = CLI_OK;
 done:
   free(x);

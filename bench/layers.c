@@ -1,13 +1,11 @@
-/* `trellis bench`: our layers. For one (shape, bits, codebook): C distinct
+/* The benchmark's own layers. For one (shape, bits, codebook): C distinct
  * random copies of the layer (C x payload >= the cold size, C >= 2), one
  * prepared plan per copy; for each M the copy-0 plan is checked against the
  * CPU reference, then L = max(C, 20) launches cycling the copies are timed by
  * CUDA-graph replay and eagerly. */
 #include "bench.h"
 
-#ifdef TRELLIS_HAVE_CUDA
-
-#include "cuda/bench_kernels.h"
+#include "kernels.h"
 #include "tools/device.h"
 #include "tools/synth.h"
 
@@ -102,8 +100,8 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   }
   BENCH_CUDA(cudaDeviceSynchronize()); /* uploads done before the refills */
   for (int i = 1; i < copies; i++)
-    BENCH_KERNEL(trellis_bench_fill((uint16_t *)dw[i].trellis, payload / 2,
-                                    seed + (uint64_t)i, 0, stream));
+    BENCH_KERNEL(bench_fill((uint16_t *)dw[i].trellis, payload / 2,
+                            seed + (uint64_t)i, 0, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   trellis_plan_desc desc;
   trellis_plan_desc_init(&desc);
@@ -132,8 +130,8 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
     goto done;
   BENCH_CUDA(cudaMalloc(&x, (size_t)ms_max * (size_t)k * 2));
   BENCH_CUDA(cudaMalloc(&y, (size_t)ms_max * (size_t)n * 2));
-  BENCH_KERNEL(trellis_bench_fill(x, (size_t)ms_max * (size_t)k, seed ^ 0xa5, 1,
-                                  stream));
+  BENCH_KERNEL(
+      bench_fill(x, (size_t)ms_max * (size_t)k, seed ^ 0xa5, 1, stream));
   BENCH_CUDA(cudaEventCreate(&ev[0]));
   BENCH_CUDA(cudaEventCreate(&ev[1]));
 
@@ -215,7 +213,7 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
     }
   }
 
-  if (overhead) { /* target 6: 100 launches of M = 1 in one graph */
+  if (overhead) { /* BENCH_OVERHEAD_LAUNCHES launches of M = 1, one graph */
     bench_overhead *ov = &res->overhead;
     ctx.m = 1;
     if (!have_m1 && (bench_time_graph(ours_enqueue, &ctx, launches, o->reps,
@@ -261,7 +259,3 @@ done:
   synth_layer_free(&hl);
   return r;
 }
-
-#else
-typedef int bench_run_unused; /* CPU-only build: no GPU runs */
-#endif
