@@ -7,7 +7,7 @@
  * point at is read, so ASan reports any pointer outside the input. */
 #include "io/layers.h"
 #include "io/model.h"
-#include "io/npy.h"
+#include "tools/npy.h"
 #include "io/safetensors.h"
 
 #include <stdint.h>

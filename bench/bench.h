@@ -1,15 +1,20 @@
-/* `trellis bench`: the GPU benchmark of issue 5 (method and targets in
- * PERFORMANCE.md). Shared types of the bench_*.c files:
- *   cmd_bench.c    options, the order of the work, exit code;
- *   bench_peers.c  device facts, the HBM read peak, FP16 cuBLASLt;
- *   bench_run.c    our layers: cold copies, check, graph/eager timing;
- *   bench_time.c   CUDA-graph and eager timing of a launch sequence;
- *   bench_report.c the table, CSV, JSON, the targets block, git commit.
- * bench_peers/run/time need CUDA; report is plain C (both builds). */
-#ifndef TRELLIS_CLI_BENCH_H
-#define TRELLIS_CLI_BENCH_H
+/* The benchmark's shared types and functions (internal to trellis_bench):
+ *   bench.c    the entry point and the order of the work;
+ *   options.c  the command line;
+ *   peers.c    device facts, the HBM read peak, FP16 cuBLASLt;
+ *   layers.c   our layers: cold copies, check, graph/eager timing;
+ *   timing.c   CUDA-graph and eager timing of a launch sequence;
+ *   report.c   derived numbers, the headline and table, date and commit;
+ *   targets.c  the targets (targets.json) and their evaluation;
+ *   files.c    the CSV and JSON files.
+ * peers, layers and timing need CUDA (built only then); the rest is plain
+ * C. Method: bench/README.md. */
+#ifndef TRELLIS_BENCH_INTERNAL_H
+#define TRELLIS_BENCH_INTERNAL_H
 
-#include "cli_util.h"
+#include "tools/cli.h"
+#include "tools/measure.h"
+#include "trellis.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,9 +29,9 @@
 #define BENCH_LT_WORKSPACE (32ull << 20)
 #define BENCH_READ_BYTES (2ull << 30) /* read-peak buffer */
 #define BENCH_READ_REPS 20
-#define BENCH_OVERHEAD_LAUNCHES 100 /* target 6 */
-#define BENCH_BIG_LAYER 32e6        /* "layers >= 32 MB" of the targets */
+#define BENCH_OVERHEAD_LAUNCHES 100 /* the launch-overhead graph */
 #define BENCH_TIME_BUDGET_S 10.0 /* per row: fewer replays past this (rare) */
+#define BENCH_MAX_TARGETS 32
 
 typedef struct bench_shape {
   int64_t k, n;
@@ -45,6 +50,7 @@ typedef struct bench_options {
   double warmup_ms; /* --warmup-ms: the timers' warm-up floor */
   uint32_t flags;   /* TRELLIS_PLAN_* from --force */
   const char *csv_path, *json_path;
+  const char *targets_path; /* --targets, or NULL for the default file */
 } bench_options;
 
 /* The machine and the run. */
@@ -56,7 +62,7 @@ typedef struct bench_env {
   size_t cold_bytes;    /* max(256 MiB, 4 x L2) */
   int64_t max_m;        /* plan desc max_m: the largest M of the run */
   char date[32];        /* UTC, ISO 8601 */
-  char commit[48];      /* short hash, or "unknown" */
+  char commit[48];      /* $TRELLIS_COMMIT, the configured one, "unknown" */
 } bench_env;
 
 /* One measured row: (shape, M, bits, codebook). Times in microseconds per
@@ -76,15 +82,15 @@ typedef struct bench_row {
   int check_rows, check_ok;
 } bench_row;
 
-/* Target 6: 100 launches in one graph. */
+/* BENCH_OVERHEAD_LAUNCHES launches in one graph. */
 typedef struct bench_overhead {
   int measured;
   int64_t k, n;
   int bits;
   trellis_codebook cb;
   int copies, lrun_launches;
-  double cycled_us; /* 100 launches cycling the cold copies, per launch */
-  double single_us; /* 100 launches of copy 0's plan, per launch */
+  double cycled_us; /* the launches cycling the cold copies, per launch */
+  double single_us; /* the launches of copy 0's plan, per launch */
   double lrun_us;   /* the same layer's L-launch graph number (M = 1) */
   double eager_us;  /* its eager number */
 } bench_overhead;
@@ -97,43 +103,101 @@ typedef struct bench_results {
   int complete; /* 0 when an error stopped the run */
 } bench_results;
 
-enum { BENCH_NA = 0, BENCH_MET = 1, BENCH_MISSED = 2 };
-typedef struct bench_target {
-  int id;
-  int status; /* BENCH_NA / MET / MISSED */
-  char what[160];
-  char detail[512];
-} bench_target;
-#define BENCH_TARGETS 6
+/* ---- options (options.c) ----------------------------------------------- */
+/* Parses argv (cli_parse conventions) into *o with the modes' defaults.
+ * CLI_PARSED, CLI_HELP_SHOWN or CLI_USAGE (one line printed). */
+int bench_parse_options(int argc, char **argv, bench_options *o);
 
-/* ---- derived numbers (bench_report.c) ---------------------------------- */
+/* ---- derived numbers (report.c) ---------------------------------------- */
 double bench_row_gbs(const bench_row *r); /* weight GB/s */
 double bench_row_pct(const bench_row *r, double peak_gbs);
 double bench_row_tws(const bench_row *r);    /* T decoded weights/s */
 double bench_row_cublas(const bench_row *r); /* better layout, or NAN */
 const char *bench_row_cublas_layout(const bench_row *r); /* "kn"/"nk"/"" */
 double bench_row_speedup(const bench_row *r); /* cuBLAS us / ours us */
+/* "default", "generic", "generic+dense", ... */
+const char *bench_flags_name(uint32_t flags, char *buf, size_t size);
 
-/* ---- report (bench_report.c) ------------------------------------------- */
+/* ---- report (report.c) ------------------------------------------------- */
+/* snprintf that truncates quietly (names, details): the buffers are sized
+ * for normal use and a cut line is harmless. */
+void bench_sfmt(char *out, size_t size, const char *fmt, ...) CLI_PRINTF(3, 4);
+/* The commit the build was configured from, "" when unknown (commit.c,
+ * generated by CMake). */
+extern const char bench_configured_commit[];
 int bench_results_add(bench_results *res, const bench_row *row);
 void bench_results_free(bench_results *res);
-/* Date (UTC) and commit: $TRELLIS_COMMIT, else .git found from the working
- * directory or the executable upwards, else "unknown". */
+/* Date (UTC) and commit: $TRELLIS_COMMIT, else the commit the build was
+ * configured from (git describe), else "unknown". */
 void bench_stamp(bench_env *env);
 void bench_print_headline(const bench_env *env, const bench_options *o);
 void bench_print_table_header(const bench_options *o);
 void bench_print_row(const bench_env *env, const bench_options *o,
                      const bench_row *r);
+
+/* ---- targets (targets.c) ----------------------------------------------- */
+/* How a target scores rows (targets.json "rule"). */
+typedef enum bench_rule {
+  BENCH_RULE_READ_PEAK,       /* weight GB/s >= pct % of the read peak */
+  BENCH_RULE_FLOOR,           /* time <= max(floor / fraction, floor + slack) */
+  BENCH_RULE_FASTER_CUBLAS,   /* time < cuBLAS */
+  BENCH_RULE_CUBLAS_RATIO,    /* time <= ratio x cuBLAS */
+  BENCH_RULE_DECODE_RATE,     /* weights/s >= min(pct % of peak, cap) */
+  BENCH_RULE_LAUNCH_OVERHEAD, /* overhead graph <= max(ratio x, + slack) */
+} bench_rule;
+
+/* One target of targets.json: which rows it scores (forced rows never
+ * count) and its limit. */
+typedef struct bench_target_def {
+  int id;
+  char what[160];
+  bench_rule rule;
+  int bits;             /* 0: any */
+  int cb;               /* a trellis_codebook, or -1: any */
+  int64_t m_min, m_max; /* rows with m_min <= M <= m_max */
+  double min_bytes;     /* weight bytes >= this (0: any) */
+  double max_bytes;     /* weight bytes < this (0: any) */
+  double pct, fraction, slack_us, ratio, cap_tweights;
+  int64_t growth_from_m; /* FASTER_CUBLAS: also time(M)/time(this M); 0 */
+} bench_target_def;
+
+typedef struct bench_targets {
+  char path[4096];  /* the file they came from */
+  char source[160]; /* where the figures come from (printed) */
+  int count;
+  bench_target_def def[BENCH_MAX_TARGETS];
+} bench_targets;
+
+enum { BENCH_NA = 0, BENCH_MET = 1, BENCH_MISSED = 2 };
+/* A target's verdict on a run. */
+typedef struct bench_target {
+  int id;
+  int status; /* BENCH_NA / MET / MISSED */
+  char what[160];
+  char detail[512];
+} bench_target;
+
+/* Reads the targets from `path`, or when NULL from the first file found of
+ * <executable dir>/TRELLIS_BENCH_TARGETS_FROM_EXE (an installed tree) and
+ * TRELLIS_BENCH_TARGETS (the source tree). CLI_OK, or CLI_FAIL with one line
+ * naming the file. */
+int bench_targets_load(const char *path, bench_targets *out);
+/* Parses a targets document held in `text`; `path` names it in messages. */
+int bench_targets_parse(const char *text, const char *path, bench_targets *out);
+/* Verdicts out[0..defs->count-1] on the rows and overhead of `res`. */
 void bench_eval_targets(const bench_env *env, const bench_options *o,
-                        const bench_results *res,
-                        bench_target out[BENCH_TARGETS]);
-void bench_print_targets(const bench_env *env,
-                         const bench_target t[BENCH_TARGETS]);
+                        const bench_results *res, const bench_targets *defs,
+                        bench_target *out);
+void bench_print_targets(const bench_env *env, const bench_targets *defs,
+                         const bench_target *t);
+const char *bench_status_name(int status); /* "MET", "MISSED", "n/a" */
+
+/* ---- files (files.c) --------------------------------------------------- */
 int bench_write_csv(const char *path, const bench_env *env,
                     const bench_results *res);
 int bench_write_json(const char *path, const bench_env *env,
                      const bench_options *o, const bench_results *res,
-                     const bench_target t[BENCH_TARGETS]);
+                     const bench_targets *defs, const bench_target *t);
 
 #ifdef TRELLIS_HAVE_CUDA
 #include <cublasLt.h>
@@ -184,11 +248,11 @@ int bench_write_json(const char *path, const bench_env *env,
     }                                                                          \
   } while (0)
 
-/* ---- timing (bench_time.c) --------------------------------------------- */
+/* ---- timing (timing.c) ------------------------------------------------- */
 /* Enqueues launch number `index` on `stream`; prints its own error line. */
 typedef int (*bench_enqueue_fn)(void *ctx, int index, cudaStream_t stream);
 /* Warm-up floor of both timers in GPU milliseconds (--warmup-ms; default
- * BENCH_WARMUP_MS): a CLI-wide setting, set once before any timing. */
+ * BENCH_WARMUP_MS): a run-wide setting, set once before any timing. */
 void bench_time_set_warmup_ms(double ms);
 /* Captures launches 0..launches-1 into one graph on `stream` (non-blocking),
  * replays it at least BENCH_WARMUP times and for at least the warm-up floor,
@@ -202,7 +266,7 @@ int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
 int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us);
 
-/* ---- peers (bench_peers.c) --------------------------------------------- */
+/* ---- peers (peers.c) --------------------------------------------------- */
 /* Name, SMs, L2, memory of the current device; cold_bytes. */
 int bench_query_gpu(bench_env *env);
 /* Median of BENCH_READ_REPS read-kernel launches over BENCH_READ_BYTES. */
@@ -215,11 +279,11 @@ int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
                        size_t cold_bytes, int reps, cudaStream_t stream,
                        double *kn_us, double *nk_us);
 
-/* ---- ours (bench_run.c) ------------------------------------------------ */
+/* ---- ours (layers.c) --------------------------------------------------- */
 /* One (shape, bits, codebook): cold copies and plans, then for each M of
  * o->ms the CPU check and the timings; rows are added to `res` and printed.
  * cublas_kn/nk hold the peers per M (index as o->ms). With `overhead` set,
- * also measures target 6 at M = 1 into res->overhead. */
+ * also measures the launch-overhead graphs at M = 1 into res->overhead. */
 int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      int64_t n, int bits, trellis_codebook cb,
                      const double *cublas_kn, const double *cublas_nk,

@@ -1,11 +1,9 @@
-/* `trellis bench` peers measured in the same run: the device facts, the HBM
+/* The benchmark's peers, measured in the same run: the device facts, the HBM
  * read peak (a 16-byte-load read kernel over 2 GiB) and FP16 cuBLASLt with
  * both weight layouts, timed by the same cold graph-replay method as ours. */
 #include "bench.h"
 
-#ifdef TRELLIS_HAVE_CUDA
-
-#include "cuda/bench_kernels.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -35,20 +33,20 @@ int bench_read_peak(cudaStream_t stream, double *gbs) {
   double t[BENCH_READ_REPS];
   int blocks = 0, threads = 0, r = CLI_FAIL;
   const size_t bytes = BENCH_READ_BYTES;
-  BENCH_KERNEL(trellis_bench_read_grid(&blocks, &threads));
+  BENCH_KERNEL(bench_read_grid(&blocks, &threads));
   BENCH_CUDA(cudaMalloc(&buf, bytes));
   BENCH_CUDA(cudaMalloc((void **)&out,
                         (size_t)blocks * (size_t)threads * sizeof *out));
   BENCH_CUDA(cudaEventCreate(&ev[0]));
   BENCH_CUDA(cudaEventCreate(&ev[1]));
-  BENCH_KERNEL(trellis_bench_fill(buf, bytes / 2, 0x7ead, 0, stream));
+  BENCH_KERNEL(bench_fill(buf, bytes / 2, 0x7ead, 0, stream));
   for (int i = 0; i < 2; i++) /* warm-up */
-    BENCH_KERNEL(trellis_bench_read(buf, bytes, out, blocks, threads, stream));
+    BENCH_KERNEL(bench_read(buf, bytes, out, blocks, threads, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   for (int i = 0; i < BENCH_READ_REPS; i++) {
     float ms = 0.0f;
     BENCH_CUDA(cudaEventRecord(ev[0], stream));
-    BENCH_KERNEL(trellis_bench_read(buf, bytes, out, blocks, threads, stream));
+    BENCH_KERNEL(bench_read(buf, bytes, out, blocks, threads, stream));
     BENCH_CUDA(cudaEventRecord(ev[1], stream));
     BENCH_CUDA(cudaEventSynchronize(ev[1]));
     BENCH_CUDA(cudaEventElapsedTime(&ms, ev[0], ev[1]));
@@ -172,14 +170,13 @@ int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
   BENCH_LT(cublasLtCreate(&c.h));
   for (int i = 0; i < copies; i++) {
     BENCH_CUDA(cudaMalloc(&w[i], wbytes));
-    BENCH_KERNEL(trellis_bench_fill(
-        w[i], wbytes / 2, 0xc0b1a5ull * 1000003u + (uint64_t)i, 1, stream));
+    BENCH_KERNEL(bench_fill(w[i], wbytes / 2,
+                            0xc0b1a5ull * 1000003u + (uint64_t)i, 1, stream));
   }
   BENCH_CUDA(cudaMalloc(&x, (size_t)max_m * (size_t)k * 2));
   BENCH_CUDA(cudaMalloc(&y, (size_t)max_m * (size_t)n * 2));
   BENCH_CUDA(cudaMalloc(&ws, BENCH_LT_WORKSPACE));
-  BENCH_KERNEL(
-      trellis_bench_fill(x, (size_t)max_m * (size_t)k, 0x5eedull, 1, stream));
+  BENCH_KERNEL(bench_fill(x, (size_t)max_m * (size_t)k, 0x5eedull, 1, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   c.w = w;
   c.copies = copies;
@@ -206,7 +203,3 @@ done:
   cudaFree(ws);
   return r;
 }
-
-#else
-typedef int bench_peers_unused; /* CPU-only build: no peers */
-#endif

@@ -1,6 +1,6 @@
 /* .npy reading and writing (see npy.h). The header is a Python dict literal;
  * it is parsed with a small strict scanner, never evaluated. */
-#include "io/npy.h"
+#include "tools/npy.h"
 #include "io/posix_file.h"
 
 #include "core/internal.h"

@@ -1,8 +1,7 @@
-/* `trellis bench`: timing of a launch sequence, by CUDA-graph replay and
+/* The benchmark's timing of a launch sequence, by CUDA-graph replay and
  * eagerly (cudaEvents around each replay or pass; medians). */
 #include "bench.h"
 
-#ifdef TRELLIS_HAVE_CUDA
 #include <stdlib.h>
 
 static double warmup_floor_ms = BENCH_WARMUP_MS;
@@ -32,9 +31,7 @@ done:
 /* Warm-up, then `reps` timed runs of a graph replay (exec) or an eager
  * pass (fn, launches); *us receives the median per launch. Warm-up by
  * count (at least min_warm runs) and by time: a row that follows an idle
- * GPU (the CPU reference runs between layers) measured its first
- * small-layer row 10-20% slow with 3 replays of ~0.5 ms (RESULTS.md,
- * seventh session). */
+ * GPU (the CPU reference runs between layers) starts at a low clock. */
 static int warm_and_time(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
                          int launches, int reps, int min_warm,
                          cudaStream_t stream, double *us) {
@@ -99,7 +96,3 @@ int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
                      cudaStream_t stream, double *us) {
   return warm_and_time(NULL, fn, ctx, launches, reps, 1, stream, us);
 }
-
-#else
-typedef int bench_time_unused; /* CPU-only build: nothing to time */
-#endif

@@ -1,78 +1,34 @@
-/* `trellis bench`: our layers. For one (shape, bits, codebook): C distinct
+/* The benchmark's own layers. For one (shape, bits, codebook): C distinct
  * random copies of the layer (C x payload >= the cold size, C >= 2), one
  * prepared plan per copy; for each M the copy-0 plan is checked against the
  * CPU reference, then L = max(C, 20) launches cycling the copies are timed by
  * CUDA-graph replay and eagerly. */
 #include "bench.h"
 
-#ifdef TRELLIS_HAVE_CUDA
-
-#include "cuda/bench_kernels.h"
+#include "kernels.h"
+#include "tools/device.h"
+#include "tools/synth.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct host_layer {
-  trellis_weight w;
-  int16_t *trellis;
-  uint16_t *suh, *svh;
-} host_layer;
-
-static void host_layer_free(host_layer *h) {
-  free(h->trellis);
-  free(h->suh);
-  free(h->svh);
-  memset(h, 0, sizeof *h);
-}
-
-/* Random signs, magnitude scale * |N(1, 0.1)| (as `trellis demo`). */
-static void fill_scales(uint16_t *s, int64_t len, double scale, cli_rng *rng) {
-  for (int64_t i = 0; i < len; i++) {
-    double mag = fabs(1.0 + 0.1 * cli_rng_normal(rng)) * scale;
-    double sign = (cli_rng_next(rng) & 1) ? -1.0 : 1.0;
-    s[i] = trellis_f32_to_f16((float)(sign * mag));
-  }
-}
-
-/* A layer like a real checkpoint: any K-bit symbol stream decodes, so random
- * trellis words are valid; suh ~ 1/sqrt(k), svh ~ 1 keep y = O(1). */
-static int host_layer_build(host_layer *h, int64_t k, int64_t n, int bits,
+/* The host layer: synth_layer_init's random layer, like a real checkpoint
+ * (any K-bit symbol stream decodes; suh ~ 1/sqrt(k), svh ~ 1 keep y =
+ * O(1)). */
+static int host_layer_build(synth_layer *h, int64_t k, int64_t n, int bits,
                             trellis_codebook cb, uint64_t seed) {
-  cli_rng rng = {seed};
-  size_t words = (size_t)(k / 16) * (size_t)(n / 16) * 16 * (size_t)bits;
-  memset(h, 0, sizeof *h);
-  h->trellis = malloc(words * sizeof *h->trellis);
-  h->suh = malloc((size_t)k * sizeof *h->suh);
-  h->svh = malloc((size_t)n * sizeof *h->svh);
-  if (!h->trellis || !h->suh || !h->svh) {
-    host_layer_free(h);
+  trellis_clear_error();
+  trellis_status st = synth_layer_init(h, k, n, bits, cb, 0, seed);
+  if (st == TRELLIS_OK)
+    return CLI_OK;
+  synth_layer_free(h);
+  if (st == TRELLIS_ERR_OUT_OF_MEMORY) {
     cli_error("bench: cannot allocate the %lldx%lld host layer", (long long)k,
               (long long)n);
     return CLI_FAIL;
   }
-  for (size_t i = 0; i < words; i += 4) {
-    uint64_t v = cli_rng_next(&rng);
-    for (size_t j = 0; j < 4 && i + j < words; j++)
-      h->trellis[i + j] = (int16_t)(uint16_t)(v >> (16 * j));
-  }
-  fill_scales(h->suh, k, 1.0 / sqrt((double)k), &rng);
-  fill_scales(h->svh, n, 1.0, &rng);
-  trellis_weight_init(&h->w);
-  h->w.k = k;
-  h->w.n = n;
-  h->w.bits = bits;
-  h->w.codebook = cb;
-  h->w.trellis = h->trellis;
-  h->w.suh = h->suh;
-  h->w.svh = h->svh;
-  trellis_clear_error();
-  trellis_status st = trellis_weight_validate(&h->w);
-  if (st != TRELLIS_OK) {
-    host_layer_free(h);
-    return cli_lib_error(st, "bench: layer");
-  }
-  return CLI_OK;
+  return cli_lib_error(st, "bench: layer");
 }
 
 typedef struct ours_ctx {
@@ -90,11 +46,6 @@ static int ours_enqueue(void *ctx, int index, cudaStream_t stream) {
   trellis_status st =
       trellis_run(c->plans[index % c->copies], c->x, c->m, c->y, c->b, stream);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, "trellis_run");
-}
-
-static cudaError_t dev_alloc(void **p, size_t bytes) {
-  *p = NULL;
-  return bytes ? cudaMalloc(p, bytes) : cudaSuccess;
 }
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -116,7 +67,7 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
                         ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
                         ((uint64_t)cb << 48);
-  host_layer hl = {0};
+  synth_layer hl = {0};
   trellis_device_weight **dw = NULL;
   trellis_plan **plans = NULL;
   trellis_buffers b;
@@ -148,9 +99,9 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   }
   BENCH_CUDA(cudaDeviceSynchronize()); /* uploads done before the refills */
   for (int i = 1; i < copies; i++)
-    BENCH_KERNEL(trellis_bench_fill(
-        (uint16_t *)trellis_device_weight_view(dw[i])->trellis, payload / 2,
-        seed + (uint64_t)i, 0, stream));
+    BENCH_KERNEL(
+        bench_fill((uint16_t *)trellis_device_weight_view(dw[i])->trellis,
+                   payload / 2, seed + (uint64_t)i, 0, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
   trellis_plan_desc desc;
   trellis_plan_desc_init(&desc);
@@ -166,22 +117,22 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   BENCH_CUDA(cudaDeviceSynchronize()); /* anything prepare queued elsewhere */
 
   /* One buffer set sized for the largest need over the Ms (and M = 1). */
+  trellis_buffer_sizes need = {.struct_size = sizeof need};
   for (int j = -1; j < o->nms; j++) {
     trellis_buffer_sizes sz = {.struct_size = sizeof sz};
     BENCH_TRELLIS(trellis_plan_query(plans[0], j < 0 ? 1 : o->ms[j], &sz));
-    b.rotated_bytes = max_size(b.rotated_bytes, sz.rotated_bytes);
-    b.input_f16_bytes = max_size(b.input_f16_bytes, sz.input_f16_bytes);
-    b.output_f16_bytes = max_size(b.output_f16_bytes, sz.output_f16_bytes);
-    b.workspace_bytes = max_size(b.workspace_bytes, sz.workspace_bytes);
+    need.rotated_bytes = max_size(need.rotated_bytes, sz.rotated_bytes);
+    need.input_f16_bytes = max_size(need.input_f16_bytes, sz.input_f16_bytes);
+    need.output_f16_bytes =
+        max_size(need.output_f16_bytes, sz.output_f16_bytes);
+    need.workspace_bytes = max_size(need.workspace_bytes, sz.workspace_bytes);
   }
-  BENCH_CUDA(dev_alloc(&b.rotated, b.rotated_bytes));
-  BENCH_CUDA(dev_alloc(&b.input_f16, b.input_f16_bytes));
-  BENCH_CUDA(dev_alloc(&b.output_f16, b.output_f16_bytes));
-  BENCH_CUDA(dev_alloc(&b.workspace, b.workspace_bytes));
+  if (cli_buffers_alloc(&need, &b) != CLI_OK)
+    goto done;
   BENCH_CUDA(cudaMalloc(&x, (size_t)ms_max * (size_t)k * 2));
   BENCH_CUDA(cudaMalloc(&y, (size_t)ms_max * (size_t)n * 2));
-  BENCH_KERNEL(trellis_bench_fill(x, (size_t)ms_max * (size_t)k, seed ^ 0xa5, 1,
-                                  stream));
+  BENCH_KERNEL(
+      bench_fill(x, (size_t)ms_max * (size_t)k, seed ^ 0xa5, 1, stream));
   BENCH_CUDA(cudaEventCreate(&ev[0]));
   BENCH_CUDA(cudaEventCreate(&ev[1]));
 
@@ -263,7 +214,7 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
     }
   }
 
-  if (overhead) { /* target 6: 100 launches of M = 1 in one graph */
+  if (overhead) { /* BENCH_OVERHEAD_LAUNCHES launches of M = 1, one graph */
     bench_overhead *ov = &res->overhead;
     ctx.m = 1;
     if (!have_m1 && (bench_time_graph(ours_enqueue, &ctx, launches, o->reps,
@@ -299,20 +250,13 @@ done:
     trellis_device_weight_destroy(dw[i]);
   free(plans);
   free(dw);
-  cudaFree(b.rotated);
-  cudaFree(b.input_f16);
-  cudaFree(b.output_f16);
-  cudaFree(b.workspace);
+  cli_buffers_free(&b);
   cudaFree(x);
   cudaFree(y);
   free(hx);
   free(hy);
   free(ref);
   free(got);
-  host_layer_free(&hl);
+  synth_layer_free(&hl);
   return r;
 }
-
-#else
-typedef int bench_run_unused; /* CPU-only build: no GPU runs */
-#endif

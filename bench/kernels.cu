@@ -1,6 +1,6 @@
-/* Kernels of `trellis bench`: the HBM read-peak probe (the denominator of
+/* Kernels of the benchmark: the HBM read-peak probe (the denominator of
  * every "% of read peak") and a random fill for weight copies and inputs. */
-#include "bench_kernels.h"
+#include "kernels.h"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -58,7 +58,7 @@ __global__ void fill_kernel(uint16_t *__restrict__ dst, size_t count,
 
 } // namespace
 
-extern "C" int trellis_bench_read_grid(int *blocks, int *threads) {
+extern "C" int bench_read_grid(int *blocks, int *threads) {
   int dev = 0, sms = 0, per_sm = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess)
@@ -73,8 +73,8 @@ extern "C" int trellis_bench_read_grid(int *blocks, int *threads) {
   return 0;
 }
 
-extern "C" int trellis_bench_read(const void *buf, size_t bytes, uint32_t *out,
-                                  int blocks, int threads, void *stream) {
+extern "C" int bench_read(const void *buf, size_t bytes, uint32_t *out,
+                          int blocks, int threads, void *stream) {
   if (bytes % 16 != 0 || ((uintptr_t)buf & 15) != 0 || blocks <= 0 ||
       threads <= 0)
     return (int)cudaErrorInvalidValue;
@@ -83,8 +83,8 @@ extern "C" int trellis_bench_read(const void *buf, size_t bytes, uint32_t *out,
   return (int)cudaGetLastError();
 }
 
-extern "C" int trellis_bench_fill(uint16_t *dst, size_t count, uint64_t seed,
-                                  int mode, void *stream) {
+extern "C" int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
+                          void *stream) {
   if (count == 0)
     return 0;
   size_t blocks = (count + 255) / 256;

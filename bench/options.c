@@ -1,11 +1,9 @@
-/* `trellis bench`: the GPU benchmark of issue 5 (method and targets in
- * PERFORMANCE.md). This file parses the options and orders the work: device
- * facts and the HBM read peak, then per shape FP16 cuBLAS and our layer for
- * each (bits, codebook) and M, then the targets block, CSV and JSON. The
- * pieces live in bench_peers.c, bench_run.c, bench_time.c, bench_report.c. */
+/* The benchmark's command line: options, the modes' defaults (--quick,
+ * --sweep) and the usage text. */
 #include "bench.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,17 +12,18 @@ static const char usage[] =
     "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
     "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
     "                     [--force generic|decode|dense[,...]]\n"
-    "                     [--csv FILE] [--json FILE]\n"
+    "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
+    "       (trellis-bench takes the same arguments)\n"
     "\n"
-    "GPU benchmark of EXL3 layers (CUDA builds), method of PERFORMANCE.md:\n"
+    "GPU benchmark of EXL3 layers (CUDA builds), method of bench/README.md:\n"
     "random layers, weights cold (distinct copies >= max(256 MiB, 4 x L2)\n"
     "rotated), fp16 x/y, every configuration checked against the CPU\n"
     "reference (first min(M, 16) rows, rel L2 <= 2e-3) before it is timed,\n"
     "CUDA-graph replay of L = max(copies, 20) launches (median per launch)\n"
     "and eager launches; in the same run the HBM read peak (16-byte load\n"
     "kernel, 2 GiB) and FP16 cuBLASLt (W[k,n] and W[n,k], the better one).\n"
-    "Prints a table (one row per shape, K, codebook, M) and the targets of\n"
-    "PERFORMANCE.md (MET / MISSED); exits 1 when a check fails.\n"
+    "Prints a table (one row per shape, K, codebook, M) and the targets\n"
+    "(MET / MISSED); exits 1 when a check fails.\n"
     "\n"
     "  k n ... / KxN      shapes (k = in_features, n = out_features; "
     "multiples\n"
@@ -49,9 +48,13 @@ static const char usage[] =
     "DENSE\n"
     "  --csv FILE         write the rows as CSV (+ gpu, date, commit)\n"
     "  --json FILE        write rows, launch overhead and targets as JSON\n"
+    "  --targets FILE     the targets to evaluate, default the installed\n"
+    "                     share/libtrellis/bench-targets.json, else the\n"
+    "                     source tree's bench/targets.json\n"
     "\n"
     "Explicit --shapes/--m/--bits/--codebook override the mode's defaults.\n"
-    "The commit comes from $TRELLIS_COMMIT, else from .git.\n";
+    "The commit comes from $TRELLIS_COMMIT, else from `git describe` when\n"
+    "the build was configured.\n";
 
 static const bench_shape default_shapes[] = {
     {4096, 4096},  {4096, 14336}, {14336, 4096}, {8192, 8192}, {8192, 28672},
@@ -209,105 +212,55 @@ static int parse_force(const char *text, uint32_t *flags) {
   }
 }
 
-typedef struct raw_args {
-  const char *shapes, *m, *bits, *codebook, *reps, *warmup, *force;
-  const char *pos[2 * BENCH_MAX_LIST];
-  int npos;
-} raw_args;
-
-/* argv -> raw option values and positionals. */
-static int scan_args(int argc, char **argv, raw_args *a, bench_options *o) {
-  struct {
-    const char *name;
-    const char **value;
-    int *flag;
-  } opts[] = {
-      {"--shapes", &a->shapes, NULL},  {"--m", &a->m, NULL},
-      {"--bits", &a->bits, NULL},      {"--codebook", &a->codebook, NULL},
-      {"--reps", &a->reps, NULL},      {"--warmup-ms", &a->warmup, NULL},
-      {"--force", &a->force, NULL},    {"--csv", &o->csv_path, NULL},
-      {"--json", &o->json_path, NULL}, {"--sweep", NULL, &o->sweep},
-      {"--quick", NULL, &o->quick}};
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
-      fputs(usage, stdout);
-      return CLI_HELP_SHOWN;
-    }
-    if (strncmp(s, "--", 2) == 0 && s[2] != '\0') {
-      const char *eq = strchr(s, '=');
-      size_t len = eq ? (size_t)(eq - s) : strlen(s);
-      int found = 0;
-      for (int j = 0; j < COUNT(opts) && !found; j++) {
-        if (strlen(opts[j].name) != len || strncmp(opts[j].name, s, len))
-          continue;
-        found = 1;
-        if (opts[j].flag) {
-          if (eq) {
-            cli_error("bench: option %s takes no value", opts[j].name);
-            return CLI_USAGE;
-          }
-          *opts[j].flag = 1;
-          continue;
-        }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (v == NULL || v[0] == '\0') {
-          cli_error("bench: option %s needs a value", opts[j].name);
-          return CLI_USAGE;
-        }
-        *opts[j].value = v;
-      }
-      if (!found) {
-        cli_error("bench: unknown option '%.*s' (try 'trellis bench --help')",
-                  (int)len, s);
-        return CLI_USAGE;
-      }
-      continue;
-    }
-    if (s[0] == '-' && s[1] != '\0') {
-      cli_error("bench: unknown option '%s' (try 'trellis bench --help')", s);
-      return CLI_USAGE;
-    }
-    if (a->npos == COUNT(a->pos)) {
-      cli_error("bench: too many shape arguments (at most %d shapes)",
-                BENCH_MAX_LIST);
-      return CLI_USAGE;
-    }
-    a->pos[a->npos++] = s;
-  }
-  return CLI_PARSED;
-}
-
-static int parse_options(int argc, char **argv, bench_options *o) {
-  raw_args a;
-  memset(&a, 0, sizeof a);
-  memset(o, 0, sizeof *o);
-  int r = scan_args(argc, argv, &a, o);
-  if (r != CLI_PARSED)
-    return r;
-
-  /* Shapes: positionals ("k n" pairs or KxN), then --shapes. */
-  for (int i = 0; i < a.npos; i++) {
-    const char *p = a.pos[i];
+/* Shapes from the positionals: "k n" pairs or KxN / k,n. */
+static int parse_positional_shapes(bench_options *o, const char *const *pos,
+                                   int npos) {
+  int r;
+  for (int i = 0; i < npos; i++) {
+    const char *p = pos[i];
     if (strpbrk(p, "xX,")) {
       if ((r = parse_shape(o, "shape", p, strlen(p))) != CLI_OK)
         return r;
       continue;
     }
     int64_t k = 0, n = 0;
-    if (i + 1 >= a.npos || strpbrk(a.pos[i + 1], "xX,")) {
+    if (i + 1 >= npos || strpbrk(pos[i + 1], "xX,")) {
       cli_error("bench: shape '%s' needs both k and n (k n, or KxN)", p);
       return CLI_USAGE;
     }
     if ((r = parse_i64("shape k", p, strlen(p), TRELLIS_HBLOCK, MAX_DIM, &k)) !=
             CLI_OK ||
-        (r = parse_i64("shape n", a.pos[i + 1], strlen(a.pos[i + 1]),
+        (r = parse_i64("shape n", pos[i + 1], strlen(pos[i + 1]),
                        TRELLIS_HBLOCK, MAX_DIM, &n)) != CLI_OK ||
         (r = add_shape(o, "shape", k, n)) != CLI_OK)
       return r;
     i++;
   }
-  if (a.shapes && (r = parse_shapes(o, a.shapes)) != CLI_OK)
+  return CLI_OK;
+}
+
+int bench_parse_options(int argc, char **argv, bench_options *o) {
+  const char *shapes = NULL, *m = NULL, *bits = NULL, *codebook = NULL;
+  const char *reps_text = NULL, *warmup_text = NULL, *force = NULL;
+  const char *pos[2 * BENCH_MAX_LIST];
+  int npos = 0;
+  memset(o, 0, sizeof *o);
+  const cli_option opts[] = {
+      {"--shapes", &shapes, NULL},     {"--m", &m, NULL},
+      {"--bits", &bits, NULL},         {"--codebook", &codebook, NULL},
+      {"--reps", &reps_text, NULL},    {"--warmup-ms", &warmup_text, NULL},
+      {"--force", &force, NULL},       {"--csv", &o->csv_path, NULL},
+      {"--json", &o->json_path, NULL}, {"--targets", &o->targets_path, NULL},
+      {"--sweep", NULL, &o->sweep},    {"--quick", NULL, &o->quick}};
+  int r = cli_parse_list(argc, argv, usage, opts, COUNT(opts), pos, COUNT(pos),
+                         &npos);
+  if (r != CLI_PARSED)
+    return r;
+
+  /* Shapes: positionals, then --shapes. */
+  if ((r = parse_positional_shapes(o, pos, npos)) != CLI_OK)
+    return r;
+  if (shapes && (r = parse_shapes(o, shapes)) != CLI_OK)
     return r;
   if (o->nshapes == 0) {
     const bench_shape *src = o->sweep   ? sweep_shapes
@@ -320,8 +273,8 @@ static int parse_options(int argc, char **argv, bench_options *o) {
     o->nshapes = count;
   }
 
-  if (a.m) {
-    if ((r = parse_int_list("--m", a.m, 1, MAX_M, o->ms, BENCH_MAX_LIST,
+  if (m) {
+    if ((r = parse_int_list("--m", m, 1, MAX_M, o->ms, BENCH_MAX_LIST,
                             &o->nms)) != CLI_OK)
       return r;
   } else if (o->sweep) {
@@ -333,11 +286,10 @@ static int parse_options(int argc, char **argv, bench_options *o) {
     memcpy(o->ms, src, (size_t)o->nms * sizeof *src);
   }
 
-  if (a.bits) {
+  if (bits) {
     int64_t v[TRELLIS_MAX_BITS];
-    if ((r = parse_int_list("--bits", a.bits, TRELLIS_MIN_BITS,
-                            TRELLIS_MAX_BITS, v, TRELLIS_MAX_BITS,
-                            &o->nbits)) != CLI_OK)
+    if ((r = parse_int_list("--bits", bits, TRELLIS_MIN_BITS, TRELLIS_MAX_BITS,
+                            v, TRELLIS_MAX_BITS, &o->nbits)) != CLI_OK)
       return r;
     for (int i = 0; i < o->nbits; i++)
       o->bits[i] = (int)v[i];
@@ -349,8 +301,8 @@ static int parse_options(int argc, char **argv, bench_options *o) {
     o->bits[o->nbits++] = 6;
   }
 
-  if (a.codebook) {
-    if ((r = parse_codebooks(o, a.codebook)) != CLI_OK)
+  if (codebook) {
+    if ((r = parse_codebooks(o, codebook)) != CLI_OK)
       return r;
   } else if (o->sweep) {
     o->cbs[0] = TRELLIS_CB_3INST;
@@ -363,128 +315,16 @@ static int parse_options(int argc, char **argv, bench_options *o) {
   }
 
   long reps = 20;
-  if (a.reps &&
-      (r = cli_parse_int("--reps", a.reps, 1, 100000, &reps)) != CLI_OK)
+  if (reps_text &&
+      (r = cli_parse_int("--reps", reps_text, 1, 100000, &reps)) != CLI_OK)
     return r;
   o->reps = (int)reps;
   long warmup = (long)BENCH_WARMUP_MS;
-  if (a.warmup &&
-      (r = cli_parse_int("--warmup-ms", a.warmup, 0, 60000, &warmup)) != CLI_OK)
+  if (warmup_text && (r = cli_parse_int("--warmup-ms", warmup_text, 0, 60000,
+                                        &warmup)) != CLI_OK)
     return r;
   o->warmup_ms = (double)warmup;
-  if (a.force && (r = parse_force(a.force, &o->flags)) != CLI_OK)
+  if (force && (r = parse_force(force, &o->flags)) != CLI_OK)
     return r;
   return CLI_PARSED;
-}
-
-/* ---- the run --------------------------------------------------------------
- */
-
-#ifdef TRELLIS_HAVE_CUDA
-
-/* Target 6 is measured on the first shape, with K6/MCG when it is run. */
-static void overhead_config(const bench_options *o, int *bits,
-                            trellis_codebook *cb) {
-  *bits = o->bits[0];
-  *cb = o->cbs[0];
-  for (int i = 0; i < o->nbits; i++)
-    for (int j = 0; j < o->ncbs; j++)
-      if (o->bits[i] == 6 && o->cbs[j] == TRELLIS_CB_MCG) {
-        *bits = 6;
-        *cb = TRELLIS_CB_MCG;
-      }
-}
-
-static int bench_main(const bench_options *o) {
-  bench_env env;
-  bench_results res;
-  bench_target targets[BENCH_TARGETS];
-  cudaStream_t stream = NULL;
-  double *kn = NULL, *nk = NULL;
-  int r = CLI_FAIL, started = 0;
-  memset(&env, 0, sizeof env);
-  memset(&res, 0, sizeof res);
-
-  if (trellis_cuda_device_count() <= 0) {
-    cli_error("bench: no usable CUDA device found");
-    return CLI_FAIL;
-  }
-  bench_stamp(&env);
-  env.max_m = 1;
-  for (int i = 0; i < o->nms; i++)
-    env.max_m = o->ms[i] > env.max_m ? o->ms[i] : env.max_m;
-  int ov_bits;
-  trellis_codebook ov_cb;
-  overhead_config(o, &ov_bits, &ov_cb);
-
-  bench_time_set_warmup_ms(o->warmup_ms);
-  BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  if (bench_query_gpu(&env) != CLI_OK ||
-      bench_read_peak(stream, &env.read_peak_gbs) != CLI_OK)
-    goto done;
-  bench_print_headline(&env, o);
-  bench_print_table_header(o);
-  started = 1;
-  BENCH_ALLOC(kn, o->nms);
-  BENCH_ALLOC(nk, o->nms);
-  for (int s = 0; s < o->nshapes; s++) {
-    const int64_t k = o->shapes[s].k, n = o->shapes[s].n;
-    if (bench_cublas_shape(k, n, o->ms, o->nms, env.cold_bytes, o->reps, stream,
-                           kn, nk) != CLI_OK)
-      goto done;
-    for (int bi = 0; bi < o->nbits; bi++)
-      for (int ci = 0; ci < o->ncbs; ci++) {
-        const int bits = o->bits[bi];
-        const trellis_codebook cb = o->cbs[ci];
-        const int overhead =
-            s == 0 && !res.overhead.measured && bits == ov_bits && cb == ov_cb;
-        if (bench_run_config(o, &env, k, n, bits, cb, kn, nk, overhead, stream,
-                             &res) != CLI_OK)
-          goto done;
-      }
-  }
-  r = CLI_OK;
-done:
-  if (started) {
-    res.complete = r == CLI_OK;
-    bench_eval_targets(&env, o, &res, targets);
-    if (r == CLI_OK)
-      bench_print_targets(&env, targets);
-    else
-      printf("\n(incomplete run: %zu rows measured before the error)\n",
-             res.count);
-    /* Files get what was measured, even after an error. */
-    if (o->csv_path && bench_write_csv(o->csv_path, &env, &res) != CLI_OK)
-      r = CLI_FAIL;
-    if (o->json_path &&
-        bench_write_json(o->json_path, &env, o, &res, targets) != CLI_OK)
-      r = CLI_FAIL;
-  }
-  if (r == CLI_OK && res.failed_checks) {
-    cli_error("bench: %d row%s failed the check against the CPU reference",
-              res.failed_checks, res.failed_checks == 1 ? "" : "s");
-    r = CLI_FAIL;
-  }
-  free(kn);
-  free(nk);
-  if (stream)
-    cudaStreamDestroy(stream);
-  bench_results_free(&res);
-  return r;
-}
-
-#endif
-
-int cmd_bench(int argc, char **argv) {
-  bench_options o;
-  int r = parse_options(argc, argv, &o);
-  if (r != CLI_PARSED)
-    return cli_parse_exit(r);
-#ifdef TRELLIS_HAVE_CUDA
-  return bench_main(&o);
-#else
-  cli_error("bench: this trellis was built without CUDA (the benchmark needs "
-            "a GPU build: configure with -DTRELLIS_CUDA=ON)");
-  return CLI_USAGE;
-#endif
 }

@@ -1,5 +1,5 @@
-/* Minimal .npy reader/writer for the CLI and the tests (not exported from
- * the shared library).
+/* Minimal .npy reader/writer for the CLI and the tests (part of the tools
+ * library, never of libtrellis).
  *
  * Reads format versions 1.0, 2.0 and 3.0 with descr '<f2' or '<f4' (also
  * spelled '<e' / '<f'), fortran_order False and up to TRELLIS_NPY_MAX_DIMS
@@ -9,8 +9,8 @@
  * such file), TRELLIS_ERR_DTYPE (another descr), TRELLIS_ERR_UNSUPPORTED
  * (fortran order), TRELLIS_ERR_SHAPE (too many dims, size overflow),
  * TRELLIS_ERR_FORMAT (anything else malformed or truncated). */
-#ifndef TRELLIS_IO_NPY_H
-#define TRELLIS_IO_NPY_H
+#ifndef TRELLIS_TOOLS_NPY_H
+#define TRELLIS_TOOLS_NPY_H
 
 #include "trellis.h"
 
