@@ -114,7 +114,6 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                                       &plans[i]));
     BENCH_TRELLIS(trellis_plan_prepare(plans[i]));
   }
-  BENCH_CUDA(cudaDeviceSynchronize()); /* anything prepare queued elsewhere */
 
   /* One buffer set sized for the largest need over the Ms (and M = 1). */
   trellis_buffer_sizes need = {.struct_size = sizeof need};
