@@ -160,6 +160,13 @@ TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook and
  * that exactly one sign form per side is present. Does not touch the data. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
+/* trellis_weight_validate, then the values: every suh, svh and bias
+ * element must be finite (TRELLIS_ERR_INVALID_ARGUMENT naming the vector and
+ * the first bad index). Host pointers only; reads k + 2n fp16 values. A
+ * finite EXL3 layer never fails it, and the model loader rejects files that
+ * do. The forward, decode and plan functions do not scan values, so check
+ * weights you build yourself with this before running them. */
+TRELLIS_API trellis_status trellis_weight_check_values(const trellis_weight *w);
 /* Bytes of the trellis payload: k*n*bits/8. */
 TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
 
