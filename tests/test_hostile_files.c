@@ -252,6 +252,20 @@ static void test_foreign_shard(void **state) {
   assert_null(strstr(trellis_last_error(), "root"));
   free(path);
   free(dir);
+
+  /* The same text as the index or config.json: the JSON error names the
+   * position, not the token found there. */
+  const char *texts[] = {index_name, "config.json"};
+  for (size_t i = 0; i < 2; i++) {
+    dir = copy_toy();
+    path = tu_join(dir, texts[i]);
+    tu_write_file(path, text, strlen(text));
+    expect_model(dir, TRELLIS_ERR_FORMAT,
+                 "invalid JSON at line 1, column 4: '[' or '{' expected");
+    assert_null(strstr(trellis_last_error(), "root"));
+    free(path);
+    free(dir);
+  }
 }
 
 /* ----------------------------------------------------------- limits -- */

@@ -34,3 +34,16 @@ void trellis_json_scan(const char *text, size_t len, trellis_json_bounds *out) {
     }
   }
 }
+
+void trellis_json_error_text(const json_error_t *err, char *buf, size_t cap) {
+  if (cap == 0)
+    return;
+  size_t len = strnlen(err->text, sizeof err->text);
+  const char *near = strstr(err->text, " near ");
+  if (near && (size_t)(near - err->text) < len)
+    len = (size_t)(near - err->text);
+  if (len >= cap)
+    len = cap - 1;
+  memcpy(buf, err->text, len);
+  buf[len] = '\0';
+}

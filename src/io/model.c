@@ -158,10 +158,13 @@ static trellis_status load_json(const char *json, size_t len, const char *label,
                         label, b.values, TEXT_MAX_VALUES);
   json_error_t err;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
-  if (!root)
+  if (!root) {
+    char text[JSON_ERROR_TEXT_LENGTH];
+    trellis_json_error_text(&err, text, sizeof text);
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: invalid JSON at line %d, column %d: %s", label,
-                        err.line, err.column, err.text);
+                        err.line, err.column, text);
+  }
   if (!json_is_object(root)) {
     json_decref(root);
     return trellis_fail(TRELLIS_ERR_FORMAT, "%s: not a JSON object", label);

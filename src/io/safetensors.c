@@ -292,9 +292,11 @@ static trellis_status parse_json(trellis_file *f, const char *hdr, size_t len,
       return trellis_fail(TRELLIS_ERR_FORMAT,
                           "%s: header: duplicate tensor name (%s)", f->label,
                           err.text);
+    char text[JSON_ERROR_TEXT_LENGTH];
+    trellis_json_error_text(&err, text, sizeof text);
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: header is not valid JSON at byte %d: %s", f->label,
-                        err.position, err.text);
+                        err.position, text);
   }
   if (!json_is_object(root)) {
     json_decref(root);
