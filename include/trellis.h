@@ -201,6 +201,12 @@ TRELLIS_API trellis_status trellis_cpu_forward(
     const trellis_weight *w, const void *x, trellis_dtype x_dtype, int64_t m,
     void *y, trellis_dtype y_dtype, void *workspace, size_t workspace_bytes,
     int threads);
+/* The number of threads trellis_cpu_forward splits `w`'s work over for
+ * `threads`: 0 means one per online core; never more than 256, nor than
+ * n / 16 (one 16-column tile each). A thread that cannot be created has its
+ * share run by the caller's thread. 0 for invalid arguments. */
+TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
+                                            int threads);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints: safetensors files and EXL3 model directories                 */

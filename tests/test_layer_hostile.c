@@ -374,6 +374,33 @@ static void test_check_values_api(void **state) {
                    TRELLIS_ERR_INVALID_ARGUMENT);
 }
 
+/* The thread count the forward reports is the one it uses: at most 256
+ * and at most one per 16-column tile. */
+static void test_forward_threads(void **state) {
+  (void)state;
+  static int16_t trellis[128 * 512 / 8];
+  uint16_t suh[128], svh[512];
+  for (int i = 0; i < 512; i++)
+    svh[i] = suh[i % 128] = 0x3C00;
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = 128;
+  w.n = 512;
+  w.bits = 1;
+  w.trellis = trellis;
+  w.suh = suh;
+  w.svh = svh;
+  assert_int_equal(trellis_cpu_forward_threads(&w, 4096), 32);
+  assert_int_equal(trellis_cpu_forward_threads(&w, 3), 3);
+  assert_int_equal(trellis_cpu_forward_threads(&w, -1), 0);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int want = cores < 1 ? 1 : cores > 32 ? 32 : (int)cores;
+  assert_int_equal(trellis_cpu_forward_threads(&w, 0), want);
+  w.n = 128 * 64;
+  assert_int_equal(trellis_cpu_forward_threads(&w, 4096), 256);
+  assert_int_equal(trellis_cpu_forward_threads(NULL, 1), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       /* First: it measures the process's peak RSS. */
@@ -381,6 +408,7 @@ int main(void) {
       cmocka_unit_test(test_misaligned_computes),
       cmocka_unit_test(test_nonfinite_rejected),
       cmocka_unit_test(test_check_values_api),
+      cmocka_unit_test(test_forward_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
