@@ -37,7 +37,12 @@ static void fuzz_layers(const trellis_file *f) {
     return;
   check(s.count + s.other_count <= f->count);
   for (size_t i = 0; i < s.count; i++) {
+    check(!s.extra[i].pending == !s.extra[i].lazy);
+    check(trellis_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
+    check(s.extra[i].pending == 0);
     const trellis_weight *w = &s.layers[i].weight;
+    check((uintptr_t)w->trellis % 2 == 0 && (uintptr_t)w->suh % 2 == 0 &&
+          (uintptr_t)w->svh % 2 == 0 && (uintptr_t)w->bias % 2 == 0);
     check(w->bits >= 1 && w->bits <= 8 && w->k % 128 == 0 && w->n % 128 == 0);
     check(!w->suh != !w->su && !w->svh != !w->sv);
     touch(w->trellis, (size_t)(w->k * w->n * w->bits / 8));

@@ -163,6 +163,13 @@ TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook and
  * that exactly one sign form per side is present. Does not touch the data. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
+/* trellis_weight_validate, then the values: every suh, svh and bias
+ * element must be finite (TRELLIS_ERR_INVALID_ARGUMENT naming the vector and
+ * the first bad index). Host pointers only; reads k + 2n fp16 values. A
+ * finite EXL3 layer never fails it, and the model loader rejects files that
+ * do. The forward, decode and plan functions do not scan values, so check
+ * weights you build yourself with this before running them. */
+TRELLIS_API trellis_status trellis_weight_check_values(const trellis_weight *w);
 /* Bytes of the trellis payload: k*n*bits/8. */
 TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
 
@@ -197,6 +204,12 @@ TRELLIS_API trellis_status trellis_cpu_forward(
     const trellis_weight *w, const void *x, trellis_dtype x_dtype, int64_t m,
     void *y, trellis_dtype y_dtype, void *workspace, size_t workspace_bytes,
     int threads);
+/* The number of threads trellis_cpu_forward splits `w`'s work over for
+ * `threads`: 0 means one per online core; never more than 256, nor than
+ * n / 16 (one 16-column tile each). A thread that cannot be created has its
+ * share run by the caller's thread. 0 for invalid arguments. */
+TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
+                                            int threads);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints: safetensors files and EXL3 model directories                 */
@@ -234,7 +247,23 @@ typedef struct trellis_tensor {
   size_t nbytes;
 } trellis_tensor;
 
-/* One memory-mapped .safetensors file, strictly validated at open. */
+/* One memory-mapped .safetensors file, strictly validated at open.
+ *
+ * Files are opened so that nothing blocks: a path that is not a regular
+ * file (a FIFO, socket, device or directory) is rejected with a message
+ * that says what it is, and so is a dangling or looping symbolic link. The
+ * header is read with read(2) and bounded: at most 100,000,000 bytes,
+ * 262,144 tensors, 16 JSON values per tensor, 1024-byte names and 32
+ * levels of nesting (README "Limits").
+ *
+ * Tensor data is used in place, through a read-only mapping. If a file is
+ * truncated while it is open, touching its data past the new end raises
+ * SIGBUS: the one failure the library cannot turn into a status, since a
+ * library must not install signal handlers. Calls that hand out data
+ * pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
+ * find_tensor/other) first check that the file has not shrunk and return
+ * TRELLIS_ERR_IO if it has; a file truncated after that is not noticed.
+ * Keep files unchanged while they are open. */
 typedef struct trellis_file trellis_file;
 
 TRELLIS_API trellis_status trellis_file_open(const char *path,
@@ -274,22 +303,47 @@ typedef enum trellis_sign_form {
 } trellis_sign_form;
 
 typedef struct trellis_layer {
-  const char *name;      /* prefix, e.g. "model.layers.0.mlp.up_proj" */
-  trellis_weight weight; /* host pointers into the mapped files */
-  trellis_sign_form signs;
+  const char *name;        /* prefix, e.g. "model.layers.0.mlp.up_proj" */
+  trellis_weight weight;   /* host pointers into the mapped files */
+  trellis_sign_form signs; /* LEGACY when either side is legacy */
   int has_bias;
 } trellis_layer;
+
+/* A layer as the header describes it, without its data. */
+typedef struct trellis_layer_info {
+  const char *name;
+  int64_t k, n;
+  int bits;
+  trellis_codebook codebook;
+  trellis_sign_form input_signs;  /* suh, or legacy packed su */
+  trellis_sign_form output_signs; /* svh, or legacy packed sv */
+  int has_bias;
+} trellis_layer_info;
 
 TRELLIS_API trellis_status trellis_model_open(const char *path,
                                               trellis_model **out);
 TRELLIS_API void trellis_model_close(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
-/* EXL3 layers, sorted by name. */
+/* EXL3 layers, sorted by name. Opening a model reads each layer's scales
+ * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
+ * the first bad element), never its payload.
+ *
+ * trellis_model_layer and trellis_model_find_layer hand out a layer for
+ * computing: host pointers into the mapped files, except for an F32 bias
+ * (converted to fp16 at open) and tensors misaligned for their element
+ * type (a header length that is not a multiple of 8): those are copied
+ * into aligned memory the model owns on the first fetch of their layer and
+ * freed by trellis_model_close. Both may be called from several threads at
+ * once. trellis_model_layer_info describes a layer from the header alone
+ * (no data read or copied): use it to list a model. */
 TRELLIS_API size_t trellis_model_layer_count(const trellis_model *m);
 TRELLIS_API trellis_status trellis_model_layer(const trellis_model *m,
                                                size_t index,
                                                trellis_layer *out);
+TRELLIS_API trellis_status trellis_model_layer_info(const trellis_model *m,
+                                                    size_t index,
+                                                    trellis_layer_info *out);
 TRELLIS_API trellis_status trellis_model_find_layer(const trellis_model *m,
                                                     const char *name,
                                                     trellis_layer *out);

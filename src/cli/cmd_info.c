@@ -11,14 +11,20 @@ static const char usage[] =
     "quantization_config, one row per EXL3 layer (name, k, n, bits, codebook,\n"
     "MB, sign form, bias) and totals.\n";
 
+/* Bytes of the trellis payload: k*n*bits/8. */
+static size_t payload_bytes_of(const trellis_layer_info *l) {
+  return (size_t)l->k * (size_t)l->n * (size_t)l->bits / 8;
+}
+
 /* Bytes the layer occupies in the checkpoint: payload, scales, bias. */
-static size_t layer_bytes(const trellis_layer *l) {
-  const trellis_weight *w = &l->weight;
-  size_t bytes = trellis_weight_payload_bytes(w);
-  bytes += w->suh ? (size_t)w->k * 2 : (size_t)w->k / 8;
-  bytes += w->svh ? (size_t)w->n * 2 : (size_t)w->n / 8;
+static size_t layer_bytes(const trellis_layer_info *l) {
+  size_t bytes = payload_bytes_of(l);
+  bytes += l->input_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->k * 2
+                                                  : (size_t)l->k / 8;
+  bytes += l->output_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->n * 2
+                                                   : (size_t)l->n / 8;
   if (l->has_bias)
-    bytes += (size_t)w->n * 2;
+    bytes += (size_t)l->n * 2;
   return bytes;
 }
 
@@ -61,8 +67,8 @@ int cmd_info(int argc, char **argv) {
   size_t count = trellis_model_layer_count(model);
   int width = 4;
   for (size_t i = 0; i < count; i++) {
-    trellis_layer l;
-    if (trellis_model_layer(model, i, &l) == TRELLIS_OK &&
+    trellis_layer_info l;
+    if (trellis_model_layer_info(model, i, &l) == TRELLIS_OK &&
         (int)strlen(l.name) > width)
       width = (int)strlen(l.name);
   }
@@ -75,22 +81,23 @@ int cmd_info(int argc, char **argv) {
   size_t total_bytes = 0, payload_bytes = 0;
   double weights = 0.0;
   for (size_t i = 0; i < count; i++) {
-    trellis_layer l;
-    st = trellis_model_layer(model, i, &l);
+    /* The header's description: listing never reads or copies payloads. */
+    trellis_layer_info l;
+    st = trellis_model_layer_info(model, i, &l);
     if (st != TRELLIS_OK) {
       trellis_model_close(model);
       return cli_lib_error(st, pos[0]);
     }
-    const trellis_weight *w = &l.weight;
     size_t bytes = layer_bytes(&l);
     total_bytes += bytes;
-    payload_bytes += trellis_weight_payload_bytes(w);
-    weights += (double)w->k * (double)w->n;
+    payload_bytes += payload_bytes_of(&l);
+    weights += (double)l.k * (double)l.n;
+    int legacy = l.input_signs == TRELLIS_SIGNS_LEGACY ||
+                 l.output_signs == TRELLIS_SIGNS_LEGACY;
     printf("%-*s %6lld %6lld %4d %-8s %9.3f %-13s %s\n", width, l.name,
-           (long long)w->k, (long long)w->n, w->bits,
-           trellis_codebook_name(w->codebook), (double)bytes / 1e6,
-           l.signs == TRELLIS_SIGNS_LEGACY ? "legacy su/sv" : "suh/svh",
-           l.has_bias ? "yes" : "no");
+           (long long)l.k, (long long)l.n, l.bits,
+           trellis_codebook_name(l.codebook), (double)bytes / 1e6,
+           legacy ? "legacy su/sv" : "suh/svh", l.has_bias ? "yes" : "no");
   }
 
   printf("\ntotals: %zu EXL3 layer%s, %zu bytes (%.3f MB)", count,

@@ -217,6 +217,12 @@ static int resolve_threads(int threads, int64_t tiles_n) {
   return threads;
 }
 
+int trellis_cpu_forward_threads(const trellis_weight *w, int threads) {
+  if (threads < 0 || w == NULL || w->struct_size < sizeof *w || w->n < 16)
+    return 0;
+  return resolve_threads(threads, w->n / 16);
+}
+
 /* Splits the column tiles evenly; the calling thread takes share 0 and runs
  * any share whose thread could not be created. */
 static void run_gemm(const gemm_share *proto, int threads) {

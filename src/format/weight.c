@@ -77,6 +77,41 @@ trellis_status trellis_weight_validate(const trellis_weight *w) {
   return TRELLIS_OK;
 }
 
+size_t trellis_f16_first_nonfinite(const void *bytes, size_t count) {
+  const uint8_t *b = bytes;
+  for (size_t i = 0; i < count; i++) {
+    uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+    if ((h & 0x7C00u) == 0x7C00u)
+      return i;
+  }
+  return count;
+}
+
+/* The first non-finite element of an fp16 vector, as an error. */
+static trellis_status check_finite(const char *what, const uint16_t *v,
+                                   int64_t count) {
+  if (v == NULL)
+    return TRELLIS_OK;
+  size_t i = trellis_f16_first_nonfinite(v, (size_t)count);
+  if (i == (size_t)count)
+    return TRELLIS_OK;
+  return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                      "weight.%s[%zu] is %s (a finite EXL3 layer has finite "
+                      "scales and bias)",
+                      what, i, (v[i] & 0x3FFu) ? "NaN" : "infinite");
+}
+
+trellis_status trellis_weight_check_values(const trellis_weight *w) {
+  trellis_status st = trellis_weight_validate(w);
+  if (st == TRELLIS_OK)
+    st = check_finite("suh", w->suh, w->k);
+  if (st == TRELLIS_OK)
+    st = check_finite("svh", w->svh, w->n);
+  if (st == TRELLIS_OK)
+    st = check_finite("bias", w->bias, w->n);
+  return st;
+}
+
 size_t trellis_weight_payload_bytes(const trellis_weight *w) {
   if (w == NULL || w->struct_size < sizeof *w || w->k <= 0 || w->n <= 0 ||
       w->bits < TRELLIS_MIN_BITS || w->bits > TRELLIS_MAX_BITS)
