@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "io/model.h"
+#include "tools/synth.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -205,20 +206,18 @@ static void test_misaligned_computes(void **state) {
   (void)state;
   const int64_t k = 256, n = 384, m = 3;
   const int bits = 4;
-  tu_rng rng;
-  tu_rng_seed(&rng, 21);
+  synth_rng rng;
+  synth_seed(&rng, 21);
   size_t words = (size_t)(k * n * bits / 16);
   int16_t *trellis = malloc(words * 2);
   assert_non_null(trellis);
-  for (size_t i = 0; i < words; i++)
-    trellis[i] = (int16_t)tu_rng_next(&rng);
+  synth_words(&rng, trellis, words);
   int16_t su[16];
-  for (int i = 0; i < 16; i++)
-    su[i] = (int16_t)tu_rng_next(&rng);
+  synth_words(&rng, su, 16);
   uint16_t svh[384], bias[384], x[3 * 256];
-  tu_rng_fill_f16(&rng, svh, 384, 0.5f, 1.5f);
-  tu_rng_fill_f16(&rng, bias, 384, -1.0f, 1.0f);
-  tu_rng_fill_f16(&rng, x, 3 * 256, -1.0f, 1.0f);
+  synth_fill_uniform(&rng, svh, TRELLIS_F16, 384, 0.5f, 1.5f);
+  synth_fill_uniform(&rng, bias, TRELLIS_F16, 384, -1.0f, 1.0f);
+  synth_fill_uniform(&rng, x, TRELLIS_F16, 3 * 256, -1.0f, 1.0f);
 
   files f = {0};
   int64_t shape[3] = {k / 16, n / 16, 16 * bits};
