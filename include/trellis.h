@@ -329,10 +329,20 @@ typedef struct trellis_quant_config {
   char codebook[16]; /* "mcg", "mul1", "3inst" or "" */
   char out_scales[16];
   int64_t calibration_rows, calibration_cols;
+  /* b12x_qsrt models (B12X-FORMATS §1.2): the sqg_fp16 descriptor table's
+   * SHA-256, or "" */
+  char descriptor_sha256[65];
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
- * model.safetensors or model.safetensors.index.json shards, and config.json. */
+ * model.safetensors or model.safetensors.index.json shards, and config.json.
+ * Besides EXL3 layers it finds b12x layers (B12X-FORMATS.md):
+ * `<p>.qsrt_trellis` (uniform) or `<p>.qsrt_pair` (record0 || record1) with
+ * `<p>.qsrt_suh` and `<p>.qsrt_svh`. Their codebook comes from the file's
+ * __metadata__ "codebook" (a pair's kind and axis from "pair_kind" and
+ * "rate_axis"), else from config.json when its quant_method is "b12x_qsrt";
+ * a rank-16 correction (`<p>.qsrt_a`, `<p>.qsrt_b`) is not part of the
+ * layer: those are "other" tensors, and no function here applies them. */
 typedef struct trellis_model trellis_model;
 
 typedef enum trellis_sign_form {
@@ -380,8 +390,10 @@ TRELLIS_API int trellis_cuda_built(void);
 TRELLIS_API int trellis_cuda_device_count(void);
 
 /* Copies a host weight to one device allocation on the current device and
- * fills `device` with device pointers (legacy su/sv are kept as given). Free
- * with trellis_weight_free_device(). */
+ * fills `device` with device pointers (legacy su/sv are kept as given; a
+ * pair's record1 follows record0). `device` receives host->struct_size
+ * bytes (at most sizeof(trellis_weight)). Free with
+ * trellis_weight_free_device(). */
 TRELLIS_API trellis_status trellis_weight_upload(const trellis_weight *host,
                                                  trellis_weight *device);
 TRELLIS_API trellis_status trellis_weight_free_device(trellis_weight *device);
@@ -477,7 +489,8 @@ TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
 /* The weight's pointers must be device memory and stay valid for the plan's
  * life; the payload 16-byte aligned, suh/svh/bias 8-byte aligned (the
  * kernels read them four at a time; trellis_weight_upload aligns all of
- * them). Uses the current CUDA device. */
+ * them). Uses the current CUDA device. The SQG codebooks and pairs run on
+ * the CPU only in this version: TRELLIS_ERR_UNSUPPORTED. */
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);
