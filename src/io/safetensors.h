@@ -12,6 +12,15 @@ extern "C" {
 /* Largest accepted JSON header, as in the reference safetensors library. */
 #define TRELLIS_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 
+/* A file's __metadata__: string pairs in header order. */
+typedef struct trellis_st_meta {
+  size_t count;
+  char **kv; /* kv[2i] = key, kv[2i + 1] = value */
+} trellis_st_meta;
+
+/* The value of `key` (NULL when absent, or when `m` is NULL). */
+const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key);
+
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
   void *map;   /* mmap base (NULL for caller memory) */
@@ -21,6 +30,7 @@ struct trellis_file {
   trellis_tensor *tensors; /* sorted by name (strcmp) */
   size_t count;
   char *names; /* one block holding every tensor name */
+  trellis_st_meta meta;
 };
 
 /* The file's path (or "<memory>"), for callers that build messages. */
