@@ -1,6 +1,8 @@
 /* Device queries, weight upload and the public H128 entry point. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
+#include "format/pair.h"
+#include "format/weight.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -23,13 +25,23 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                                      trellis_weight *device) {
   if (!device)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "device weight is NULL");
-  trellis_status st = trellis_weight_validate(host);
+  trellis_weight w; /* the caller's weight at any accepted struct_size */
+  trellis_status st = trellis_weight_load(host, &w);
   if (st != TRELLIS_OK)
     return st;
+  const uint32_t struct_size = host->struct_size;
+  host = &w;
   if (trellis_cuda_device_count() == 0)
     return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
   const size_t k = (size_t)host->k, n = (size_t)host->n;
   const size_t payload = trellis_weight_payload_bytes(host);
+  /* a pair's records go one after the other, as in a checkpoint */
+  const size_t record0 =
+      host->pair == TRELLIS_PAIR_NONE
+          ? payload
+          : 2 * (size_t)trellis_pair_record_words(
+                    host->rate_axis == TRELLIS_RATE_AXIS_N ? host->k : host->n,
+                    host->bits);
   const size_t in_bytes = host->suh ? k * 2 : k / 16 * 2;
   const size_t out_bytes = host->svh ? n * 2 : n / 16 * 2;
   const size_t bias_bytes = host->bias ? n * 2 : 0;
@@ -49,7 +61,10 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  if ((e = cudaMemcpy(base, host->trellis, payload, cudaMemcpyHostToDevice)) ||
+  if ((e = cudaMemcpy(base, host->trellis, record0, cudaMemcpyHostToDevice)) ||
+      (payload > record0 &&
+       (e = cudaMemcpy(base + record0, host->trellis1, payload - record0,
+                       cudaMemcpyHostToDevice))) ||
       (e = cudaMemcpy(base + off_in, src_in, in_bytes,
                       cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_out, src_out, out_bytes,
@@ -61,13 +76,19 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                         "copying the weight to the device failed: %s",
                         cudaGetErrorString(e));
   }
-  *device = *host;
-  device->trellis = (const int16_t *)base;
-  device->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
-  device->su = host->suh ? NULL : (const int16_t *)(base + off_in);
-  device->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;
-  device->sv = host->svh ? NULL : (const int16_t *)(base + off_out);
-  device->bias = host->bias ? (const uint16_t *)(base + off_bias) : NULL;
+  trellis_weight d = *host;
+  d.trellis = (const int16_t *)base;
+  d.trellis1 = host->pair != TRELLIS_PAIR_NONE
+                   ? (const int16_t *)(base + record0)
+                   : NULL;
+  d.suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
+  d.su = host->suh ? NULL : (const int16_t *)(base + off_in);
+  d.svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;
+  d.sv = host->svh ? NULL : (const int16_t *)(base + off_out);
+  d.bias = host->bias ? (const uint16_t *)(base + off_bias) : NULL;
+  /* `device` is a struct of the caller's version: write no more than it */
+  d.struct_size = struct_size < sizeof d ? struct_size : (uint32_t)sizeof d;
+  memcpy(device, &d, d.struct_size);
   return TRELLIS_OK;
 }
 
@@ -76,8 +97,11 @@ trellis_status trellis_weight_free_device(trellis_weight *device) {
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "device weight is NULL or was not uploaded");
   cudaError_t e = cudaFree((void *)device->trellis);
-  memset(device, 0, sizeof *device);
-  device->struct_size = sizeof *device;
+  const uint32_t size = device->struct_size == TRELLIS_WEIGHT_SIZE_V1
+                            ? (uint32_t)TRELLIS_WEIGHT_SIZE_V1
+                            : (uint32_t)sizeof *device;
+  memset(device, 0, size);
+  device->struct_size = size;
   if (e != cudaSuccess)
     return trellis_fail(TRELLIS_ERR_CUDA, "cudaFree failed: %s",
                         cudaGetErrorString(e));
