@@ -1,6 +1,7 @@
 /* Paired payloads (B12X-FORMATS §5): two 128-channel records of one layer,
- * split on the rate axis. Header-only, so the loader and the kernels' host
- * code share the rules without linking the decoders.
+ * split on the rate axis. Header-only (also __host__ __device__ under nvcc),
+ * so the loader and the kernels share the rules without linking the
+ * decoders.
  *
  * Memory: record r is an ordinary EXL3 tile array at K_r,
  *   rate axis n: [k/16][8][16*K_r], W_hat columns 128r .. 128r+127;
@@ -18,11 +19,17 @@
 extern "C" {
 #endif
 
+#if defined(__CUDACC__)
+#define TRELLIS_PAIR_INLINE __host__ __device__ static inline
+#else
+#define TRELLIS_PAIR_INLINE static inline
+#endif
+
 #define TRELLIS_PAIR_CHANNELS 256 /* the rate axis */
 #define TRELLIS_PAIR_RECORD 128   /* channels per record */
 
 /* 1 for a known kind other than NONE; the Ks are its two nibbles. */
-static inline int trellis_pair_kind_known(trellis_pair_kind kind) {
+TRELLIS_PAIR_INLINE int trellis_pair_kind_known(trellis_pair_kind kind) {
   switch (kind) {
   case TRELLIS_PAIR_P22:
   case TRELLIS_PAIR_P24:
@@ -36,16 +43,16 @@ static inline int trellis_pair_kind_known(trellis_pair_kind kind) {
   return 0;
 }
 
-static inline int trellis_pair_bits0(trellis_pair_kind kind) {
+TRELLIS_PAIR_INLINE int trellis_pair_bits0(trellis_pair_kind kind) {
   return ((unsigned)kind >> 4) & 15u;
 }
 
-static inline int trellis_pair_bits1(trellis_pair_kind kind) {
+TRELLIS_PAIR_INLINE int trellis_pair_bits1(trellis_pair_kind kind) {
   return (unsigned)kind & 15u;
 }
 
 /* int16 words of one record: orth/16 * 8 tiles of 16*K words. */
-static inline uint64_t trellis_pair_record_words(int64_t orth, int bits) {
+TRELLIS_PAIR_INLINE uint64_t trellis_pair_record_words(int64_t orth, int bits) {
   return (uint64_t)orth / 16u * 8u * 16u * (uint64_t)bits;
 }
 

@@ -14,8 +14,9 @@
  * they cost nothing on the CPU.)
  *
  * Tables, built once at first use and checked by SHA-256 (thread-safe).
- * Plain little-endian arrays a kernel can copy to constant or shared memory
- * as they are:
+ * Plain little-endian arrays a kernel can copy to shared (or constant)
+ * memory as they are; the indices differ across a warp, which shared
+ * memory serves without serialising:
  *   trellis_sqg_t12()      uint8_t  [4096]     E4M3 codes (OCP e4m3fn), 4 KiB,
  *                                              generated from the frozen
  *                                              STAIRCASE constants
@@ -23,9 +24,10 @@
  *                                              (exact), 8 KiB
  *   trellis_sqg_d3l()      uint16_t [104][2]   fp16 bits (base, slope) of the
  *                                              D3L segments, 416 B, embedded
- * The helpers below are plain integer code, also compiled as
- * __host__ __device__ by nvcc, so a kernel computes the same rank and the
- * same descriptor index as the CPU reference. */
+ * The CPU decoders use 65536-entry per-K state tables built from these
+ * (trellis_sqg_state_table). The helpers below are plain integer code, also
+ * compiled as __host__ __device__ by nvcc, so a kernel computes the same
+ * rank and the same descriptor index as the CPU reference. */
 #ifndef TRELLIS_FORMAT_SQG_H
 #define TRELLIS_FORMAT_SQG_H
 
