@@ -382,12 +382,10 @@ static trellis_status check_one_payload(const trellis_tensor *ts, size_t n,
   for (int i = 0; i < PAYLOAD_KINDS; i++) {
     if (i == kind || !find(ts, n, key, plen, payload_suffix[i]))
       continue;
-    char other[16];
-    snprintf(other, sizeof other, "%s", payload_suffix[i] + 1);
     key[plen] = '\0';
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: layer '%s': has both %s and %s", label, key,
-                        payload_suffix[kind] + 1, other);
+                        payload_suffix[kind] + 1, payload_suffix[i] + 1);
   }
   return TRELLIS_OK;
 }
