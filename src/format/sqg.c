@@ -77,16 +77,23 @@ uint16_t trellis_e4m3_to_f16(uint8_t code) {
   return (code & 0x80u) ? (uint16_t)(bits | 0x8000u) : bits;
 }
 
-/* §3.2: the exact label of a rank, an E4M3 code (zero has no sign). */
-static uint8_t staircase_label(uint32_t rank) {
-  const int negative = rank < 0x8000u;
-  uint32_t off = rank & 0x7FFFu;
-  if (negative)
-    off ^= 0x7FFFu;
-  uint32_t mag = 0;
-  while (mag < sizeof staircase / sizeof *staircase && staircase[mag] <= off)
-    mag++;
-  return (uint8_t)(mag | (negative && mag != 0 ? 0x80u : 0u));
+/* §3.2: the exact labels of all ranks, E4M3 codes (zero has no sign). The
+ * magnitude code of an offset is the count of staircase entries <= it. */
+static void staircase_labels(uint8_t labels[STATES]) {
+  static uint8_t mag[STATES / 2];
+  size_t steps = 0;
+  for (uint32_t off = 0; off < STATES / 2; off++) {
+    while (steps < sizeof staircase / sizeof *staircase &&
+           staircase[steps] <= off)
+      steps++;
+    mag[off] = (uint8_t)steps;
+  }
+  for (uint32_t rank = 0; rank < STATES; rank++) {
+    const int negative = rank < 0x8000u;
+    const uint8_t m =
+        mag[negative ? (rank & 0x7FFFu) ^ 0x7FFFu : rank & 0x7FFFu];
+    labels[rank] = (uint8_t)(m | (negative && m != 0 ? 0x80u : 0u));
+  }
 }
 
 /* The tables are hashed as stored in memory: little-endian, as the format
@@ -133,8 +140,7 @@ static uint16_t d3l_value(uint32_t rank) {
 
 static void build_tables(void) {
   static uint8_t labels[STATES];
-  for (uint32_t r = 0; r < STATES; r++)
-    labels[r] = staircase_label(r);
+  staircase_labels(labels);
   if (!hash_is(labels, sizeof labels, TRELLIS_SQG_LABELS_SHA256)) {
     tables_error = "the staircase labels do not match their SHA-256";
     return;
