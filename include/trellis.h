@@ -208,7 +208,7 @@ typedef struct trellis_weight {
   const int16_t *su;      /* legacy packed signs [k/16], or NULL */
   const int16_t *sv;      /* legacy packed signs [n/16], or NULL */
   const uint16_t *bias;   /* fp16 [n], or NULL */
-  /* ---- since 0.2: pairs (all zero for a uniform layer) ---- */
+  /* ---- pairs, after TRELLIS_WEIGHT_SIZE_V1 (all zero when uniform) ---- */
   trellis_pair_kind pair;      /* TRELLIS_PAIR_NONE: a uniform layer */
   trellis_rate_axis rate_axis; /* which of k, n is 256 */
   int bits1;                   /* K of record1 */
@@ -225,9 +225,9 @@ TRELLIS_API void trellis_weight_init(trellis_weight *w);
  * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
  * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
  * also be finite, which the CPU functions check when they read them). Does
- * not touch the data. Unknown enum values and missing pointers are
- * TRELLIS_ERR_INVALID_ARGUMENT, wrong sizes and (codebook, K) pairs
- * TRELLIS_ERR_SHAPE. */
+ * not touch the data. Unknown enum values, a pair's other codebooks and
+ * missing pointers are TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks
+ * and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
 /* Bytes of the trellis payload: k*n*bits/8; a pair: both records,
  * orth*128*(bits + bits1)/8. */
