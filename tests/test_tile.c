@@ -345,7 +345,7 @@ static void test_decode_tile_errors(void **state) {
   assert_int_equal(trellis_decode_tile(tile, 9, TRELLIS_CB_MCG, out),
                    TRELLIS_ERR_SHAPE);
   assert_non_null(strstr(trellis_last_error(), "got 9"));
-  assert_int_equal(trellis_decode_tile(tile, 4, (trellis_codebook)3, out),
+  assert_int_equal(trellis_decode_tile(tile, 4, (trellis_codebook)5, out),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(trellis_last_error(), "codebook"));
 }

@@ -1,4 +1,5 @@
-/* EXL3 layer discovery (EXL3-FORMAT §1, §5).
+/* EXL3 layer discovery (EXL3-FORMAT §1, §5), and b12x layers
+ * (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, checked in io/qsrt.c).
  *
  * A group `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `<p>.mcg|mul1`,
  * `<p>.bias`) is one layer. Once `<p>.trellis` exists the group must be a
@@ -21,6 +22,7 @@
  *     are rejected: a finite EXL3 layer never has them, and they would turn
  *     every output into NaN or inf. */
 #include "io/layers.h"
+#include "io/qsrt.h"
 
 #include "format/weight.h"
 
@@ -29,10 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The members of one group, NULL when absent. */
+enum { PAYLOAD_EXL3, PAYLOAD_QSRT_TRELLIS, PAYLOAD_QSRT_PAIR, PAYLOAD_KINDS };
+
+/* The members of one group, NULL when absent. A b12x group (qsrt != 0)
+ * has its qsrt_trellis/qsrt_pair in `trellis` and qsrt_suh/qsrt_svh in
+ * suh/svh. */
 typedef struct group {
   const trellis_tensor *trellis, *suh, *su, *svh, *sv, *mcg, *mul1, *bias,
       *scale;
+  int qsrt; /* 0: EXL3, else a payload suffix index (PAYLOAD_QSRT_*) */
 } group;
 
 static const trellis_tensor *find(const trellis_tensor *ts, size_t n, char *key,
@@ -80,11 +87,15 @@ static int own(trellis_layer_set *s, void *p) {
   return 1;
 }
 
-/* Points member j (trellis .. bias) of `w` at `p`. */
+/* Points member j (trellis .. bias) of `w` at `p`. A pair's record1 lies
+ * in its payload tensor, so trellis1 moves with trellis. */
 static void set_member(trellis_weight *w, int j, const void *p) {
   switch (j) {
   case TRELLIS_MEMBER_TRELLIS:
     w->trellis = p;
+    w->trellis1 = p && w->pair != TRELLIS_PAIR_NONE
+                      ? w->trellis + trellis_qsrt_record1_offset(w)
+                      : NULL;
     break;
   case TRELLIS_MEMBER_SUH:
     w->suh = p;
@@ -393,6 +404,35 @@ static trellis_status build_layer(trellis_layer_set *s, const char *label,
   return attach(s, label, prefix, g, L, x);
 }
 
+/* A b12x layer (io/qsrt.h); a pair's record1 follows record0 in the one
+ * payload tensor (set_member points trellis1 at it). */
+static trellis_status build_qsrt_layer(trellis_layer_set *s, const char *label,
+                                       const char *prefix, const group *g,
+                                       const trellis_st_meta *meta,
+                                       const char *model_codebook,
+                                       trellis_layer *L,
+                                       trellis_layer_extra *x) {
+  memset(L, 0, sizeof *L);
+  memset(x, 0, sizeof *x);
+  trellis_weight *w = &L->weight;
+  w->struct_size = sizeof *w;
+  const trellis_qsrt_group q = {.payload = g->trellis,
+                                .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
+                                .suh = g->suh,
+                                .svh = g->svh,
+                                .mcg = g->mcg,
+                                .mul1 = g->mul1};
+  trellis_status st =
+      trellis_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
+  if (st == TRELLIS_OK && g->mcg)
+    st = check_marker(label, prefix, g->mcg, "mcg", TRELLIS_MCG_MARKER);
+  if (st == TRELLIS_OK)
+    st = check_values(label, prefix, g);
+  if (st == TRELLIS_OK)
+    st = attach(s, label, prefix, g, L, x);
+  return st;
+}
+
 static void claim(const trellis_tensor *base, const trellis_tensor *t,
                   unsigned char *claimed) {
   if (t)
@@ -427,43 +467,80 @@ static int sort_layers(trellis_layer_set *s) {
   return 1;
 }
 
-static const char suffix_trellis[] = ".trellis";
-#define SUFFIX_TRELLIS_LEN (sizeof suffix_trellis - 1)
+/* Payload suffixes: index 0 is EXL3's, the others b12x's. */
+static const char *const payload_suffix[] = {".trellis", ".qsrt_trellis",
+                                             ".qsrt_pair"};
 
-static int is_trellis(const char *name, size_t *plen) {
+/* The payload suffix index of `name` (-1: none); *plen = prefix length. */
+static int payload_kind(const char *name, size_t *plen) {
   size_t len = strlen(name);
-  if (len < SUFFIX_TRELLIS_LEN ||
-      strcmp(name + len - SUFFIX_TRELLIS_LEN, suffix_trellis) != 0)
-    return 0;
-  *plen = len - SUFFIX_TRELLIS_LEN;
-  return 1;
+  for (int i = 0; i < PAYLOAD_KINDS; i++) {
+    size_t slen = strlen(payload_suffix[i]);
+    if (len >= slen && strcmp(name + len - slen, payload_suffix[i]) == 0) {
+      *plen = len - slen;
+      return i;
+    }
+  }
+  return -1;
 }
 
-/* Fills one layer per `.trellis` tensor; marks their members claimed. */
+/* One prefix has one payload: EXL3's or one of b12x's. */
+static trellis_status check_one_payload(const trellis_tensor *ts, size_t n,
+                                        char *key, size_t plen, int kind,
+                                        const char *label) {
+  for (int i = 0; i < PAYLOAD_KINDS; i++) {
+    if (i == kind || !find(ts, n, key, plen, payload_suffix[i]))
+      continue;
+    key[plen] = '\0';
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': has both %s and %s", label, key,
+                        payload_suffix[kind] + 1, payload_suffix[i] + 1);
+  }
+  return TRELLIS_OK;
+}
+
+/* Fills one layer per payload tensor; marks their members claimed. */
 static trellis_status find_layers(trellis_layer_set *s,
                                   const trellis_tensor *ts, size_t n,
+                                  const trellis_layer_hints *hints,
                                   const char *label, unsigned char *claimed) {
   for (size_t i = 0; i < n; i++) {
     size_t plen;
-    if (!is_trellis(ts[i].name, &plen))
+    const int kind = payload_kind(ts[i].name, &plen);
+    if (kind < 0)
       continue;
     char *key = malloc(plen + 16); /* room for the longest suffix */
     if (!key)
       return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
                           label);
     memcpy(key, ts[i].name, plen);
-    group g = {.trellis = &ts[i]};
-    g.suh = find(ts, n, key, plen, ".suh");
-    g.su = find(ts, n, key, plen, ".su");
-    g.svh = find(ts, n, key, plen, ".svh");
-    g.sv = find(ts, n, key, plen, ".sv");
+    group g = {.trellis = &ts[i], .qsrt = kind};
+    trellis_status st = TRELLIS_OK;
+    if (kind == PAYLOAD_EXL3) {
+      g.suh = find(ts, n, key, plen, ".suh");
+      g.su = find(ts, n, key, plen, ".su");
+      g.svh = find(ts, n, key, plen, ".svh");
+      g.sv = find(ts, n, key, plen, ".sv");
+      g.bias = find(ts, n, key, plen, ".bias");
+      g.scale = find(ts, n, key, plen, ".scale");
+    } else {
+      g.suh = find(ts, n, key, plen, ".qsrt_suh");
+      g.svh = find(ts, n, key, plen, ".qsrt_svh");
+      st = check_one_payload(ts, n, key, plen, kind, label);
+    }
     g.mcg = find(ts, n, key, plen, ".mcg");
     g.mul1 = find(ts, n, key, plen, ".mul1");
-    g.bias = find(ts, n, key, plen, ".bias");
-    g.scale = find(ts, n, key, plen, ".scale");
     key[plen] = '\0';
-    trellis_status st = build_layer(s, label, key, &g, &s->layers[s->count],
-                                    &s->extra[s->count]);
+    if (st == TRELLIS_OK && kind == PAYLOAD_EXL3)
+      st = build_layer(s, label, key, &g, &s->layers[s->count],
+                       &s->extra[s->count]);
+    else if (st == TRELLIS_OK)
+      st = build_qsrt_layer(s, label, key, &g,
+                            hints == NULL        ? NULL
+                            : hints->tensor_meta ? hints->tensor_meta[i]
+                                                 : hints->meta,
+                            hints ? hints->codebook : NULL,
+                            &s->layers[s->count], &s->extra[s->count]);
     free(key);
     if (st != TRELLIS_OK)
       return st;
@@ -479,6 +556,14 @@ static trellis_status find_layers(trellis_layer_set *s,
 trellis_status trellis_layers_discover(const trellis_tensor *tensors,
                                        size_t count, const char *label,
                                        trellis_layer_set *out) {
+  return trellis_layers_discover_hinted(tensors, count, NULL, label, out);
+}
+
+trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
+                                              size_t count,
+                                              const trellis_layer_hints *hints,
+                                              const char *label,
+                                              trellis_layer_set *out) {
   memset(out, 0, sizeof *out);
   size_t alloc = count ? count : 1;
   unsigned char *claimed = calloc(alloc, 1);
@@ -491,7 +576,7 @@ trellis_status trellis_layers_discover(const trellis_tensor *tensors,
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                         "%s: cannot allocate the layer index", label);
   }
-  trellis_status st = find_layers(out, tensors, count, label, claimed);
+  trellis_status st = find_layers(out, tensors, count, hints, label, claimed);
   if (st == TRELLIS_OK && !sort_layers(out))
     st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                       "%s: cannot allocate the layer index", label);

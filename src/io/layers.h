@@ -4,6 +4,7 @@
 
 #include "core/internal.h"
 #include "format/constants.h" /* the marker multipliers */
+#include "io/safetensors.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,7 +44,8 @@ typedef struct trellis_layer_set {
 } trellis_layer_set;
 
 /* Groups `tensors` (sorted by name with strcmp, names unique) into EXL3
- * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `mcg|mul1`, `bias`).
+ * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `mcg|mul1`, `bias`)
+ * and b12x layers (trellis_layers_discover_hinted).
  * Every other tensor is an "other". Layer pointers point into the tensors'
  * data. A tensor misaligned for its element type is not copied here: its
  * pointer stays NULL and its bit is set in extra[i].pending until
@@ -61,6 +63,22 @@ trellis_status trellis_layers_discover(const trellis_tensor *tensors,
 trellis_status trellis_layers_realign(trellis_layer_set *s, size_t i,
                                       const char *label);
 void trellis_layers_free(trellis_layer_set *s);
+
+/* Where b12x layers (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, io/qsrt.h) take
+ * their codebook and pair layout from. */
+typedef struct trellis_layer_hints {
+  const trellis_st_meta *meta; /* __metadata__ of every tensor's file */
+  const trellis_st_meta *const *tensor_meta; /* per tensor; overrides meta */
+  const char *codebook; /* config.json codebook of a b12x_qsrt model */
+} trellis_layer_hints;
+
+/* trellis_layers_discover, plus b12x layers; `hints` may be NULL (then a
+ * b12x layer has no codebook unless an mcg marker names it). */
+trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
+                                              size_t count,
+                                              const trellis_layer_hints *hints,
+                                              const char *label,
+                                              trellis_layer_set *out);
 
 #ifdef __cplusplus
 }

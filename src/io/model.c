@@ -10,6 +10,7 @@
 #include "io/json_bounds.h"
 #include "io/posix_file.h"
 
+#include "format/sqg.h"
 #include "io/layers.h"
 #include "io/safetensors.h"
 
@@ -19,6 +20,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +36,7 @@ struct trellis_model {
   trellis_file **by_addr;  /* files sorted by mapping address */
   trellis_tensor *tensors; /* every model tensor, sorted by name */
   size_t count;
+  const trellis_st_meta **tensor_meta; /* shards: each tensor's __metadata__ */
   trellis_layer_set set;
   trellis_quant_config qc;
   /* Guards the realignment of lazy layers (set.layers[i] and set.extra[i]
@@ -116,6 +119,9 @@ static trellis_status parse_qc(const char *label, json_t *qc,
   if (st == TRELLIS_OK)
     st = get_string(label, qc, "out_scales", out->out_scales,
                     sizeof out->out_scales);
+  if (st == TRELLIS_OK)
+    st = get_string(label, qc, "descriptor_sha256", out->descriptor_sha256,
+                    sizeof out->descriptor_sha256);
   if (st != TRELLIS_OK)
     return st;
   json_t *bits = json_object_get(qc, "bits");
@@ -347,6 +353,7 @@ void trellis_model_close(trellis_model *m) {
   if (m->lock_ready)
     pthread_mutex_destroy(&m->lock);
   free(m->tensors);
+  free(m->tensor_meta);
   free(m->label);
   free(m);
 }
@@ -374,7 +381,9 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
                                   const trellis_index *idx) {
   m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
   m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
-  if (!m->files || !m->tensors)
+  m->tensor_meta =
+      malloc((idx->count ? idx->count : 1) * sizeof *m->tensor_meta);
+  if (!m->files || !m->tensors || !m->tensor_meta)
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
   for (size_t i = 0; i < idx->shard_count; i++) {
     char *p = join(dir, idx->shards[i]);
@@ -396,6 +405,7 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
                           "from shard '%s'",
                           index_path, idx->tensors[i],
                           idx->shards[idx->shard[i]]);
+    m->tensor_meta[m->count] = &f->meta;
     m->tensors[m->count++] = f->tensors[at];
   }
   return TRELLIS_OK;
@@ -521,6 +531,26 @@ static trellis_status index_files(trellis_model *m) {
   return TRELLIS_OK;
 }
 
+/* Where b12x layers take their codebook from (io/qsrt.h): each tensor's
+ * file __metadata__, and config.json when its quant_method is b12x_qsrt.
+ * Such a config's descriptor_sha256 must name the built-in D3L table. */
+static trellis_status b12x_hints(const trellis_model *m,
+                                 trellis_layer_hints *h) {
+  h->tensor_meta = m->tensor_meta;
+  h->meta = m->file_count == 1 ? &m->files[0]->meta : NULL;
+  if (!m->qc.present || strcmp(m->qc.quant_method, "b12x_qsrt") != 0)
+    return TRELLIS_OK;
+  h->codebook = m->qc.codebook;
+  if (m->qc.descriptor_sha256[0] &&
+      strcasecmp(m->qc.descriptor_sha256, TRELLIS_SQG_D3L_SHA256) != 0)
+    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
+                        "%s: quantization_config.descriptor_sha256 %s is not "
+                        "the sqg_fp16 descriptor table this library has (%s)",
+                        m->label, m->qc.descriptor_sha256,
+                        TRELLIS_SQG_D3L_SHA256);
+  return TRELLIS_OK;
+}
+
 trellis_status trellis_model_open(const char *path, trellis_model **out) {
   if (!out)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
@@ -533,10 +563,14 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   trellis_status st = open_any(m, path);
+  trellis_layer_hints hints = {0};
   if (st == TRELLIS_OK)
     st = index_files(m);
   if (st == TRELLIS_OK)
-    st = trellis_layers_discover(m->tensors, m->count, path, &m->set);
+    st = b12x_hints(m, &hints);
+  if (st == TRELLIS_OK)
+    st = trellis_layers_discover_hinted(m->tensors, m->count, &hints, path,
+                                        &m->set);
   if (st != TRELLIS_OK) {
     trellis_model_close(m);
     return st;
@@ -643,6 +677,8 @@ trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
   out->output_signs =
       x->output_legacy ? TRELLIS_SIGNS_LEGACY : TRELLIS_SIGNS_SCALED;
   out->has_bias = L->has_bias;
+  out->pair = L->weight.pair;
+  out->rate_axis = L->weight.rate_axis;
   return TRELLIS_OK;
 }
 

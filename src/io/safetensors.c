@@ -210,6 +210,38 @@ static trellis_status check_metadata(const char *label, json_t *meta) {
   return TRELLIS_OK;
 }
 
+/* Keeps the (already checked) __metadata__ strings. */
+static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
+  const size_t n = json_object_size(meta);
+  f->meta.kv = calloc(2 * n + 1, sizeof *f->meta.kv);
+  if (!f->meta.kv)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate __metadata__", f->label);
+  const char *key;
+  json_t *val;
+  json_object_foreach(meta, key, val) {
+    const char *pair[2] = {key, json_string_value(val)};
+    for (int i = 0; i < 2; i++) {
+      const size_t len = strlen(pair[i]) + 1;
+      char *copy = malloc(len);
+      if (!copy)
+        return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                            "%s: cannot allocate __metadata__", f->label);
+      memcpy(copy, pair[i], len);
+      f->meta.kv[2 * f->meta.count + (size_t)i] = copy;
+    }
+    f->meta.count++;
+  }
+  return TRELLIS_OK;
+}
+
+const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key) {
+  for (size_t i = 0; m && i < m->count; i++)
+    if (strcmp(m->kv[2 * i], key) == 0)
+      return m->kv[2 * i + 1];
+  return NULL;
+}
+
 static int cmp_offsets(const void *a, const void *b) {
   const entry *x = a, *y = b;
   if (x->begin != y->begin)
@@ -315,6 +347,8 @@ static trellis_status parse_tensors(trellis_file *f, json_t *root) {
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) {
       trellis_status st = check_metadata(f->label, val);
+      if (st == TRELLIS_OK)
+        st = keep_metadata(f, val);
       if (st != TRELLIS_OK)
         return st;
       continue;
@@ -441,6 +475,9 @@ void trellis_file_close(trellis_file *f) {
     close(f->fd);
   free(f->tensors);
   free(f->names);
+  for (size_t i = 0; f->meta.kv && f->meta.kv[i]; i++)
+    free(f->meta.kv[i]);
+  free(f->meta.kv);
   free(f->label);
   free(f);
 }

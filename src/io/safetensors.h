@@ -22,6 +22,15 @@ extern "C" {
 /* Bytes of a tensor name. */
 #define TRELLIS_ST_MAX_NAME 1024
 
+/* A file's __metadata__: string pairs in header order. */
+typedef struct trellis_st_meta {
+  size_t count;
+  char **kv; /* kv[2i] = key, kv[2i + 1] = value */
+} trellis_st_meta;
+
+/* The value of `key` (NULL when absent, or when `m` is NULL). */
+const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key);
+
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
   int fd;      /* kept open to notice a file that shrank; -1 for memory */
@@ -32,6 +41,7 @@ struct trellis_file {
   trellis_tensor *tensors; /* sorted by name (strcmp) */
   size_t count;
   char *names; /* one block holding every tensor name */
+  trellis_st_meta meta;
 };
 
 /* The file's path (or "<memory>"), for callers that build messages. */
