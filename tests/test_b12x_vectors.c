@@ -14,7 +14,7 @@
 
 #include "format/pair.h"
 #include "format/sqg.h"
-#include "io/npy.h"
+#include "tools/npy.h"
 
 #include <jansson.h>
 #include <stdio.h>
