@@ -1,6 +1,6 @@
 /* The b12x formats on the GPU side: trellis_weight_upload copies a pair's
  * two records into one allocation (record0 || record1, as in a checkpoint)
- * and writes no more than the caller's struct_size; trellis_plan_create
+ * and reads no more than the caller's struct_size; trellis_plan_create
  * refuses SQG codebooks and pairs with TRELLIS_ERR_UNSUPPORTED (they run on
  * the CPU only in this version). */
 #include "gpu_util.h"
@@ -58,14 +58,16 @@ static void test_pair_upload_and_refusal(void **state) {
   h.trellis1 = rec1;
   h.suh = suh;
   h.svh = svh;
-  trellis_weight dw;
-  OK(trellis_weight_upload(&h, &dw));
-  assert_int_equal(dw.pair, TRELLIS_PAIR_P24);
-  assert_ptr_equal(dw.trellis1, dw.trellis + w0);
-  expect_device_words(dw.trellis, rec0, w0);
-  expect_device_words(dw.trellis1, rec1, w1);
-  expect_refused(&dw, "P24");
-  OK(trellis_weight_free_device(&dw));
+  trellis_device_weight *dwh = NULL;
+  OK(trellis_weight_upload(&h, &dwh));
+  const trellis_weight *dw = trellis_device_weight_view(dwh);
+  assert_non_null(dw);
+  assert_int_equal(dw->pair, TRELLIS_PAIR_P24);
+  assert_ptr_equal(dw->trellis1, dw->trellis + w0);
+  expect_device_words(dw->trellis, rec0, w0);
+  expect_device_words(dw->trellis1, rec1, w1);
+  expect_refused(dw, "P24");
+  trellis_device_weight_destroy(dwh);
   free(rec0);
   free(rec1);
   free(suh);
@@ -76,33 +78,36 @@ static void test_sqg_refusal_and_v1_struct(void **state) {
   (void)state;
   gw g;
   gw_random(&g, 256, 256, 3, TRELLIS_CB_SQG_E4M3, 0, 0, 7);
-  /* a caller of the first version: nothing past its struct is written */
+  /* a caller of the first version: nothing past its struct is read (the
+   * bytes after it would be an invalid pair kind), and the handle's view is
+   * a full-size uniform weight */
   struct {
     trellis_weight w;
     unsigned char tail[64];
-  } host, dev;
-  memset(&host, 0, sizeof host);
+  } host;
+  memset(&host, 0xA5, sizeof host);
   memcpy(&host.w, &g.w, TRELLIS_WEIGHT_SIZE_V1);
   host.w.struct_size = (uint32_t)TRELLIS_WEIGHT_SIZE_V1;
-  memset(&dev, 0xA5, sizeof dev);
-  OK(trellis_weight_upload(&host.w, &dev.w));
-  assert_int_equal(dev.w.struct_size, TRELLIS_WEIGHT_SIZE_V1);
-  const unsigned char *bytes = (const unsigned char *)&dev;
-  for (size_t i = TRELLIS_WEIGHT_SIZE_V1; i < sizeof dev; ++i)
-    assert_int_equal(bytes[i], 0xA5);
-  expect_device_words(dev.w.trellis, g.trellis, 256 / 16 * 256 / 16 * 48);
-  expect_refused(&dev.w, "sqg_e4m3");
-  OK(trellis_weight_free_device(&dev.w));
-  for (size_t i = TRELLIS_WEIGHT_SIZE_V1; i < sizeof dev; ++i)
+  trellis_device_weight *dwh = NULL;
+  OK(trellis_weight_upload(&host.w, &dwh));
+  const trellis_weight *dw = trellis_device_weight_view(dwh);
+  assert_non_null(dw);
+  assert_int_equal(dw->struct_size, sizeof(trellis_weight));
+  assert_int_equal(dw->pair, TRELLIS_PAIR_NONE);
+  assert_null(dw->trellis1);
+  expect_device_words(dw->trellis, g.trellis, 256 / 16 * 256 / 16 * 48);
+  expect_refused(dw, "sqg_e4m3");
+  trellis_device_weight_destroy(dwh);
+  const unsigned char *bytes = (const unsigned char *)&host;
+  for (size_t i = TRELLIS_WEIGHT_SIZE_V1; i < sizeof host; ++i)
     assert_int_equal(bytes[i], 0xA5);
 
-  trellis_weight dw;
   g.w.codebook = TRELLIS_CB_SQG_FP16;
   g.w.bits = 5;
   g.w.k = 128; /* 8 x 16 tiles of 80 words fit in the K3 payload */
-  OK(trellis_weight_upload(&g.w, &dw));
-  expect_refused(&dw, "sqg_fp16");
-  OK(trellis_weight_free_device(&dw));
+  OK(trellis_weight_upload(&g.w, &dwh));
+  expect_refused(trellis_device_weight_view(dwh), "sqg_fp16");
+  trellis_device_weight_destroy(dwh);
   gw_free(&g);
 }
 
