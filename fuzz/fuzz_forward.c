@@ -6,7 +6,7 @@
  *         trellis_weight_check_values (discovery rejects non-finite
  *         values), is decoded and run forward;
  *   odd:  the rest describes a weight as a caller would build it:
- *         k selector, n selector, bits, codebook (3 is invalid), flags
+ *         k selector, n selector, bits, codebook (see kCodebooks), flags
  *         (bit 0 legacy su, bit 1 legacy sv, bit 2 bias, bit 3 NULL
  *         payload), then the payload, the input signs or scales, the output
  *         ones and the bias, in that order. It goes through validation and,
@@ -96,6 +96,12 @@ static void *take(const uint8_t **p, size_t *left, size_t bytes) {
   return b;
 }
 
+/* The codebook byte modulo 6: EXL3's three, an invalid value, then the SQG
+ * ones (3 stays the invalid one it was before SQG existed). */
+static const trellis_codebook kCodebooks[6] = {
+    TRELLIS_CB_3INST,    TRELLIS_CB_MCG,      TRELLIS_CB_MUL1,
+    (trellis_codebook)5, TRELLIS_CB_SQG_E4M3, TRELLIS_CB_SQG_FP16};
+
 static void built(const uint8_t *data, size_t size) {
   if (size < 5)
     return;
@@ -104,7 +110,7 @@ static void built(const uint8_t *data, size_t size) {
   w.k = 128 * (1 + data[0] % 2);
   w.n = 128 * (1 + data[1] % 2);
   w.bits = data[2] % 10; /* 0 and 9 are invalid */
-  w.codebook = (trellis_codebook)(data[3] % 4);
+  w.codebook = kCodebooks[data[3] % 6];
   uint8_t flags = data[4];
   const uint8_t *p = data + 5;
   size_t left = size - 5;
@@ -130,7 +136,8 @@ static void built(const uint8_t *data, size_t size) {
     check(trellis_weight_check_values(&w) != TRELLIS_OK);
     goto done;
   }
-  check(w.trellis != NULL && w.bits >= 1 && w.bits <= 8 && w.codebook <= 2);
+  check(w.trellis != NULL && w.bits >= 1 && w.bits <= 8 &&
+        trellis_codebook_bits_valid(w.codebook, w.bits));
   if (trellis_weight_check_values(&w) == TRELLIS_OK)
     run(&w, 1 + (int64_t)(flags >> 4) % 3, (uint32_t)size);
 done:
