@@ -398,6 +398,11 @@ static void test_forward_threads(void **state) {
   w.n = 128 * 64;
   assert_int_equal(trellis_cpu_forward_threads(&w, 4096), 256);
   assert_int_equal(trellis_cpu_forward_threads(NULL, 1), 0);
+  /* a weight filled by the header before the pair fields */
+  w.struct_size = (uint32_t)TRELLIS_WEIGHT_SIZE_V1;
+  assert_int_equal(trellis_cpu_forward_threads(&w, 3), 3);
+  w.struct_size = (uint32_t)TRELLIS_WEIGHT_SIZE_V1 - 1;
+  assert_int_equal(trellis_cpu_forward_threads(&w, 3), 0);
 }
 
 int main(void) {

@@ -220,7 +220,10 @@ static int resolve_threads(int threads, int64_t tiles_n) {
 }
 
 int trellis_cpu_forward_threads(const trellis_weight *w, int threads) {
-  if (threads < 0 || w == NULL || w->struct_size < sizeof *w || w->n < 16)
+  if (threads < 0 || w == NULL ||
+      (w->struct_size < sizeof *w &&
+       w->struct_size != TRELLIS_WEIGHT_SIZE_V1) ||
+      w->n < 16)
     return 0;
   return resolve_threads(threads, w->n / 16);
 }
