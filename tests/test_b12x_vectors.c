@@ -14,6 +14,7 @@
 
 #include "format/pair.h"
 #include "format/sqg.h"
+#include "io/model.h"
 #include "tools/npy.h"
 
 #include <jansson.h>
@@ -226,6 +227,69 @@ static void test_w_hat(void **state) {
                i / (size_t)c->n, i % (size_t)c->n, w[i], want);
   }
   free(w);
+  close_case(&t);
+}
+
+/* The case's file with one more header byte, so that every tensor starts
+ * at an odd address: listing copies nothing, a fetch realigns the payload
+ * (a pair's record1 with it) and decodes as the aligned file does. */
+static void test_misaligned(void **state) {
+  const bcase *c = *state;
+  loaded t;
+  open_case(c, &t);
+  char *path = case_path(c, ".safetensors");
+  size_t size;
+  uint8_t *buf = tu_read_file(path, &size);
+  free(path);
+  assert_true(size > 8);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--)
+    hlen = hlen << 8 | buf[i];
+  assert_true(8 + hlen <= size);
+  uint8_t *odd = malloc(size + 1);
+  assert_non_null(odd);
+  memcpy(odd, buf, 8 + hlen);
+  odd[8 + hlen] = ' ';
+  memcpy(odd + 9 + hlen, buf + 8 + hlen, size - 8 - hlen);
+  for (int i = 0; i < 8; i++)
+    odd[i] = (uint8_t)((hlen + 1) >> (8 * i));
+  path = tu_tmp_path("b12x-odd.safetensors");
+  tu_write_file(path, odd, size + 1);
+  free(buf);
+  free(odd);
+
+  trellis_model *m;
+  tu_assert_status(trellis_model_open(path, &m), TRELLIS_OK);
+  trellis_layer_info info;
+  tu_assert_status(trellis_model_layer_info(m, 0, &info), TRELLIS_OK);
+  const trellis_weight *a = &t.layer.weight;
+  assert_string_equal(info.name, c->layer);
+  assert_int_equal(info.k, a->k);
+  assert_int_equal(info.n, a->n);
+  assert_int_equal(info.bits, a->bits);
+  assert_int_equal(info.codebook, a->codebook);
+  assert_int_equal(info.pair, a->pair);
+  assert_int_equal(info.rate_axis, a->rate_axis);
+  assert_int_equal(trellis_model_copied_bytes(m), 0);
+
+  trellis_layer L;
+  tu_assert_status(trellis_model_layer(m, 0, &L), TRELLIS_OK);
+  const trellis_weight *w = &L.weight;
+  assert_true(trellis_model_copied_bytes(m) >= trellis_weight_payload_bytes(a));
+  assert_int_equal((uintptr_t)w->trellis % 2, 0);
+  assert_ptr_equal(w->trellis1, a->trellis1
+                                    ? w->trellis + (a->trellis1 - a->trellis)
+                                    : NULL);
+  const size_t count = (size_t)c->k * (size_t)c->n;
+  uint16_t *want = malloc(count * 2), *got = malloc(count * 2);
+  assert_true(want && got);
+  tu_assert_status(trellis_decode_weight(a, want), TRELLIS_OK);
+  tu_assert_status(trellis_decode_weight(w, got), TRELLIS_OK);
+  assert_memory_equal(got, want, count * 2);
+  free(want);
+  free(got);
+  trellis_model_close(m);
+  free(path);
   close_case(&t);
 }
 
@@ -727,6 +791,7 @@ int main(void) {
     CMUnitTestFunction fn;
   } checks[] = {{"layer", test_layer},
                 {"w_hat bit-exact", test_w_hat},
+                {"misaligned", test_misaligned},
                 {"w_dense", test_w_dense},
                 {"cpu forward", test_cpu_forward}};
   const size_t nchecks = sizeof checks / sizeof *checks;
