@@ -7,7 +7,7 @@
  * point at is read, so ASan reports any pointer outside the input. */
 #include "io/layers.h"
 #include "io/model.h"
-#include "io/npy.h"
+#include "tools/npy.h"
 #include "io/safetensors.h"
 
 #include <stdint.h>
@@ -33,14 +33,26 @@ static void check(int ok) {
 
 static void fuzz_layers(const trellis_file *f) {
   trellis_layer_set s;
-  if (trellis_layers_discover(f->tensors, f->count, "<fuzz>", &s) != TRELLIS_OK)
+  const trellis_layer_hints hints = {.meta = &f->meta};
+  if (trellis_layers_discover_hinted(f->tensors, f->count, &hints, "<fuzz>",
+                                     &s) != TRELLIS_OK)
     return;
   check(s.count + s.other_count <= f->count);
   for (size_t i = 0; i < s.count; i++) {
+    check(!s.extra[i].pending == !s.extra[i].lazy);
+    check(trellis_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
+    check(s.extra[i].pending == 0);
     const trellis_weight *w = &s.layers[i].weight;
+    check((uintptr_t)w->trellis % 2 == 0 && (uintptr_t)w->suh % 2 == 0 &&
+          (uintptr_t)w->svh % 2 == 0 && (uintptr_t)w->bias % 2 == 0);
     check(w->bits >= 1 && w->bits <= 8 && w->k % 128 == 0 && w->n % 128 == 0);
     check(!w->suh != !w->su && !w->svh != !w->sv);
-    touch(w->trellis, (size_t)(w->k * w->n * w->bits / 8));
+    if (w->pair == TRELLIS_PAIR_NONE)
+      touch(w->trellis, (size_t)(w->k * w->n * w->bits / 8));
+    else { /* two records of k*n/2 weights */
+      touch(w->trellis, (size_t)(w->k * w->n / 2 * w->bits / 8));
+      touch(w->trellis1, (size_t)(w->k * w->n / 2 * w->bits1 / 8));
+    }
     touch(w->suh, (size_t)w->k * 2);
     touch(w->svh, (size_t)w->n * 2);
     touch(w->su, (size_t)w->k / 8);

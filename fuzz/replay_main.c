@@ -1,6 +1,8 @@
-/* Replays a corpus through LLVMFuzzerTestOneInput without libFuzzer (the
- * ctest `fuzz_replay` test). Arguments are files or directories, walked
- * recursively. Prints the number of inputs; exit 1 if a path is unreadable. */
+/* Replays the fuzz corpora without libFuzzer (the ctest `fuzz_replay`
+ * test). Every fuzz target is linked in with its entry point renamed to
+ * fuzz_one_TARGET. Arguments are TARGET:PATH, PATH a file or a directory
+ * walked recursively. Prints the number of inputs per target; exit 1 if a
+ * path is unreadable, 2 for a bad argument. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,9 +10,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
-static int replay_file(const char *path) {
+int fuzz_one_parsers(const uint8_t *data, size_t size);
+int fuzz_one_model_dir(const uint8_t *data, size_t size);
+int fuzz_one_forward(const uint8_t *data, size_t size);
+
+static const struct {
+  const char *name;
+  fuzz_fn fn;
+} targets[] = {{"parsers", fuzz_one_parsers},
+               {"model_dir", fuzz_one_model_dir},
+               {"forward", fuzz_one_forward}};
+
+static int replay_file(fuzz_fn one, const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return -1;
@@ -43,18 +56,18 @@ static int replay_file(const char *path) {
   }
   memcpy(exact, buf, len);
   free(buf);
-  LLVMFuzzerTestOneInput(exact, len);
+  one(exact, len);
   free(exact);
   return 1;
 }
 
 /* Number of inputs replayed under `path`, or -1 on an unreadable path. */
-static long replay(const char *path) {
+static long replay(fuzz_fn one, const char *path) {
   struct stat sb;
   if (stat(path, &sb) != 0)
     return -1;
   if (!S_ISDIR(sb.st_mode))
-    return S_ISREG(sb.st_mode) ? replay_file(path) : 0;
+    return S_ISREG(sb.st_mode) ? replay_file(one, path) : 0;
   DIR *d = opendir(path);
   if (!d)
     return -1;
@@ -70,7 +83,7 @@ static long replay(const char *path) {
       break;
     }
     snprintf(child, len, "%s/%s", path, e->d_name);
-    long got = replay(child);
+    long got = replay(one, child);
     free(child);
     if (got < 0) {
       count = -1;
@@ -84,18 +97,33 @@ static long replay(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s CORPUS_DIR_OR_FILE...\n", argv[0]);
+    fprintf(stderr, "usage: %s TARGET:CORPUS_DIR_OR_FILE...\n", argv[0]);
     return 2;
   }
-  long total = 0;
   for (int i = 1; i < argc; i++) {
-    long got = replay(argv[i]);
+    const char *colon = strchr(argv[i], ':');
+    fuzz_fn one = NULL;
+    const char *name = "";
+    for (size_t t = 0; colon && t < sizeof targets / sizeof *targets; t++) {
+      if (strlen(targets[t].name) == (size_t)(colon - argv[i]) &&
+          strncmp(argv[i], targets[t].name, (size_t)(colon - argv[i])) == 0) {
+        one = targets[t].fn;
+        name = targets[t].name;
+      }
+    }
+    if (!one) {
+      fprintf(stderr,
+              "%s: expected TARGET:PATH, TARGET one of parsers, "
+              "model_dir, forward\n",
+              argv[i]);
+      return 2;
+    }
+    long got = replay(one, colon + 1);
     if (got < 0) {
-      fprintf(stderr, "%s: cannot read\n", argv[i]);
+      fprintf(stderr, "%s: cannot read\n", colon + 1);
       return 1;
     }
-    total += got;
+    printf("%s: replayed %ld inputs\n", name, got);
   }
-  printf("replayed %ld inputs\n", total);
   return 0;
 }

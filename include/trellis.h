@@ -110,12 +110,18 @@ TRELLIS_API float trellis_bf16_to_f32(uint16_t bits);
 /* The EXL3 format                                                           */
 /* ------------------------------------------------------------------------ */
 
+/* 3INST, MCG and MUL1 are EXL3's codebooks (any K 1..8). The SQG codebooks
+ * come from the b12x formats (B12X-FORMATS.md): their value of a state
+ * depends on K, and each is defined at some K only. */
 typedef enum trellis_codebook {
   TRELLIS_CB_3INST = 0,
   TRELLIS_CB_MCG = 1,
-  TRELLIS_CB_MUL1 = 2
+  TRELLIS_CB_MUL1 = 2,
+  TRELLIS_CB_SQG_E4M3 = 3, /* "sqg_e4m3": K 2..6 (5 and 6: b12x extension) */
+  TRELLIS_CB_SQG_FP16 = 4  /* "sqg_fp16": K 5..6 */
 } trellis_codebook;
 
+/* "3inst", "mcg", "mul1", "sqg_e4m3", "sqg_fp16"; "invalid" otherwise. */
 TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 
 #define TRELLIS_MIN_BITS 1
@@ -123,16 +129,29 @@ TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 #define TRELLIS_TILE 16    /* weight tile is 16 x 16 */
 #define TRELLIS_HBLOCK 128 /* Hadamard block, and required k/n multiple */
 
+/* 1 when codebook `cb` is defined at `bits` bits per weight, else 0. */
+TRELLIS_API int trellis_codebook_bits_valid(trellis_codebook cb, int bits);
+
 /* fp16 bits of the codebook value of one trellis state (its low 16 bits are
- * used). An invalid codebook gives fp16 NaN (0x7E00). */
+ * used). An invalid codebook, or an SQG codebook (whose value depends on K:
+ * use trellis_codebook_value_bits), gives fp16 NaN (0x7E00). */
 TRELLIS_API uint16_t trellis_codebook_value(trellis_codebook cb,
                                             uint32_t state);
 /* The whole codebook: 65536 fp16 values indexed by state (built once,
- * thread-safe). NULL for an invalid codebook. */
+ * thread-safe). NULL for an invalid or an SQG codebook. */
 TRELLIS_API const uint16_t *trellis_codebook_table(trellis_codebook cb);
+/* The same for any codebook at `bits` bits per weight (3INST, MCG and MUL1
+ * give their K-independent values). NaN / NULL where
+ * trellis_codebook_bits_valid(cb, bits) is 0. */
+TRELLIS_API uint16_t trellis_codebook_value_bits(trellis_codebook cb, int bits,
+                                                 uint32_t state);
+TRELLIS_API const uint16_t *trellis_codebook_table_bits(trellis_codebook cb,
+                                                        int bits);
 
 /* Decodes one tile: `tile` holds 16*bits int16 words exactly as stored; `out`
- * receives the 16x16 fp16 weights row-major (out[16*r + c], r = input row). */
+ * receives the 16x16 fp16 weights row-major (out[16*r + c], r = input row).
+ * (cb, bits) must be valid (trellis_codebook_bits_valid; TRELLIS_ERR_SHAPE
+ * otherwise). */
 TRELLIS_API trellis_status trellis_decode_tile(const int16_t *tile, int bits,
                                                trellis_codebook cb,
                                                uint16_t out[256]);
@@ -142,28 +161,86 @@ TRELLIS_API trellis_status trellis_decode_tile(const int16_t *tile, int bits,
 TRELLIS_API trellis_status trellis_expand_signs(const int16_t *packed,
                                                 int64_t count, uint16_t *out);
 
-/* One EXL3 linear layer. Pointers are host memory for the CPU functions and
+/* Paired payloads (b12x "QSRT" pairs): the 256 channels of the layer's rate
+ * axis are two 128-channel records, each an ordinary tile array at its own
+ * K, decoded with the layer's codebook (MCG or SQG_E4M3). The value is the
+ * rate byte (K of record0 << 4) | K of record1. P43, P44 and P22 use the
+ * same layout as P24 and P33. */
+typedef enum trellis_pair_kind {
+  TRELLIS_PAIR_NONE = 0, /* a uniform layer */
+  TRELLIS_PAIR_P22 = 0x22,
+  TRELLIS_PAIR_P24 = 0x24,
+  TRELLIS_PAIR_P33 = 0x33,
+  TRELLIS_PAIR_P43 = 0x43,
+  TRELLIS_PAIR_P44 = 0x44
+} trellis_pair_kind;
+
+/* The axis a pair splits (its length is 256; the other is any multiple of
+ * 128, "orth" below). */
+typedef enum trellis_rate_axis {
+  /* n = 256 (gate/up): record0 = output columns 0..127, record1 = columns
+   * 128..255; record r is [k/16][8][16*K_r] */
+  TRELLIS_RATE_AXIS_N = 0,
+  /* k = 256 (down): record0 = input rows 0..127, record1 = rows 128..255;
+   * record r is [8][n/16][16*K_r] */
+  TRELLIS_RATE_AXIS_K = 1
+} trellis_rate_axis;
+
+/* "P24" etc., "none" for TRELLIS_PAIR_NONE, "invalid" otherwise. */
+TRELLIS_API const char *trellis_pair_kind_name(trellis_pair_kind kind);
+/* "n", "k", or "invalid". */
+TRELLIS_API const char *trellis_rate_axis_name(trellis_rate_axis axis);
+
+/* One linear layer. Pointers are host memory for the CPU functions and
  * device memory for the plan API. Exactly one of suh/su and one of svh/sv is
- * set. */
+ * set.
+ *
+ * Versions: struct_size is sizeof(trellis_weight) (or larger, from a newer
+ * header) or exactly TRELLIS_WEIGHT_SIZE_V1 (a weight filled by a header
+ * without the pair fields: a uniform layer); the library never reads past
+ * struct_size. */
 typedef struct trellis_weight {
   uint32_t struct_size; /* sizeof(trellis_weight) */
   int64_t k;            /* in_features, multiple of 128 */
   int64_t n;            /* out_features, multiple of 128 */
-  int bits;             /* K, 1..8 */
+  int bits;             /* K, 1..8; a pair: K of record0 */
   trellis_codebook codebook;
-  const int16_t *trellis; /* [k/16][n/16][16*bits] */
+  const int16_t *trellis; /* [k/16][n/16][16*bits]; a pair: record0 */
   const uint16_t *suh;    /* fp16 [k], or NULL when su is used */
   const uint16_t *svh;    /* fp16 [n], or NULL when sv is used */
   const int16_t *su;      /* legacy packed signs [k/16], or NULL */
   const int16_t *sv;      /* legacy packed signs [n/16], or NULL */
   const uint16_t *bias;   /* fp16 [n], or NULL */
+  /* ---- pairs, after TRELLIS_WEIGHT_SIZE_V1 (all zero when uniform) ---- */
+  trellis_pair_kind pair;      /* TRELLIS_PAIR_NONE: a uniform layer */
+  trellis_rate_axis rate_axis; /* which of k, n is 256 */
+  int bits1;                   /* K of record1 */
+  const int16_t *trellis1;     /* record1's tiles */
 } trellis_weight;
 
+/* sizeof(trellis_weight) before the pair fields. */
+#define TRELLIS_WEIGHT_SIZE_V1 offsetof(trellis_weight, pair)
+
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
-/* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook and
- * that exactly one sign form per side is present. Does not touch the data. */
+/* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
+ * that (codebook, bits) is valid (trellis_codebook_bits_valid) and that
+ * exactly one sign form per side is present. For a pair: a known kind and
+ * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
+ * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
+ * also be finite, which the CPU functions check when they read them). Does
+ * not touch the data. Unknown enum values, a pair's other codebooks and
+ * missing pointers are TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks
+ * and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
-/* Bytes of the trellis payload: k*n*bits/8. */
+/* trellis_weight_validate, then the values: every suh, svh and bias
+ * element must be finite (TRELLIS_ERR_INVALID_ARGUMENT naming the vector and
+ * the first bad index). Host pointers only; reads k + 2n fp16 values. A
+ * finite EXL3 layer never fails it, and the model loader rejects files that
+ * do. The forward, decode and plan functions do not scan values, so check
+ * weights you build yourself with this before running them. */
+TRELLIS_API trellis_status trellis_weight_check_values(const trellis_weight *w);
+/* Bytes of the trellis payload: k*n*bits/8; a pair: both records,
+ * orth*128*(bits + bits1)/8. */
 TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
 
 /* W_hat, fp16 [k][n] row-major, bit-exact. */
@@ -197,6 +274,12 @@ TRELLIS_API trellis_status trellis_cpu_forward(
     const trellis_weight *w, const void *x, trellis_dtype x_dtype, int64_t m,
     void *y, trellis_dtype y_dtype, void *workspace, size_t workspace_bytes,
     int threads);
+/* The number of threads trellis_cpu_forward splits `w`'s work over for
+ * `threads`: 0 means one per online core; never more than 256, nor than
+ * n / 16 (one 16-column tile each). A thread that cannot be created has its
+ * share run by the caller's thread. 0 for invalid arguments. */
+TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
+                                            int threads);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints: safetensors files and EXL3 model directories                 */
@@ -234,7 +317,23 @@ typedef struct trellis_tensor {
   size_t nbytes;
 } trellis_tensor;
 
-/* One memory-mapped .safetensors file, strictly validated at open. */
+/* One memory-mapped .safetensors file, strictly validated at open.
+ *
+ * Files are opened so that nothing blocks: a path that is not a regular
+ * file (a FIFO, socket, device or directory) is rejected with a message
+ * that says what it is, and so is a dangling or looping symbolic link. The
+ * header is read with read(2) and bounded: at most 100,000,000 bytes,
+ * 262,144 tensors, 16 JSON values per tensor, 1024-byte names and 32
+ * levels of nesting (README "Limits").
+ *
+ * Tensor data is used in place, through a read-only mapping. If a file is
+ * truncated while it is open, touching its data past the new end raises
+ * SIGBUS: the one failure the library cannot turn into a status, since a
+ * library must not install signal handlers. Calls that hand out data
+ * pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
+ * find_tensor/other) first check that the file has not shrunk and return
+ * TRELLIS_ERR_IO if it has; a file truncated after that is not noticed.
+ * Keep files unchanged while they are open. */
 typedef struct trellis_file trellis_file;
 
 TRELLIS_API trellis_status trellis_file_open(const char *path,
@@ -262,10 +361,20 @@ typedef struct trellis_quant_config {
   char codebook[16]; /* "mcg", "mul1", "3inst" or "" */
   char out_scales[16];
   int64_t calibration_rows, calibration_cols;
+  /* b12x_qsrt models (B12X-FORMATS §1.2): the sqg_fp16 descriptor table's
+   * SHA-256, or "" */
+  char descriptor_sha256[65];
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
- * model.safetensors or model.safetensors.index.json shards, and config.json. */
+ * model.safetensors or model.safetensors.index.json shards, and config.json.
+ * Besides EXL3 layers it finds b12x layers (B12X-FORMATS.md):
+ * `<p>.qsrt_trellis` (uniform) or `<p>.qsrt_pair` (record0 || record1) with
+ * `<p>.qsrt_suh` and `<p>.qsrt_svh`. Their codebook comes from the file's
+ * __metadata__ "codebook" (a pair's kind and axis from "pair_kind" and
+ * "rate_axis"), else from config.json when its quant_method is "b12x_qsrt";
+ * a rank-16 correction (`<p>.qsrt_a`, `<p>.qsrt_b`) is not part of the
+ * layer: those are "other" tensors, and no function here applies them. */
 typedef struct trellis_model trellis_model;
 
 typedef enum trellis_sign_form {
@@ -274,22 +383,49 @@ typedef enum trellis_sign_form {
 } trellis_sign_form;
 
 typedef struct trellis_layer {
-  const char *name;      /* prefix, e.g. "model.layers.0.mlp.up_proj" */
-  trellis_weight weight; /* host pointers into the mapped files */
-  trellis_sign_form signs;
+  const char *name;        /* prefix, e.g. "model.layers.0.mlp.up_proj" */
+  trellis_weight weight;   /* host pointers into the mapped files */
+  trellis_sign_form signs; /* LEGACY when either side is legacy */
   int has_bias;
 } trellis_layer;
+
+/* A layer as the header describes it, without its data. */
+typedef struct trellis_layer_info {
+  const char *name;
+  int64_t k, n;
+  int bits;
+  trellis_codebook codebook;
+  trellis_sign_form input_signs;  /* suh, or legacy packed su */
+  trellis_sign_form output_signs; /* svh, or legacy packed sv */
+  int has_bias;
+  trellis_pair_kind pair;      /* TRELLIS_PAIR_NONE: a uniform layer */
+  trellis_rate_axis rate_axis; /* a pair's split axis */
+} trellis_layer_info;
 
 TRELLIS_API trellis_status trellis_model_open(const char *path,
                                               trellis_model **out);
 TRELLIS_API void trellis_model_close(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
-/* EXL3 layers, sorted by name. */
+/* EXL3 layers, sorted by name. Opening a model reads each layer's scales
+ * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
+ * the first bad element), never its payload.
+ *
+ * trellis_model_layer and trellis_model_find_layer hand out a layer for
+ * computing: host pointers into the mapped files, except for an F32 bias
+ * (converted to fp16 at open) and tensors misaligned for their element
+ * type (a header length that is not a multiple of 8): those are copied
+ * into aligned memory the model owns on the first fetch of their layer and
+ * freed by trellis_model_close. Both may be called from several threads at
+ * once. trellis_model_layer_info describes a layer from the header alone
+ * (no data read or copied): use it to list a model. */
 TRELLIS_API size_t trellis_model_layer_count(const trellis_model *m);
 TRELLIS_API trellis_status trellis_model_layer(const trellis_model *m,
                                                size_t index,
                                                trellis_layer *out);
+TRELLIS_API trellis_status trellis_model_layer_info(const trellis_model *m,
+                                                    size_t index,
+                                                    trellis_layer_info *out);
 TRELLIS_API trellis_status trellis_model_find_layer(const trellis_model *m,
                                                     const char *name,
                                                     trellis_layer *out);
@@ -317,12 +453,14 @@ TRELLIS_API int trellis_cuda_device_count(void);
 typedef struct trellis_device_weight trellis_device_weight;
 
 /* Copies a host weight to one device allocation on the current device and
- * returns its handle in *out (NULL on failure). The host weight is not kept.
- * Destroy the handle after every plan that uses its view. */
+ * returns its handle in *out (NULL on failure); a pair's record1 follows
+ * record0 in it. The host weight is not kept. Destroy the handle after every
+ * plan that uses its view. */
 TRELLIS_API trellis_status trellis_weight_upload(const trellis_weight *host,
                                                  trellis_device_weight **out);
-/* The uploaded weight as a trellis_weight of device pointers (legacy su/sv
- * kept as given), what trellis_plan_create takes. Owned by the handle and
+/* The uploaded weight as a full-size trellis_weight of device pointers
+ * (legacy su/sv kept as given; a pair's trellis1 at its record1), what
+ * trellis_plan_create takes. Owned by the handle and
  * valid until it is destroyed. NULL for NULL or for a pointer that is not a
  * live handle (trellis_last_error says which). */
 TRELLIS_API const trellis_weight *
@@ -434,7 +572,8 @@ TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
  * BORROWS the memory it points to: the caller keeps it alive and unchanged
  * for the plan's life (a trellis_device_weight_view of a handle destroyed
  * after the plan, or memory the caller owns, e.g. a framework tensor's).
- * Uses the current CUDA device. */
+ * Uses the current CUDA device. The SQG codebooks and pairs run on the CPU
+ * only in this version: TRELLIS_ERR_UNSUPPORTED. */
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);

@@ -3,11 +3,13 @@
 # crashing (exit code < 128), print exactly one line on stderr, and that line
 # must name the file, tensor or argument at fault.
 #
-# usage: cli_errors.sh TRELLIS_CLI DATA_DIR   (DATA_DIR holds testvectors/)
+# usage: cli_errors.sh TRELLIS_CLI DATA_DIR [TRELLIS_BENCH]
+#   (DATA_DIR holds testvectors/; TRELLIS_BENCH is the trellis-bench program)
 set -u
 
 CLI=$1
 TV=$2/testvectors
+BENCH=${3:-}
 CASE=$TV/k1_mcg_256x128.safetensors # k = 256, n = 128
 LAYER=model.layers.0.mlp.proj
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/trellis-cli-errors.XXXXXX")
@@ -97,6 +99,11 @@ expect_error "--device" "$CLI" demo --device tpu
 expect_error "--reps" "$CLI" demo --reps 0
 expect_error "--warmup-ms" "$CLI" bench --warmup-ms -1
 expect_error "--warmup-ms" "$CLI" bench --warmup-ms soon
+expect_error "no_such_targets.json" "$CLI" bench --targets "$TMP/no_such_targets.json"
+if [ -n "$BENCH" ]; then # the same entry point as `trellis bench`
+  expect_error "--warmup-ms" "$BENCH" --warmup-ms -1
+  expect_error "--bogus" "$BENCH" --bogus
+fi
 
 # --- files -----------------------------------------------------------------
 expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors"

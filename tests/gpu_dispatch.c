@@ -49,7 +49,7 @@ static void test_gemm(void **state) {
 
 static void test_reconstruct(void **state) {
   (void)state;
-  UNSUPPORTED(trellis_reconstruct_prepare(6, (trellis_codebook)3));
+  UNSUPPORTED(trellis_reconstruct_prepare(6, TRELLIS_CB_SQG_E4M3));
   tu_assert_error_has("reconstruct: no kernel variant");
   tu_assert_error_has("codebook 3");
   uint16_t dst[8];

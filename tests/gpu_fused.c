@@ -87,12 +87,12 @@ static void test_parity_reference_shapes(void **state) {
 
 static void test_parity_random_shapes(void **state) {
   (void)state;
-  tu_rng r;
-  tu_rng_seed(&r, 99);
+  synth_rng r;
+  synth_seed(&r, 99);
   for (int i = 0; i < 8; ++i) {
-    int64_t k = 128 * (int64_t)(1 + tu_rng_next(&r) % 48);
-    int64_t n = 128 * (int64_t)(1 + tu_rng_next(&r) % 48);
-    int64_t m = 1 + (int64_t)(tu_rng_next(&r) % 128);
+    int64_t k = 128 * (int64_t)(1 + synth_next(&r) % 48);
+    int64_t n = 128 * (int64_t)(1 + synth_next(&r) % 48);
+    int64_t m = 1 + (int64_t)(synth_next(&r) % 128);
     parity(m, k, n, 10 + (uint64_t)i, (int)(i & 1));
   }
   parity(128, 8192, 1024, 30, 1);

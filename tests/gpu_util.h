@@ -1,10 +1,12 @@
 /* Helpers for the GPU tests (header-only: every gpu_*.c is one program).
- * Random EXL3 layers, device buffers, running a plan, CPU reference. */
+ * Random EXL3 layers (tools/synth.h), device buffers, running a plan, CPU
+ * reference. */
 #ifndef TRELLIS_GPU_UTIL_H
 #define TRELLIS_GPU_UTIL_H
 
 #include "cuda/kernels.h"
 #include "testutil.h"
+#include "tools/synth.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -34,88 +36,30 @@ static inline trellis_plan_desc gu_desc(int64_t max_m, trellis_dtype in,
   return d;
 }
 
-/* A host weight and the arrays it points to. */
-typedef struct gw {
-  trellis_weight w;
-  int16_t *trellis, *su, *sv;
-  uint16_t *suh, *svh, *bias;
-} gw;
+/* A host weight and the arrays it owns. */
+typedef synth_layer gw;
 
-/* Random layer like a real checkpoint: random payload, scales with random
- * signs and magnitudes around 1/sqrt(k) so y stays O(1). */
+/* Random layer like a real checkpoint (synth_layer_init): random payload,
+ * suh/svh with random signs (or legacy packed signs), optional bias. */
 static inline void gw_random(gw *g, int64_t k, int64_t n, int bits,
                              trellis_codebook cb, int legacy, int bias,
                              uint64_t seed) {
-  memset(g, 0, sizeof *g);
-  tu_rng r;
-  tu_rng_seed(&r, seed);
-  size_t words = (size_t)(k / 16) * (size_t)(n / 16) * 16 * (size_t)bits;
-  g->trellis = malloc(words * 2);
-  for (size_t i = 0; i < words; ++i)
-    g->trellis[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
-  trellis_weight_init(&g->w);
-  g->w.k = k;
-  g->w.n = n;
-  g->w.bits = bits;
-  g->w.codebook = cb;
-  g->w.trellis = g->trellis;
-  if (legacy) {
-    g->su = malloc((size_t)k / 16 * 2);
-    g->sv = malloc((size_t)n / 16 * 2);
-    for (int64_t i = 0; i < k / 16; ++i)
-      g->su[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
-    for (int64_t i = 0; i < n / 16; ++i)
-      g->sv[i] = (int16_t)(tu_rng_next(&r) & 0xFFFF);
-    g->w.su = g->su;
-    g->w.sv = g->sv;
-  } else {
-    g->suh = malloc((size_t)k * 2);
-    g->svh = malloc((size_t)n * 2);
-    float s = 1.0f / sqrtf((float)k);
-    for (int64_t i = 0; i < k; ++i) {
-      float v = tu_rng_uniform(&r, 0.5f, 1.5f);
-      g->suh[i] = trellis_f32_to_f16((tu_rng_next(&r) & 1) ? -v : v);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float v = tu_rng_uniform(&r, 0.5f, 1.5f) * s;
-      g->svh[i] = trellis_f32_to_f16((tu_rng_next(&r) & 1) ? -v : v);
-    }
-    g->w.suh = g->suh;
-    g->w.svh = g->svh;
-  }
-  if (bias) {
-    g->bias = malloc((size_t)n * 2);
-    tu_rng_fill_f16(&r, g->bias, (size_t)n, -0.5f, 0.5f);
-    g->w.bias = g->bias;
-  }
+  unsigned flags =
+      (legacy ? SYNTH_LEGACY_SIGNS : 0u) | (bias ? SYNTH_BIAS : 0u);
+  OK(synth_layer_init(g, k, n, bits, cb, flags, seed));
 }
 
-static inline void gw_free(gw *g) {
-  free(g->trellis);
-  free(g->su);
-  free(g->sv);
-  free(g->suh);
-  free(g->svh);
-  free(g->bias);
-  memset(g, 0, sizeof *g);
-}
+static inline void gw_free(gw *g) { synth_layer_free(g); }
 
 /* Random input rows in [-1, 1) in dtype dt; malloc'd. */
 static inline void *rand_input(int64_t m, int64_t k, trellis_dtype dt,
                                uint64_t seed) {
-  tu_rng r;
-  tu_rng_seed(&r, seed);
+  synth_rng r;
+  synth_seed(&r, seed);
   size_t count = (size_t)(m * k);
   void *x = malloc(count * trellis_dtype_size(dt));
-  for (size_t i = 0; i < count; ++i) {
-    float v = tu_rng_uniform(&r, -1.0f, 1.0f);
-    if (dt == TRELLIS_F16)
-      ((uint16_t *)x)[i] = trellis_f32_to_f16(v);
-    else if (dt == TRELLIS_BF16)
-      ((uint16_t *)x)[i] = trellis_f32_to_bf16(v);
-    else
-      ((float *)x)[i] = v;
-  }
+  assert_non_null(x);
+  synth_fill_uniform(&r, x, dt, count, -1.0f, 1.0f);
   return x;
 }
 

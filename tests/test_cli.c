@@ -11,7 +11,7 @@
  *   - `--version` and `help`. */
 #include "testutil.h"
 
-#include "io/npy.h"
+#include "tools/npy.h"
 
 #include <fcntl.h>
 #include <stdio.h>

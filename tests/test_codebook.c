@@ -145,11 +145,17 @@ static void test_names_and_invalid(void **state) {
   assert_string_equal(trellis_codebook_name(TRELLIS_CB_3INST), "3inst");
   assert_string_equal(trellis_codebook_name(TRELLIS_CB_MCG), "mcg");
   assert_string_equal(trellis_codebook_name(TRELLIS_CB_MUL1), "mul1");
-  assert_string_equal(trellis_codebook_name((trellis_codebook)3), "invalid");
+  assert_string_equal(trellis_codebook_name(TRELLIS_CB_SQG_E4M3), "sqg_e4m3");
+  assert_string_equal(trellis_codebook_name(TRELLIS_CB_SQG_FP16), "sqg_fp16");
+  assert_string_equal(trellis_codebook_name((trellis_codebook)5), "invalid");
   assert_string_equal(trellis_codebook_name((trellis_codebook)-1), "invalid");
-  assert_null(trellis_codebook_table((trellis_codebook)3));
+  assert_null(trellis_codebook_table((trellis_codebook)5));
+  /* the SQG codebooks' values depend on K: no K-less table */
+  assert_null(trellis_codebook_table(TRELLIS_CB_SQG_E4M3));
+  assert_null(trellis_codebook_table(TRELLIS_CB_SQG_FP16));
   assert_null(trellis_codebook_table((trellis_codebook)-1));
-  assert_null(trellis_codebook_table_f32((trellis_codebook)3));
+  assert_null(trellis_codebook_table_f32((trellis_codebook)5));
+  assert_null(trellis_codebook_table_f32(TRELLIS_CB_SQG_E4M3));
   /* An invalid codebook decodes to NaN rather than a plausible weight. */
   uint16_t nan_bits = trellis_codebook_value((trellis_codebook)7, 0);
   assert_int_equal(nan_bits & 0x7C00, 0x7C00);

@@ -54,6 +54,37 @@ static void test_gate_each_condition(void **state) {
     assert_true(trellis_gate_reason_text((trellis_gate_reason)r)[0] != '\0');
 }
 
+/* The b12x formats never take the fused path: the SQG codebooks at the
+ * fused K, and every pair kind at its record Ks (and at K 6, where only the
+ * pair condition closes the gate). */
+static void test_gate_b12x_formats(void **state) {
+  (void)state;
+  trellis_gate_input g;
+  for (int m = 1; m <= 128; m *= 2) {
+    g = open_gate(), g.m = m, g.codebook = TRELLIS_CB_SQG_E4M3;
+    assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+    g = open_gate(), g.m = m, g.codebook = TRELLIS_CB_SQG_FP16;
+    assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+  }
+  for (int bits = 2; bits <= 6; ++bits) {
+    g = open_gate(), g.bits = bits, g.codebook = TRELLIS_CB_SQG_E4M3;
+    assert_int_not_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+  }
+  static const trellis_pair_kind kinds[] = {TRELLIS_PAIR_P22, TRELLIS_PAIR_P24,
+                                            TRELLIS_PAIR_P33, TRELLIS_PAIR_P43,
+                                            TRELLIS_PAIR_P44};
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; ++i) {
+    const trellis_codebook cbs[2] = {TRELLIS_CB_MCG, TRELLIS_CB_SQG_E4M3};
+    for (int c = 0; c < 2; ++c) {
+      g = open_gate(), g.paired = 1, g.codebook = cbs[c];
+      g.bits = ((unsigned)kinds[i] >> 4) & 15u; /* record0's K */
+      assert_int_not_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+    }
+  }
+  g = open_gate(), g.paired = 1; /* K6 MCG otherwise open */
+  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_PAIRED);
+}
+
 static trellis_layout_params params(int64_t k, int64_t n) {
   trellis_layout_params p = {0};
   p.k = k;
@@ -234,6 +265,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate_open),
       cmocka_unit_test(test_gate_each_condition),
+      cmocka_unit_test(test_gate_b12x_formats),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_layout_stream),
       cmocka_unit_test(test_fused_local_rotation),

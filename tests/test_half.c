@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "tools/synth.h"
 #include "trellis.h"
 
 static float from_bits(uint32_t u) {
@@ -23,13 +24,7 @@ static uint32_t to_bits(float f) {
   return u;
 }
 
-static uint32_t rng = 0x9E3779B9u;
-static uint32_t next_random(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 17;
-  rng ^= rng << 5;
-  return rng;
-}
+static synth_rng rng = {0x9E3779B9u}; /* a synth_rng is its seed */
 
 /* Value of a finite positive fp16 pattern (0..0x7BFF) in double. */
 static double f16_value(uint16_t h) {
@@ -247,12 +242,12 @@ static void test_f16_tie_sweep(void **state) {
 static void test_random_floats(void **state) {
   (void)state;
   for (int i = 0; i < 2000000; i++) { /* any bit pattern */
-    const float f = from_bits(next_random());
+    const float f = from_bits((uint32_t)synth_next(&rng));
     check_f16(f);
     check_bf16(f);
   }
   for (int i = 0; i < 2000000; i++) { /* concentrated on the fp16 range */
-    const uint32_t r = next_random();
+    const uint32_t r = (uint32_t)synth_next(&rng);
     const uint32_t exp = 96 + (r >> 24) % 48;
     check_f16(from_bits((r & 0x80000000u) | exp << 23 | (r & 0x7FFFFFu)));
   }

@@ -1,7 +1,8 @@
 /* .npy reader/writer: round trips and malformed files. */
 #include "testutil.h"
 
-#include "io/npy.h"
+#include "tools/npy.h"
+#include "tools/synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,12 +51,9 @@ static void roundtrip(trellis_dtype dt, int ndim, const int64_t *shape) {
   size_t bytes = count * trellis_dtype_size(dt);
   uint8_t *data = malloc(bytes + 1);
   assert_non_null(data);
-  tu_rng rng;
-  tu_rng_seed(&rng, 42 + (uint64_t)ndim);
-  if (dt == TRELLIS_F32)
-    tu_rng_fill_f32(&rng, (float *)data, count, -2, 2);
-  else
-    tu_rng_fill_f16(&rng, (uint16_t *)data, count, -2, 2);
+  synth_rng rng;
+  synth_seed(&rng, 42 + (uint64_t)ndim);
+  synth_fill_uniform(&rng, data, dt, count, -2, 2);
 
   char *path = tu_tmp_path("rt.npy");
   tu_assert_status(trellis_npy_write(path, dt, ndim, shape, data), TRELLIS_OK);

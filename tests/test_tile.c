@@ -11,6 +11,7 @@
 #include "format/codebook.h"
 #include "format/tile.h"
 #include "sha256.h"
+#include "tools/synth.h"
 #include "trellis.h"
 
 #define MAX_WORDS (16 * TRELLIS_MAX_BITS)
@@ -18,17 +19,10 @@
 static const trellis_codebook all_codebooks[3] = {
     TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1};
 
-static uint32_t rng_state = 0x12345678u;
-static uint32_t next_random(void) { /* xorshift32 */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return rng_state;
-}
+static synth_rng rng = {0x12345678u}; /* a synth_rng is its seed */
 
 static void random_tile(int16_t *tile, int bits) {
-  for (int j = 0; j < 16 * bits; j++)
-    tile[j] = (int16_t)(uint16_t)next_random();
+  synth_words(&rng, tile, (size_t)(16 * bits));
 }
 
 /* Stream bit p, straight from the spec's pseudocode. */
@@ -351,7 +345,7 @@ static void test_decode_tile_errors(void **state) {
   assert_int_equal(trellis_decode_tile(tile, 9, TRELLIS_CB_MCG, out),
                    TRELLIS_ERR_SHAPE);
   assert_non_null(strstr(trellis_last_error(), "got 9"));
-  assert_int_equal(trellis_decode_tile(tile, 4, (trellis_codebook)3, out),
+  assert_int_equal(trellis_decode_tile(tile, 4, (trellis_codebook)5, out),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(trellis_last_error(), "codebook"));
 }

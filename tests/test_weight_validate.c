@@ -121,8 +121,8 @@ static void test_bad_bits(void **state) {
 static void test_bad_codebook(void **state) {
   (void)state;
   trellis_weight w = valid_weight();
-  w.codebook = (trellis_codebook)3;
-  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.codebook", "got 3");
+  w.codebook = (trellis_codebook)5;
+  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.codebook", "got 5");
   w.codebook = (trellis_codebook)-1;
   expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.codebook", "got -1");
 }

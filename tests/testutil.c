@@ -259,35 +259,6 @@ void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
     dst[i] = trellis_bf16_to_f32(src[i]);
 }
 
-/* ---------------------------------------------------------------- RNG -- */
-
-void tu_rng_seed(tu_rng *r, uint64_t seed) { r->state = seed; }
-
-uint64_t tu_rng_next(tu_rng *r) {
-  uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-float tu_rng_float(tu_rng *r) {
-  return (float)(tu_rng_next(r) >> 40) * (1.0f / 16777216.0f);
-}
-
-float tu_rng_uniform(tu_rng *r, float lo, float hi) {
-  return lo + (hi - lo) * tu_rng_float(r);
-}
-
-void tu_rng_fill_f32(tu_rng *r, float *dst, size_t n, float lo, float hi) {
-  for (size_t i = 0; i < n; i++)
-    dst[i] = tu_rng_uniform(r, lo, hi);
-}
-
-void tu_rng_fill_f16(tu_rng *r, uint16_t *dst, size_t n, float lo, float hi) {
-  for (size_t i = 0; i < n; i++)
-    dst[i] = trellis_f32_to_f16(tu_rng_uniform(r, lo, hi));
-}
-
 /* ----------------------------------------------- safetensors builders -- */
 
 uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,

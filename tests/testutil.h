@@ -91,23 +91,6 @@ int tu_all_finite(const float *v, size_t n);
 void tu_f16_to_f32(const uint16_t *src, float *dst, size_t n);
 void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
 
-/* ---------------------------------------------------------------- RNG -- */
-
-/* splitmix64: deterministic across platforms. */
-typedef struct tu_rng {
-  uint64_t state;
-} tu_rng;
-
-void tu_rng_seed(tu_rng *r, uint64_t seed);
-uint64_t tu_rng_next(tu_rng *r);
-/* Uniform in [0, 1) with 24 random bits. */
-float tu_rng_float(tu_rng *r);
-/* Uniform in [lo, hi). */
-float tu_rng_uniform(tu_rng *r, float lo, float hi);
-/* n uniform values in [lo, hi), as float or as fp16 bits. */
-void tu_rng_fill_f32(tu_rng *r, float *dst, size_t n, float lo, float hi);
-void tu_rng_fill_f16(tu_rng *r, uint16_t *dst, size_t n, float lo, float hi);
-
 /* ---------------------------------------------- safetensors builders -- */
 
 /* One tensor to serialise; dtype is the safetensors string ("F16", ...). */

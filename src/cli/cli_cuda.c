@@ -8,6 +8,8 @@
 #include <stdlib.h>
 
 #ifdef TRELLIS_HAVE_CUDA
+#include "tools/device.h"
+
 #include <cuda_runtime.h>
 
 struct cli_gpu {
@@ -88,17 +90,10 @@ trellis_path cli_gpu_path(const cli_gpu *g, int64_t m) {
   return sz.path;
 }
 
-/* cudaMalloc that leaves *p NULL for zero bytes (the plan may need none). */
-static cudaError_t dev_alloc(void **p, size_t bytes) {
-  *p = NULL;
-  return bytes ? cudaMalloc(p, bytes) : cudaSuccess;
-}
-
 int cli_gpu_forward(cli_gpu *g, const void *x, int64_t m, void *y, int reps,
                     double *median_s) {
   trellis_buffer_sizes sz = {.struct_size = sizeof sz};
   trellis_buffers b;
-  trellis_buffers_init(&b);
   void *dx = NULL, *dy = NULL;
   cudaEvent_t ev[2] = {NULL, NULL};
   double *times = NULL;
@@ -111,21 +106,11 @@ int cli_gpu_forward(cli_gpu *g, const void *x, int64_t m, void *y, int reps,
   if (st != TRELLIS_OK)
     return cli_lib_error(st, "cuda: plan query");
   /* Every buffer is sized by the plan's own query: run() never allocates. */
-  b.rotated_bytes = sz.rotated_bytes;
-  b.input_f16_bytes = sz.input_f16_bytes;
-  b.output_f16_bytes = sz.output_f16_bytes;
-  b.workspace_bytes = sz.workspace_bytes;
-  cudaError_t e = dev_alloc(&b.rotated, b.rotated_bytes);
+  if (cli_buffers_alloc(&sz, &b) != CLI_OK)
+    return CLI_FAIL;
+  cudaError_t e = cudaMalloc(&dx, xbytes);
   if (e == cudaSuccess)
-    e = dev_alloc(&b.input_f16, b.input_f16_bytes);
-  if (e == cudaSuccess)
-    e = dev_alloc(&b.output_f16, b.output_f16_bytes);
-  if (e == cudaSuccess)
-    e = dev_alloc(&b.workspace, b.workspace_bytes);
-  if (e == cudaSuccess)
-    e = dev_alloc(&dx, xbytes);
-  if (e == cudaSuccess)
-    e = dev_alloc(&dy, ybytes);
+    e = cudaMalloc(&dy, ybytes);
   if (e == cudaSuccess)
     e = cudaMemcpy(dx, x, xbytes, cudaMemcpyHostToDevice);
   if (e != cudaSuccess) {
@@ -177,10 +162,7 @@ done:
       cudaEventDestroy(ev[i]);
   cudaFree(dx);
   cudaFree(dy);
-  cudaFree(b.rotated);
-  cudaFree(b.input_f16);
-  cudaFree(b.output_f16);
-  cudaFree(b.workspace);
+  cli_buffers_free(&b);
   return r;
 }
 

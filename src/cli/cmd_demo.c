@@ -8,10 +8,8 @@
  *        original-basis dense weight (a different computation, so the check
  *        means something). */
 #include "cli_util.h"
-#ifdef TRELLIS_HAVE_CUDA
-#include "bench.h"
-#include <cuda_runtime.h>
-#endif
+#include "tools/synth.h"
+#include "trellis_bench.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,80 +27,37 @@ static const char usage[] =
     "usage: trellis demo [--device auto|cpu|cuda] [--reps N] [--threads N]\n"
     "\n"
     "Builds a synthetic 4096x4096 K6/MCG EXL3 layer (fixed seed; random\n"
-    "trellis words, suh/svh with random signs and magnitudes ~ N(1, 0.1)\n"
-    "times a per-side scale, fp16), runs it on the best device and checks\n"
+    "trellis words, suh/svh with random signs and magnitudes ~ N(1, 0.1),\n"
+    "suh times 1/sqrt(k), fp16), runs it on the best device and checks\n"
     "it: PASS when the relative L2 error is <= 2e-3. On a GPU it runs m = 1\n"
     "(fused path) and m = 129 (generic path) against the CPU reference; on\n"
     "the CPU it runs m = 1 against an fp64 product with the dense weight.\n"
     "Prints the device, path, error and the median time of --reps runs.\n";
 
-typedef struct demo_layer {
-  trellis_weight w;
-  int16_t *trellis;
-  uint16_t *suh, *svh;
-} demo_layer;
-
-static void demo_free(demo_layer *d) {
-  free(d->trellis);
-  free(d->suh);
-  free(d->svh);
-}
-
-/* Random signs, magnitude scale * N(1, 0.1): the shape of real EXL3 scales
- * (input side ~ rms of the weight row / 1.24, output side ~ 1). */
-static void fill_scales(uint16_t *s, int64_t len, double scale, cli_rng *rng) {
-  for (int64_t i = 0; i < len; i++) {
-    double mag = fabs(1.0 + 0.1 * cli_rng_normal(rng)) * scale;
-    double sign = (cli_rng_next(rng) & 1) ? -1.0 : 1.0;
-    s[i] = trellis_f32_to_f16((float)(sign * mag));
-  }
-}
-
-static int demo_build(demo_layer *d, cli_rng *rng) {
-  memset(d, 0, sizeof *d);
-  trellis_weight_init(&d->w);
-  d->w.k = DEMO_K;
-  d->w.n = DEMO_N;
-  d->w.bits = DEMO_BITS;
-  d->w.codebook = TRELLIS_CB_MCG;
-  size_t words = (size_t)DEMO_K * DEMO_N * DEMO_BITS / 16;
-  d->trellis = malloc(words * sizeof *d->trellis);
-  d->suh = malloc(DEMO_K * sizeof *d->suh);
-  d->svh = malloc(DEMO_N * sizeof *d->svh);
-  if (!d->trellis || !d->suh || !d->svh) {
-    demo_free(d);
+/* The demo's layer: synth_layer_init's random EXL3 layer (random trellis
+ * words, suh/svh shaped like a real checkpoint's). */
+static int demo_build(synth_layer *d) {
+  trellis_clear_error();
+  trellis_status st = synth_layer_init(d, DEMO_K, DEMO_N, DEMO_BITS,
+                                       TRELLIS_CB_MCG, 0, DEMO_SEED);
+  if (st == TRELLIS_OK)
+    return CLI_OK;
+  synth_layer_free(d);
+  if (st == TRELLIS_ERR_OUT_OF_MEMORY) {
     cli_error("demo: cannot allocate the synthetic layer");
     return CLI_FAIL;
   }
-  /* Any K-bit symbol stream decodes, so random words are a valid layer. */
-  for (size_t i = 0; i < words; i += 4) {
-    uint64_t r = cli_rng_next(rng);
-    for (size_t j = 0; j < 4 && i + j < words; j++)
-      d->trellis[i + j] = (int16_t)(uint16_t)(r >> (16 * j));
-  }
-  fill_scales(d->suh, DEMO_K, 0.016, rng);
-  fill_scales(d->svh, DEMO_N, 1.0, rng);
-  d->w.trellis = d->trellis;
-  d->w.suh = d->suh;
-  d->w.svh = d->svh;
-  trellis_clear_error();
-  trellis_status st = trellis_weight_validate(&d->w);
-  if (st != TRELLIS_OK) {
-    demo_free(d);
-    return cli_lib_error(st, "demo layer");
-  }
-  return CLI_OK;
+  return cli_lib_error(st, "demo layer");
 }
 
 /* x ~ N(0, 1), fp16 [m][k]. */
-static uint16_t *demo_input(cli_rng *rng, int64_t m) {
+static uint16_t *demo_input(synth_rng *rng, int64_t m) {
   size_t count = (size_t)m * DEMO_K;
   uint16_t *x = malloc(count * sizeof *x);
   if (x == NULL)
     cli_error("demo: cannot allocate the input");
   else
-    for (size_t i = 0; i < count; i++)
-      x[i] = trellis_f32_to_f16((float)cli_rng_normal(rng));
+    synth_fill_normal(rng, x, TRELLIS_F16, count);
   return x;
 }
 
@@ -133,32 +88,19 @@ static int report_row(int64_t m, const char *path, const uint16_t *y,
  * replay); the demo's own time is eager with the 12.6 MB payload in L2, so
  * the line says both and points at `trellis bench` for the like-for-like
  * figure. */
-static void demo_compare_baseline(const demo_layer *d, double fused_s) {
-  (void)d;
-#ifdef TRELLIS_HAVE_CUDA
-  cudaStream_t s;
-  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
-    return;
-  const int64_t ms[1] = {1};
-  double kn = NAN, nk = NAN;
-  if (bench_cublas_shape(DEMO_K, DEMO_N, ms, 1, BENCH_COLD_MIN, 20, s, &kn,
-                         &nk) == 0) {
-    double best = isnan(kn) ? nk : (isnan(nk) ? kn : fmin(kn, nk));
+static void demo_compare_baseline(double fused_s) {
+  double best = NAN;
+  if (trellis_bench_cublas_us(DEMO_K, DEMO_N, 1, &best) == CLI_OK)
     printf("  vs cuBLAS fp16 (m=1, cold weights, graph replay): %.2f us; "
            "fused %.2f us eager (L2-warm) -> %.2fx; like-for-like: trellis "
            "bench %d %d --m 1\n",
            best, fused_s * 1e6, best / (fused_s * 1e6), DEMO_K, DEMO_N);
-  }
-  cudaStreamDestroy(s);
-#else
-  (void)fused_s;
-#endif
 }
 
 /* --- CPU ------------------------------------------------------------------ */
 
 /* y_ref = x . W_dense in fp64 (W_dense from trellis_dense_weight). */
-static float *dense_reference(const demo_layer *d, const uint16_t *x) {
+static float *dense_reference(const synth_layer *d, const uint16_t *x) {
   float *w = malloc((size_t)DEMO_K * DEMO_N * sizeof *w);
   double *acc = calloc(DEMO_N, sizeof *acc);
   float *ref = malloc(DEMO_N * sizeof *ref);
@@ -190,7 +132,8 @@ fail:
   return NULL;
 }
 
-static int demo_cpu(const demo_layer *d, cli_rng *rng, int reps, int threads) {
+static int demo_cpu(const synth_layer *d, synth_rng *rng, int reps,
+                    int threads) {
   const int64_t m = 1;
   int nthreads = threads ? threads : cli_cpu_count();
   printf("device: cpu (%d threads)\n", nthreads);
@@ -231,7 +174,7 @@ done:
 
 /* --- GPU ------------------------------------------------------------------ */
 
-static int demo_gpu_row(const demo_layer *d, cli_gpu *g, cli_rng *rng,
+static int demo_gpu_row(const synth_layer *d, cli_gpu *g, synth_rng *rng,
                         int64_t m, int reps, int threads, int *pass) {
   size_t count = (size_t)m * DEMO_N;
   uint16_t *x = demo_input(rng, m);
@@ -253,7 +196,7 @@ static int demo_gpu_row(const demo_layer *d, cli_gpu *g, cli_rng *rng,
   cli_to_f32(yref, TRELLIS_F16, count, ref);
   *pass &= report_row(m, trellis_path_name(path), y, ref, median, reps);
   if (m == DEMO_GPU_M_SMALL)
-    demo_compare_baseline(d, median);
+    demo_compare_baseline(median);
   r = CLI_OK;
 done:
   free(x);
@@ -263,7 +206,8 @@ done:
   return r;
 }
 
-static int demo_gpu(const demo_layer *d, cli_rng *rng, int reps, int threads) {
+static int demo_gpu(const synth_layer *d, synth_rng *rng, int reps,
+                    int threads) {
   char name[256];
   cli_gpu *g = NULL;
   if (cli_gpu_device_name(name, sizeof name) != CLI_OK ||
@@ -301,10 +245,11 @@ int cmd_demo(int argc, char **argv) {
   if (reps == 0)
     reps = dev == CLI_DEV_CUDA ? 50 : 5;
 
-  cli_rng rng = {DEMO_SEED};
-  demo_layer d;
-  if ((r = demo_build(&d, &rng)) != CLI_OK)
+  synth_layer d;
+  if ((r = demo_build(&d)) != CLI_OK)
     return r;
+  synth_rng rng; /* the inputs */
+  synth_seed(&rng, DEMO_SEED + 1);
   printf("trellis demo: synthetic EXL3 layer %d x %d, K%d %s, suh/svh "
          "scales, seed 0x%llx\n",
          DEMO_K, DEMO_N, DEMO_BITS, trellis_codebook_name(d.w.codebook),
@@ -314,7 +259,7 @@ int cmd_demo(int argc, char **argv) {
   fflush(stdout);
   r = dev == CLI_DEV_CUDA ? demo_gpu(&d, &rng, (int)reps, (int)threads)
                           : demo_cpu(&d, &rng, (int)reps, (int)threads);
-  demo_free(&d);
+  synth_layer_free(&d);
   printf("result: %s (tolerance: rel_l2 <= %.0e)\n",
          r == CLI_OK ? "PASS" : "FAIL", DEMO_TOL);
   return r;

@@ -8,17 +8,32 @@ static const char usage[] =
     "\n"
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
     "model.safetensors or model.safetensors.index.json shards). Prints the\n"
-    "quantization_config, one row per EXL3 layer (name, k, n, bits, codebook,\n"
-    "MB, sign form, bias) and totals.\n";
+    "quantization_config, one row per layer (name, k, n, K or pair kind/rate\n"
+    "axis, codebook, payload bits per weight, MB, sign form, bias) and "
+    "totals.\n";
+
+/* Bytes of the trellis payload: k*n*bits/8; a pair's two records. */
+static size_t payload_bytes_of(const trellis_layer_info *l) {
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = l->k;
+  w.n = l->n;
+  w.bits = l->bits;
+  w.codebook = l->codebook;
+  w.pair = l->pair;
+  w.rate_axis = l->rate_axis;
+  return trellis_weight_payload_bytes(&w);
+}
 
 /* Bytes the layer occupies in the checkpoint: payload, scales, bias. */
-static size_t layer_bytes(const trellis_layer *l) {
-  const trellis_weight *w = &l->weight;
-  size_t bytes = trellis_weight_payload_bytes(w);
-  bytes += w->suh ? (size_t)w->k * 2 : (size_t)w->k / 8;
-  bytes += w->svh ? (size_t)w->n * 2 : (size_t)w->n / 8;
+static size_t layer_bytes(const trellis_layer_info *l) {
+  size_t bytes = payload_bytes_of(l);
+  bytes += l->input_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->k * 2
+                                                  : (size_t)l->k / 8;
+  bytes += l->output_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->n * 2
+                                                   : (size_t)l->n / 8;
   if (l->has_bias)
-    bytes += (size_t)w->n * 2;
+    bytes += (size_t)l->n * 2;
   return bytes;
 }
 
@@ -45,6 +60,23 @@ static void print_config(const trellis_quant_config *q) {
   printf("\n");
 }
 
+/* A b12x research layer's rank-16 correction is listed, not applied. */
+static void print_corrections(const trellis_model *model, size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    trellis_layer_info l;
+    trellis_tensor t;
+    char name[512];
+    if (trellis_model_layer_info(model, i, &l) != TRELLIS_OK ||
+        snprintf(name, sizeof name, "%s.qsrt_a", l.name) >= (int)sizeof name ||
+        trellis_model_find_tensor(model, name, &t) != TRELLIS_OK)
+      continue;
+    printf("note: %s has a rank-16 correction (qsrt_a, qsrt_b) that "
+           "decode and forward do not apply\n",
+           l.name);
+  }
+  trellis_clear_error();
+}
+
 int cmd_info(int argc, char **argv) {
   const char *pos[1];
   static const char *const names[] = {"PATH"};
@@ -61,37 +93,47 @@ int cmd_info(int argc, char **argv) {
   size_t count = trellis_model_layer_count(model);
   int width = 4;
   for (size_t i = 0; i < count; i++) {
-    trellis_layer l;
-    if (trellis_model_layer(model, i, &l) == TRELLIS_OK &&
+    trellis_layer_info l;
+    if (trellis_model_layer_info(model, i, &l) == TRELLIS_OK &&
         (int)strlen(l.name) > width)
       width = (int)strlen(l.name);
   }
 
   printf("%s\n", pos[0]);
   print_config(trellis_model_quant_config(model));
-  printf("\n%-*s %6s %6s %4s %-8s %9s %-13s %s\n", width, "name", "k", "n",
-         "bits", "codebook", "MB", "signs", "bias");
+  printf("\n%-*s %6s %6s %-5s %-8s %5s %9s %-13s %s\n", width, "name", "k", "n",
+         "K", "codebook", "bpw", "MB", "signs", "bias");
 
   size_t total_bytes = 0, payload_bytes = 0;
   double weights = 0.0;
   for (size_t i = 0; i < count; i++) {
-    trellis_layer l;
-    st = trellis_model_layer(model, i, &l);
+    /* The header's description: listing never reads or copies payloads. */
+    trellis_layer_info l;
+    st = trellis_model_layer_info(model, i, &l);
     if (st != TRELLIS_OK) {
       trellis_model_close(model);
       return cli_lib_error(st, pos[0]);
     }
-    const trellis_weight *w = &l.weight;
     size_t bytes = layer_bytes(&l);
     total_bytes += bytes;
-    payload_bytes += trellis_weight_payload_bytes(w);
-    weights += (double)w->k * (double)w->n;
-    printf("%-*s %6lld %6lld %4d %-8s %9.3f %-13s %s\n", width, l.name,
-           (long long)w->k, (long long)w->n, w->bits,
-           trellis_codebook_name(w->codebook), (double)bytes / 1e6,
-           l.signs == TRELLIS_SIGNS_LEGACY ? "legacy su/sv" : "suh/svh",
+    payload_bytes += payload_bytes_of(&l);
+    weights += (double)l.k * (double)l.n;
+    int legacy = l.input_signs == TRELLIS_SIGNS_LEGACY ||
+                 l.output_signs == TRELLIS_SIGNS_LEGACY;
+    char bits[16]; /* K, or a pair's kind and rate axis */
+    if (l.pair != TRELLIS_PAIR_NONE)
+      snprintf(bits, sizeof bits, "%s/%s", trellis_pair_kind_name(l.pair),
+               trellis_rate_axis_name(l.rate_axis));
+    else
+      snprintf(bits, sizeof bits, "%d", l.bits);
+    printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width, l.name,
+           (long long)l.k, (long long)l.n, bits,
+           trellis_codebook_name(l.codebook),
+           8.0 * (double)payload_bytes_of(&l) / ((double)l.k * (double)l.n),
+           (double)bytes / 1e6, legacy ? "legacy su/sv" : "suh/svh",
            l.has_bias ? "yes" : "no");
   }
+  print_corrections(model, count);
 
   printf("\ntotals: %zu EXL3 layer%s, %zu bytes (%.3f MB)", count,
          count == 1 ? "" : "s", total_bytes, (double)total_bytes / 1e6);

@@ -1,6 +1,8 @@
 /* `trellis`: the command-line tool of libtrellis. Dispatches to one
- * subcommand per file (cmd_*.c). */
+ * subcommand per file (cmd_*.c); `bench` is the benchmark's entry point
+ * (bench/, also the trellis-bench program). */
 #include "cli_util.h"
+#include "trellis_bench.h"
 
 #include <string.h>
 
@@ -20,7 +22,8 @@ static const char usage_text[] =
     "                                 synthetic K6/MCG 4096x4096 layer on the\n"
     "                                 best device, checked against a "
     "reference\n"
-    "  bench [...]                    GPU benchmark (CUDA builds)\n"
+    "  bench [...]                    GPU benchmark (CUDA builds; the same as\n"
+    "                                 the trellis-bench program)\n"
     "  help                           this text\n"
     "  --version                      library version and CUDA support\n"
     "\n"
@@ -32,8 +35,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"info", cmd_info}, {"decode", cmd_decode}, {"forward", cmd_forward},
-    {"demo", cmd_demo}, {"bench", cmd_bench},
+    {"info", cmd_info}, {"decode", cmd_decode},        {"forward", cmd_forward},
+    {"demo", cmd_demo}, {"bench", trellis_bench_main},
 };
 
 int main(int argc, char **argv) {

@@ -9,6 +9,7 @@
 #include "core/internal.h"
 #include "format/codebook.h"
 #include "format/hadamard.h"
+#include "format/sqg.h"
 #include "format/tile.h"
 #include "format/weight.h"
 
@@ -60,7 +61,7 @@ size_t trellis_cpu_workspace_size(const trellis_weight *w, int64_t m,
                                   int threads) {
   (void)threads; /* the layout does not depend on the thread count */
   workspace_layout layout;
-  if (w == NULL || w->struct_size < sizeof *w ||
+  if (trellis_weight_payload_bytes(w) == 0 ||
       !plan_workspace(w->k, w->n, m, &layout))
     return 0;
   return layout.total;
@@ -169,7 +170,8 @@ static void accumulate_tile(const float tile[256], const float *a, size_t lda,
 /* One thread's share: output columns of tiles [nt_begin, nt_end). */
 typedef struct gemm_share {
   const trellis_weight *w;
-  const float *table;
+  trellis_record rec[2]; /* the weight's records (one unless a pair) */
+  const float *table[2]; /* their state tables */
   const float *rotated;
   float *z;
   int64_t m;
@@ -189,9 +191,9 @@ static void gemm_columns(const gemm_share *s) {
              (size_t)(16 * (g1 - g0)) * sizeof(float));
     for (int64_t kt = 0; kt < tiles_k; kt++) {
       for (int64_t nt = g0; nt < g1; nt++) {
-        trellis_tile_decode_f32(w->trellis +
-                                    trellis_weight_tile_offset(w, kt, nt),
-                                w->bits, s->table, tile);
+        const int r = trellis_weight_record_of(w, kt, nt);
+        trellis_tile_decode_f32(trellis_record_tile(&s->rec[r], kt, nt),
+                                s->rec[r].bits, s->table[r], tile);
         accumulate_tile(tile, s->rotated + (size_t)(16 * kt), k,
                         s->z + (size_t)(16 * nt), n, s->m);
       }
@@ -215,6 +217,15 @@ static int resolve_threads(int threads, int64_t tiles_n) {
   if ((int64_t)threads > tiles_n)
     threads = (int)tiles_n;
   return threads;
+}
+
+int trellis_cpu_forward_threads(const trellis_weight *w, int threads) {
+  if (threads < 0 || w == NULL ||
+      (w->struct_size < sizeof *w &&
+       w->struct_size != TRELLIS_WEIGHT_SIZE_V1) ||
+      w->n < 16)
+    return 0;
+  return resolve_threads(threads, w->n / 16);
 }
 
 /* Splits the column tiles evenly; the calling thread takes share 0 and runs
@@ -290,12 +301,17 @@ static trellis_status check_forward_args(const trellis_weight *w, const void *x,
   return TRELLIS_OK;
 }
 
-trellis_status trellis_cpu_forward(const trellis_weight *w, const void *x,
+trellis_status trellis_cpu_forward(const trellis_weight *caller, const void *x,
                                    trellis_dtype x_dtype, int64_t m, void *y,
                                    trellis_dtype y_dtype, void *workspace,
                                    size_t workspace_bytes, int threads) {
-  trellis_status st = check_forward_args(w, x, x_dtype, m, y, y_dtype, threads);
+  trellis_status st =
+      check_forward_args(caller, x, x_dtype, m, y, y_dtype, threads);
   if (st != TRELLIS_OK)
+    return st;
+  trellis_weight full;
+  const trellis_weight *w = &full;
+  if ((st = trellis_weight_load(caller, &full)) != TRELLIS_OK)
     return st;
   workspace_layout layout;
   if (!plan_workspace(w->k, w->n, m, &layout))
@@ -320,12 +336,13 @@ trellis_status trellis_cpu_forward(const trellis_weight *w, const void *x,
   if ((st = trellis_weight_scales(w, s_in, s_out)) != TRELLIS_OK)
     return st;
 
+  gemm_share proto = {.w = w, .rotated = rotated, .z = z, .m = m};
+  const int records = trellis_weight_records(w, proto.rec);
+  for (int r = 0; r < records; r++)
+    if ((proto.table[r] = trellis_codebook_table_f32_bits(
+             w->codebook, proto.rec[r].bits)) == NULL)
+      return trellis_sqg_tables_status();
   rotate_input(x, x_dtype, m, (size_t)w->k, s_in, rotated);
-  const gemm_share proto = {.w = w,
-                            .table = trellis_codebook_table_f32(w->codebook),
-                            .rotated = rotated,
-                            .z = z,
-                            .m = m};
   run_gemm(&proto, resolve_threads(threads, w->n / 16));
   finish_output(z, m, (size_t)w->n, s_out, w->bias, y, y_dtype);
   return TRELLIS_OK;

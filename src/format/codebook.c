@@ -1,8 +1,10 @@
-/* Procedural codebooks (spec section 3): 16-bit trellis state -> fp16. */
+/* Procedural codebooks (spec section 3): 16-bit trellis state -> fp16; the
+ * SQG codebooks (their tables live in sqg.c) behind the same entry points. */
 #include "format/codebook.h"
 
 #include "core/internal.h"
 #include "format/constants.h"
+#include "format/sqg.h"
 
 #include <pthread.h>
 
@@ -16,8 +18,17 @@ const char *trellis_codebook_name(trellis_codebook cb) {
     return "mcg";
   case TRELLIS_CB_MUL1:
     return "mul1";
+  case TRELLIS_CB_SQG_E4M3:
+    return "sqg_e4m3";
+  case TRELLIS_CB_SQG_FP16:
+    return "sqg_fp16";
   }
   return "invalid";
+}
+
+int trellis_codebook_bits_valid(trellis_codebook cb, int bits) {
+  const int lo = trellis_codebook_min_bits(cb);
+  return lo > 0 && bits >= lo && bits <= trellis_codebook_max_bits(cb);
 }
 
 /* Both fp16 halves lie in [0.125, 2) with exponents at most 3 apart, so the
@@ -51,6 +62,9 @@ uint16_t trellis_codebook_value(trellis_codebook cb, uint32_t state) {
     return lop3_pair_sum(idx * TRELLIS_MUL_MCG);
   case TRELLIS_CB_MUL1:
     return mul1_value(idx * TRELLIS_MUL_MUL1);
+  case TRELLIS_CB_SQG_E4M3:
+  case TRELLIS_CB_SQG_FP16:
+    break; /* the value depends on K */
   }
   return 0x7E00u; /* invalid codebook: fp16 NaN */
 }
@@ -69,6 +83,7 @@ static void build_tables(void) {
   }
 }
 
+/* The K-independent codebooks (3INST, MCG, MUL1). */
 static int valid_codebook(trellis_codebook cb) {
   return (unsigned)cb < CB_COUNT;
 }
@@ -85,4 +100,31 @@ const float *trellis_codebook_table_f32(trellis_codebook cb) {
     return NULL;
   pthread_once(&tables_once, build_tables);
   return table_f32[cb];
+}
+
+uint16_t trellis_codebook_value_bits(trellis_codebook cb, int bits,
+                                     uint32_t state) {
+  if (!trellis_codebook_bits_valid(cb, bits))
+    return 0x7E00u;
+  if (!trellis_codebook_is_sqg(cb))
+    return trellis_codebook_value(cb, state);
+  if (trellis_sqg_tables_status() != TRELLIS_OK)
+    return 0x7E00u;
+  return trellis_sqg_value(cb, bits, state);
+}
+
+const uint16_t *trellis_codebook_table_bits(trellis_codebook cb, int bits) {
+  if (!trellis_codebook_bits_valid(cb, bits))
+    return NULL;
+  if (trellis_codebook_is_sqg(cb))
+    return trellis_sqg_state_table(cb, bits);
+  return trellis_codebook_table(cb);
+}
+
+const float *trellis_codebook_table_f32_bits(trellis_codebook cb, int bits) {
+  if (!trellis_codebook_bits_valid(cb, bits))
+    return NULL;
+  if (trellis_codebook_is_sqg(cb))
+    return trellis_sqg_state_table_f32(cb, bits);
+  return trellis_codebook_table_f32(cb);
 }

@@ -4,6 +4,7 @@
 #include "core/internal.h"
 #include "format/codebook.h"
 #include "format/hadamard.h"
+#include "format/sqg.h"
 #include "format/tile.h"
 #include "format/weight.h"
 
@@ -17,46 +18,61 @@
  * = 128 KiB stays in L2. */
 #define LEFT_CHUNK 256
 
-static float scale_at(const uint16_t *scaled, const int16_t *legacy,
-                      int64_t i) {
-  if (scaled != NULL)
-    return trellis_f16_to_f32(scaled[i]);
-  return (((uint16_t)legacy[i >> 4] >> (i & 15)) & 1u) ? -1.0f : 1.0f;
-}
-
-static void decode_into(const trellis_weight *w, float *dense) {
-  const float *table = trellis_codebook_table_f32(w->codebook);
+/* W_hat as fp32 into `dense`, record by record; 0 when a table is missing
+ * (the SQG tables failed their checks). */
+static int decode_into(const trellis_weight *w, float *dense) {
   const size_t n = (size_t)w->n;
   float tile_values[256];
-  for (int64_t kt = 0; kt < w->k / 16; kt++) {
-    for (int64_t nt = 0; nt < w->n / 16; nt++) {
-      trellis_tile_decode_f32(w->trellis +
-                                  trellis_weight_tile_offset(w, kt, nt),
-                              w->bits, table, tile_values);
-      float *corner = dense + (size_t)(16 * kt) * n + (size_t)(16 * nt);
-      for (int r = 0; r < 16; r++)
-        for (int c = 0; c < 16; c++)
-          corner[(size_t)r * n + (size_t)c] = tile_values[16 * r + c];
+  trellis_record rec[2];
+  const int count = trellis_weight_records(w, rec);
+  for (int r = 0; r < count; r++) {
+    const float *table =
+        trellis_codebook_table_f32_bits(w->codebook, rec[r].bits);
+    if (table == NULL)
+      return 0;
+    for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
+      for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
+        trellis_tile_decode_f32(trellis_record_tile(&rec[r], kt, nt),
+                                rec[r].bits, table, tile_values);
+        float *corner = dense + (size_t)(16 * kt) * n + (size_t)(16 * nt);
+        for (int row = 0; row < 16; row++)
+          for (int c = 0; c < 16; c++)
+            corner[(size_t)row * n + (size_t)c] = tile_values[16 * row + c];
+      }
     }
   }
+  return 1;
 }
 
-trellis_status trellis_dense_weight(const trellis_weight *w, float *dense) {
-  trellis_status st = trellis_weight_validate(w);
+trellis_status trellis_dense_weight(const trellis_weight *caller,
+                                    float *dense) {
+  trellis_weight full;
+  const trellis_weight *w = &full;
+  trellis_status st = trellis_weight_load(caller, &full);
   if (st != TRELLIS_OK)
     return st;
   if (dense == NULL)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "dense_weight: dense is NULL");
   const size_t k = (size_t)w->k, n = (size_t)w->n;
+  float *s_in = malloc(k * sizeof *s_in);
   float *s_out = malloc(n * sizeof *s_out);
-  if (s_out == NULL)
+  if (s_in == NULL || s_out == NULL) {
+    free(s_in);
+    free(s_out);
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "dense_weight: cannot allocate %zu bytes for s_out",
-                        n * sizeof *s_out);
-  for (size_t j = 0; j < n; j++)
-    s_out[j] = scale_at(w->svh, w->sv, (int64_t)j);
-  decode_into(w, dense);
+                        "dense_weight: cannot allocate %zu bytes for the "
+                        "scales",
+                        (k + n) * sizeof *s_out);
+  }
+  st = trellis_weight_scales(w, s_in, s_out);
+  if (st == TRELLIS_OK && !decode_into(w, dense))
+    st = trellis_sqg_tables_status();
+  if (st != TRELLIS_OK) {
+    free(s_in);
+    free(s_out);
+    return st;
+  }
 
   for (size_t row0 = 0; row0 < k; row0 += TRELLIS_HBLOCK) {
     float *block = dense + row0 * n;
@@ -67,14 +83,14 @@ trellis_status trellis_dense_weight(const trellis_weight *w, float *dense) {
   }
   for (size_t i = 0; i < k; i++) {
     float *row = dense + i * n;
-    const float s_in = scale_at(w->suh, w->su, (int64_t)i);
     for (size_t j = 0; j < n; j++)
-      row[j] *= s_in;
+      row[j] *= s_in[i];
     for (size_t j0 = 0; j0 < n; j0 += TRELLIS_HBLOCK)
       trellis_h128_f32(row + j0);
     for (size_t j = 0; j < n; j++)
       row[j] *= s_out[j];
   }
+  free(s_in);
   free(s_out);
   return TRELLIS_OK;
 }

@@ -3,6 +3,7 @@
 
 #include "core/internal.h"
 #include "format/codebook.h"
+#include "format/sqg.h"
 
 #define MAX_W32 (8 * TRELLIS_MAX_BITS)
 
@@ -132,12 +133,19 @@ trellis_status trellis_decode_tile(const int16_t *tile, int bits,
   trellis_status st = check_bits(bits);
   if (st != TRELLIS_OK)
     return st;
-  const uint16_t *table = trellis_codebook_table(cb);
-  if (table == NULL)
+  if (trellis_codebook_min_bits(cb) == 0)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "codebook: expected 0 (3inst), 1 (mcg) or 2 (mul1), "
-                        "got %d",
+                        "codebook: expected 0 (3inst), 1 (mcg), 2 (mul1), "
+                        "3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
                         (int)cb);
+  if (!trellis_codebook_bits_valid(cb, bits))
+    return trellis_fail(
+        TRELLIS_ERR_SHAPE, "bits: codebook %s is defined for K %d..%d, got %d",
+        trellis_codebook_name(cb), trellis_codebook_min_bits(cb),
+        trellis_codebook_max_bits(cb), bits);
+  const uint16_t *table = trellis_codebook_table_bits(cb, bits);
+  if (table == NULL)
+    return trellis_sqg_tables_status();
   uint32_t ext[MAX_W32 + 2] = {
       0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);

@@ -15,7 +15,7 @@ void trellis_tile_states(const int16_t *tile, int bits, uint16_t states[256]);
  * row = input (k) row, col = output (n) column, both 0..15. */
 void trellis_tile_position(int i, int *row, int *col);
 
-/* Decodes a tile through an fp32 codebook table (trellis_codebook_table_f32)
+/* Decodes a tile through an fp32 state table (trellis_codebook_table_f32_bits)
  * into out[16*r + c], row-major. `bits` must be 1..8. */
 void trellis_tile_decode_f32(const int16_t *tile, int bits, const float *table,
                              float out[256]);

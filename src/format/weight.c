@@ -3,6 +3,8 @@
 
 #include "core/internal.h"
 #include "format/codebook.h"
+#include "format/pair.h"
+#include "format/sqg.h"
 #include "format/tile.h"
 
 #include <string.h>
@@ -12,6 +14,49 @@ void trellis_weight_init(trellis_weight *w) {
     return;
   memset(w, 0, sizeof *w);
   w->struct_size = sizeof *w;
+}
+
+const char *trellis_pair_kind_name(trellis_pair_kind kind) {
+  switch (kind) {
+  case TRELLIS_PAIR_NONE:
+    return "none";
+  case TRELLIS_PAIR_P22:
+    return "P22";
+  case TRELLIS_PAIR_P24:
+    return "P24";
+  case TRELLIS_PAIR_P33:
+    return "P33";
+  case TRELLIS_PAIR_P43:
+    return "P43";
+  case TRELLIS_PAIR_P44:
+    return "P44";
+  }
+  return "invalid";
+}
+
+const char *trellis_rate_axis_name(trellis_rate_axis axis) {
+  switch (axis) {
+  case TRELLIS_RATE_AXIS_N:
+    return "n";
+  case TRELLIS_RATE_AXIS_K:
+    return "k";
+  }
+  return "invalid";
+}
+
+/* The first version (no pair fields), or this one or a newer one. */
+static int size_accepted(uint32_t struct_size) {
+  return struct_size == TRELLIS_WEIGHT_SIZE_V1 ||
+         struct_size >= sizeof(trellis_weight);
+}
+
+/* The first struct_size bytes of `w`, the rest zero. */
+static void copy_weight(const trellis_weight *w, trellis_weight *full) {
+  const size_t size =
+      w->struct_size < sizeof *full ? w->struct_size : sizeof *full;
+  memset(full, 0, sizeof *full);
+  memcpy(full, w, size);
+  full->struct_size = sizeof *full;
 }
 
 static trellis_status check_dim(const char *name, int64_t value) {
@@ -47,8 +92,55 @@ static size_t payload_bytes(int64_t k, int64_t n, int bits) {
   return total / 8;
 }
 
-trellis_status trellis_weight_validate(const trellis_weight *w) {
-  TRELLIS_CHECK_STRUCT(w, trellis_weight, "weight");
+/* B12X-FORMATS §5-§6: a known kind and axis, 256 channels on the rate axis,
+ * bits/bits1 equal to the kind's K values, MCG or SQG_E4M3, both records and
+ * fp16 scales present. */
+static trellis_status check_pair(const trellis_weight *w) {
+  const char *kind = trellis_pair_kind_name(w->pair);
+  if (!trellis_pair_kind_known(w->pair))
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight.pair: expected TRELLIS_PAIR_NONE or a pair "
+                        "kind P22, P24, P33, P43 or P44, got 0x%x",
+                        (unsigned)w->pair);
+  if (w->rate_axis != TRELLIS_RATE_AXIS_N &&
+      w->rate_axis != TRELLIS_RATE_AXIS_K)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight.rate_axis: expected TRELLIS_RATE_AXIS_N or "
+                        "TRELLIS_RATE_AXIS_K, got %d",
+                        (int)w->rate_axis);
+  if (w->codebook != TRELLIS_CB_MCG && w->codebook != TRELLIS_CB_SQG_E4M3)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight: pair %s needs the mcg or sqg_e4m3 codebook, "
+                        "got %s",
+                        kind, trellis_codebook_name(w->codebook));
+  const int k0 = trellis_pair_bits0(w->pair), k1 = trellis_pair_bits1(w->pair);
+  if (w->bits != k0 || w->bits1 != k1)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "weight: pair %s needs bits = %d and bits1 = %d (K of "
+                        "record0 and record1), got %d and %d",
+                        kind, k0, k1, w->bits, w->bits1);
+  const int axis_n = w->rate_axis == TRELLIS_RATE_AXIS_N;
+  const int64_t rate = axis_n ? w->n : w->k;
+  if (rate != TRELLIS_PAIR_CHANNELS)
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "weight.%s: a pair on rate axis %s has exactly %d "
+                        "channels there, got %lld",
+                        axis_n ? "n" : "k", axis_n ? "n" : "k",
+                        TRELLIS_PAIR_CHANNELS, (long long)rate);
+  if (w->trellis1 == NULL)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight.trellis1: pair %s needs record1's tiles, got "
+                        "NULL",
+                        kind);
+  if (w->suh == NULL || w->svh == NULL)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight: pair %s needs fp16 suh and svh, not legacy "
+                        "%s",
+                        kind, w->suh == NULL ? "su" : "sv");
+  return TRELLIS_OK;
+}
+
+static trellis_status validate_full(const trellis_weight *w) {
   trellis_status st;
   if ((st = check_dim("k", w->k)) != TRELLIS_OK ||
       (st = check_dim("n", w->n)) != TRELLIS_OK)
@@ -62,11 +154,18 @@ trellis_status trellis_weight_validate(const trellis_weight *w) {
                         "weight: k = %lld, n = %lld, bits = %d: payload size "
                         "overflows size_t",
                         (long long)w->k, (long long)w->n, w->bits);
-  if ((unsigned)w->codebook > (unsigned)TRELLIS_CB_MUL1)
+  if ((unsigned)w->codebook > (unsigned)TRELLIS_CB_SQG_FP16)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.codebook: expected 0 (3inst), 1 (mcg) or 2 "
-                        "(mul1), got %d",
+                        "weight.codebook: expected 0 (3inst), 1 (mcg), 2 "
+                        "(mul1), 3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
                         (int)w->codebook);
+  if (!trellis_codebook_bits_valid(w->codebook, w->bits))
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "weight.bits: codebook %s is defined for K %d..%d, "
+                        "got %d",
+                        trellis_codebook_name(w->codebook),
+                        trellis_codebook_min_bits(w->codebook),
+                        trellis_codebook_max_bits(w->codebook), w->bits);
   if (w->trellis == NULL)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "weight.trellis: expected a [k/16][n/16][16*bits] "
@@ -74,14 +173,107 @@ trellis_status trellis_weight_validate(const trellis_weight *w) {
   if ((st = check_sign_pair("suh", w->suh, "su", w->su)) != TRELLIS_OK ||
       (st = check_sign_pair("svh", w->svh, "sv", w->sv)) != TRELLIS_OK)
     return st;
+  if (w->pair != TRELLIS_PAIR_NONE)
+    return check_pair(w);
   return TRELLIS_OK;
 }
 
+trellis_status trellis_weight_load(const trellis_weight *w,
+                                   trellis_weight *full) {
+  if (w == NULL)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight is NULL");
+  if (!size_accepted(w->struct_size))
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "weight: struct_size %u is neither %zu (before the "
+                        "pair fields) nor >= %zu (call the *_init function "
+                        "first)",
+                        (unsigned)w->struct_size,
+                        (size_t)TRELLIS_WEIGHT_SIZE_V1, sizeof *w);
+  copy_weight(w, full);
+  return validate_full(full);
+}
+
+trellis_status trellis_weight_validate(const trellis_weight *w) {
+  trellis_weight full;
+  return trellis_weight_load(w, &full);
+}
+
+size_t trellis_f16_first_nonfinite(const void *bytes, size_t count) {
+  const uint8_t *b = bytes;
+  for (size_t i = 0; i < count; i++) {
+    uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+    if ((h & 0x7C00u) == 0x7C00u)
+      return i;
+  }
+  return count;
+}
+
+/* The first non-finite element of an fp16 vector, as an error. */
+static trellis_status check_finite(const char *what, const uint16_t *v,
+                                   int64_t count) {
+  if (v == NULL)
+    return TRELLIS_OK;
+  size_t i = trellis_f16_first_nonfinite(v, (size_t)count);
+  if (i == (size_t)count)
+    return TRELLIS_OK;
+  return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                      "weight.%s[%zu] is %s (a finite EXL3 layer has finite "
+                      "scales and bias)",
+                      what, i, (v[i] & 0x3FFu) ? "NaN" : "infinite");
+}
+
+trellis_status trellis_weight_check_values(const trellis_weight *w) {
+  trellis_status st = trellis_weight_validate(w);
+  if (st == TRELLIS_OK)
+    st = check_finite("suh", w->suh, w->k);
+  if (st == TRELLIS_OK)
+    st = check_finite("svh", w->svh, w->n);
+  if (st == TRELLIS_OK)
+    st = check_finite("bias", w->bias, w->n);
+  return st;
+}
+
 size_t trellis_weight_payload_bytes(const trellis_weight *w) {
-  if (w == NULL || w->struct_size < sizeof *w || w->k <= 0 || w->n <= 0 ||
-      w->bits < TRELLIS_MIN_BITS || w->bits > TRELLIS_MAX_BITS)
+  if (w == NULL || !size_accepted(w->struct_size))
     return 0;
-  return payload_bytes(w->k, w->n, w->bits);
+  trellis_weight full;
+  copy_weight(w, &full);
+  if (full.k <= 0 || full.n <= 0 || full.bits < TRELLIS_MIN_BITS ||
+      full.bits > TRELLIS_MAX_BITS)
+    return 0;
+  if (full.pair == TRELLIS_PAIR_NONE)
+    return payload_bytes(full.k, full.n, full.bits);
+  if (!trellis_pair_kind_known(full.pair))
+    return 0;
+  /* record r holds k*n/2 weights at K_r */
+  return payload_bytes(full.k, full.n,
+                       trellis_pair_bits0(full.pair) +
+                           trellis_pair_bits1(full.pair)) /
+         2;
+}
+
+int trellis_weight_records(const trellis_weight *w, trellis_record rec[2]) {
+  memset(rec, 0, 2 * sizeof *rec);
+  rec[0].trellis = w->trellis;
+  rec[0].bits = w->bits;
+  rec[0].k = w->k;
+  rec[0].n = w->n;
+  if (w->pair == TRELLIS_PAIR_NONE)
+    return 1;
+  const int axis_n = w->rate_axis == TRELLIS_RATE_AXIS_N;
+  rec[1] = rec[0];
+  rec[1].trellis = w->trellis1;
+  rec[1].bits = w->bits1;
+  for (int r = 0; r < 2; r++) {
+    if (axis_n) {
+      rec[r].n = TRELLIS_PAIR_RECORD;
+      rec[r].nt0 = r * (TRELLIS_PAIR_RECORD / 16);
+    } else {
+      rec[r].k = TRELLIS_PAIR_RECORD;
+      rec[r].kt0 = r * (TRELLIS_PAIR_RECORD / 16);
+    }
+  }
+  return 2;
 }
 
 static void scales_f32(const uint16_t *scaled, const int16_t *legacy,
@@ -94,38 +286,63 @@ static void scales_f32(const uint16_t *scaled, const int16_t *legacy,
   }
 }
 
+/* B12X-FORMATS §6: a pair's suh and svh are finite. */
+static trellis_status check_pair_finite(const char *what, const uint16_t *v,
+                                        int64_t count) {
+  for (int64_t i = 0; i < count; i++)
+    if ((v[i] & 0x7C00u) == 0x7C00u)
+      return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                          "weight.%s[%lld] = 0x%04X is not finite (a pair's "
+                          "scales must be)",
+                          what, (long long)i, (unsigned)v[i]);
+  return TRELLIS_OK;
+}
+
 trellis_status trellis_weight_scales(const trellis_weight *w, float *s_in,
                                      float *s_out) {
-  trellis_status st = trellis_weight_validate(w);
+  trellis_weight full;
+  trellis_status st = trellis_weight_load(w, &full);
   if (st != TRELLIS_OK)
     return st;
   if (s_in == NULL || s_out == NULL)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "weight_scales: %s is NULL", s_in ? "s_out" : "s_in");
-  scales_f32(w->suh, w->su, w->k, s_in);
-  scales_f32(w->svh, w->sv, w->n, s_out);
+  if (full.pair != TRELLIS_PAIR_NONE &&
+      ((st = check_pair_finite("suh", full.suh, full.k)) != TRELLIS_OK ||
+       (st = check_pair_finite("svh", full.svh, full.n)) != TRELLIS_OK))
+    return st;
+  scales_f32(full.suh, full.su, full.k, s_in);
+  scales_f32(full.svh, full.sv, full.n, s_out);
   return TRELLIS_OK;
 }
 
 trellis_status trellis_decode_weight(const trellis_weight *w, uint16_t *w_hat) {
-  trellis_status st = trellis_weight_validate(w);
+  trellis_weight full;
+  trellis_status st = trellis_weight_load(w, &full);
   if (st != TRELLIS_OK)
     return st;
   if (w_hat == NULL)
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "decode_weight: w_hat is NULL");
-  const uint16_t *table = trellis_codebook_table(w->codebook);
-  const int64_t tiles_k = w->k / 16, tiles_n = w->n / 16;
+  trellis_record rec[2];
+  const int count = trellis_weight_records(&full, rec);
   uint16_t states[256];
-  for (int64_t kt = 0; kt < tiles_k; kt++) {
-    for (int64_t nt = 0; nt < tiles_n; nt++) {
-      const int16_t *tile = w->trellis + trellis_weight_tile_offset(w, kt, nt);
-      trellis_tile_states(tile, w->bits, states);
-      uint16_t *corner = w_hat + (size_t)(16 * kt) * (size_t)w->n + 16 * nt;
-      for (int i = 0; i < 256; i++) {
-        int r, c;
-        trellis_tile_position(i, &r, &c);
-        corner[(size_t)r * (size_t)w->n + (size_t)c] = table[states[i]];
+  for (int r = 0; r < count; r++) {
+    const uint16_t *table =
+        trellis_codebook_table_bits(full.codebook, rec[r].bits);
+    if (table == NULL)
+      return trellis_sqg_tables_status();
+    for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
+      for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
+        trellis_tile_states(trellis_record_tile(&rec[r], kt, nt), rec[r].bits,
+                            states);
+        uint16_t *corner =
+            w_hat + (size_t)(16 * kt) * (size_t)full.n + (size_t)(16 * nt);
+        for (int i = 0; i < 256; i++) {
+          int row, col;
+          trellis_tile_position(i, &row, &col);
+          corner[(size_t)row * (size_t)full.n + (size_t)col] = table[states[i]];
+        }
       }
     }
   }

@@ -1,4 +1,5 @@
-/* EXL3 layer discovery (EXL3-FORMAT §1, §5).
+/* EXL3 layer discovery (EXL3-FORMAT §1, §5), and b12x layers
+ * (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, checked in io/qsrt.c).
  *
  * A group `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `<p>.mcg|mul1`,
  * `<p>.bias`) is one layer. Once `<p>.trellis` exists the group must be a
@@ -14,17 +15,31 @@
  *   - Mixed sign forms (suh with sv, or su with svh) are accepted; the layer
  *     reports TRELLIS_SIGNS_LEGACY when either side is legacy.
  *   - A tensor misaligned for its element type (possible when a writer does
- *     not pad the header to 8 bytes) is copied to aligned memory. */
+ *     not pad the header to 8 bytes) is copied to aligned memory, but only
+ *     when its layer is fetched (trellis_layers_realign): listing a model
+ *     must not cost its payload.
+ *   - Non-finite suh/svh/bias values, and an F32 bias beyond fp16's range,
+ *     are rejected: a finite EXL3 layer never has them, and they would turn
+ *     every output into NaN or inf. */
 #include "io/layers.h"
+#include "io/qsrt.h"
 
+#include "format/weight.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The members of one group, NULL when absent. */
+enum { PAYLOAD_EXL3, PAYLOAD_QSRT_TRELLIS, PAYLOAD_QSRT_PAIR, PAYLOAD_KINDS };
+
+/* The members of one group, NULL when absent. A b12x group (qsrt != 0)
+ * has its qsrt_trellis/qsrt_pair in `trellis` and qsrt_suh/qsrt_svh in
+ * suh/svh. */
 typedef struct group {
   const trellis_tensor *trellis, *suh, *su, *svh, *sv, *mcg, *mul1, *bias,
       *scale;
+  int qsrt; /* 0: EXL3, else a payload suffix index (PAYLOAD_QSRT_*) */
 } group;
 
 static const trellis_tensor *find(const trellis_tensor *ts, size_t n, char *key,
@@ -72,16 +87,34 @@ static int own(trellis_layer_set *s, void *p) {
   return 1;
 }
 
-/* The tensor's data, or an aligned copy of it when misaligned. */
-static const void *aligned_data(trellis_layer_set *s, const trellis_tensor *t,
-                                size_t align) {
-  if ((uintptr_t)t->data % align == 0)
-    return t->data;
-  void *copy = malloc(t->nbytes ? t->nbytes : 1);
-  if (!own(s, copy))
-    return NULL;
-  memcpy(copy, t->data, t->nbytes);
-  return copy;
+/* Points member j (trellis .. bias) of `w` at `p`. A pair's record1 lies
+ * in its payload tensor, so trellis1 moves with trellis. */
+static void set_member(trellis_weight *w, int j, const void *p) {
+  switch (j) {
+  case TRELLIS_MEMBER_TRELLIS:
+    w->trellis = p;
+    w->trellis1 = p && w->pair != TRELLIS_PAIR_NONE
+                      ? w->trellis + trellis_qsrt_record1_offset(w)
+                      : NULL;
+    break;
+  case TRELLIS_MEMBER_SUH:
+    w->suh = p;
+    break;
+  case TRELLIS_MEMBER_SU:
+    w->su = p;
+    break;
+  case TRELLIS_MEMBER_SVH:
+    w->svh = p;
+    break;
+  case TRELLIS_MEMBER_SV:
+    w->sv = p;
+    break;
+  case TRELLIS_MEMBER_BIAS:
+    w->bias = p;
+    break;
+  default:
+    break;
+  }
 }
 
 /* ------------------------------------------------------------- checks -- */
@@ -236,6 +269,57 @@ static trellis_status check_bias(const char *label, const char *prefix,
   return check_vector(label, prefix, b, "bias", b->dtype, n, "n");
 }
 
+/* Every element of an F16 vector (suh, svh, bias) is finite. */
+static trellis_status check_finite_f16(const char *label, const char *prefix,
+                                       const trellis_tensor *t) {
+  size_t count = (size_t)t->shape[0];
+  size_t i = trellis_f16_first_nonfinite(t->data, count);
+  if (i == count)
+    return TRELLIS_OK;
+  const uint8_t *b = (const uint8_t *)t->data + 2 * i;
+  return trellis_fail(TRELLIS_ERR_FORMAT,
+                      "%s: layer '%s': tensor '%s' element %zu is %s (a "
+                      "finite EXL3 layer never has one)",
+                      label, prefix, t->name, i,
+                      (b[0] | (b[1] & 3)) ? "NaN" : "inf");
+}
+
+/* Every element of an F32 bias is finite and within fp16's range. */
+static trellis_status check_bias_f32(const char *label, const char *prefix,
+                                     const trellis_tensor *t) {
+  const uint8_t *src = t->data;
+  for (size_t i = 0; i < (size_t)t->shape[0]; i++) {
+    float v;
+    memcpy(&v, src + 4 * i, 4);
+    uint16_t h = trellis_f32_to_f16(v);
+    if ((h & 0x7C00u) == 0x7C00u)
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: layer '%s': tensor '%s' element %zu = %g is "
+                          "%s",
+                          label, prefix, t->name, i, (double)v,
+                          isnan(v)   ? "NaN"
+                          : isinf(v) ? "infinite"
+                                     : "beyond fp16's range (largest finite "
+                                       "65504)");
+  }
+  return TRELLIS_OK;
+}
+
+/* The values a finite layer needs (the scales and bias: O(k + n) reads). */
+static trellis_status check_values(const char *label, const char *prefix,
+                                   const group *g) {
+  trellis_status st = TRELLIS_OK;
+  if (g->suh)
+    st = check_finite_f16(label, prefix, g->suh);
+  if (st == TRELLIS_OK && g->svh)
+    st = check_finite_f16(label, prefix, g->svh);
+  if (st == TRELLIS_OK && g->bias)
+    st = g->bias->dtype == TRELLIS_T_F32
+             ? check_bias_f32(label, prefix, g->bias)
+             : check_finite_f16(label, prefix, g->bias);
+  return st;
+}
+
 /* --------------------------------------------------------- assembling -- */
 
 /* F32 bias -> F16 copy owned by the set. */
@@ -244,6 +328,7 @@ static const uint16_t *bias_f16(trellis_layer_set *s, const trellis_tensor *b) {
   uint16_t *out = malloc(n ? n * sizeof *out : 1);
   if (!own(s, out))
     return NULL;
+  s->copied_bytes += n * sizeof *out;
   const uint8_t *src = b->data;
   for (size_t i = 0; i < n; i++) {
     float v;
@@ -253,27 +338,30 @@ static const uint16_t *bias_f16(trellis_layer_set *s, const trellis_tensor *b) {
   return out;
 }
 
-/* Points the weight at the group's data (realigned copies where needed). */
+/* Points the weight at the group's data; a member misaligned for its
+ * 2-byte elements is left NULL and marked pending instead. */
 static trellis_status attach(trellis_layer_set *s, const char *label,
                              const char *prefix, const group *g,
-                             trellis_layer *L) {
-  const trellis_tensor *src[5] = {g->trellis, g->suh, g->su, g->svh, g->sv};
-  const void *p[5] = {NULL};
-  for (int i = 0; i < 5; i++)
-    if (src[i] && !(p[i] = aligned_data(s, src[i], 2)))
-      goto oom;
+                             trellis_layer *L, trellis_layer_extra *x) {
+  const trellis_tensor *m[TRELLIS_MEMBER_COUNT] = {
+      g->trellis, g->suh, g->su, g->svh, g->sv, g->bias, g->mcg, g->mul1};
+  memcpy(x->member, m, sizeof m);
+  x->input_legacy = g->su != NULL;
+  x->output_legacy = g->sv != NULL;
   trellis_weight *w = &L->weight;
-  w->trellis = p[0];
-  w->suh = p[1];
-  w->su = p[2];
-  w->svh = p[3];
-  w->sv = p[4];
-  if (g->bias) {
-    w->bias = g->bias->dtype == TRELLIS_T_F32 ? bias_f16(s, g->bias)
-                                              : aligned_data(s, g->bias, 2);
-    if (!w->bias)
-      goto oom;
+  for (int j = 0; j <= TRELLIS_MEMBER_BIAS; j++) {
+    if (!m[j])
+      continue;
+    if (j == TRELLIS_MEMBER_BIAS && m[j]->dtype == TRELLIS_T_F32) {
+      if (!(w->bias = bias_f16(s, m[j])))
+        goto oom;
+    } else if ((uintptr_t)m[j]->data % 2 != 0) {
+      x->pending |= 1u << j;
+    } else {
+      set_member(w, j, m[j]->data);
+    }
   }
+  x->lazy = x->pending != 0;
   size_t len = strlen(prefix) + 1;
   char *name = malloc(len);
   if (!own(s, name))
@@ -290,8 +378,9 @@ oom:
 
 static trellis_status build_layer(trellis_layer_set *s, const char *label,
                                   const char *prefix, const group *g,
-                                  trellis_layer *L) {
+                                  trellis_layer *L, trellis_layer_extra *x) {
   memset(L, 0, sizeof *L);
+  memset(x, 0, sizeof *x);
   trellis_weight *w = &L->weight;
   w->struct_size = sizeof *w;
   trellis_status st = check_members(label, prefix, g);
@@ -305,12 +394,43 @@ static trellis_status build_layer(trellis_layer_set *s, const char *label,
     st = check_marker(label, prefix, g->mul1, "mul1", TRELLIS_MUL1_MARKER);
   if (st == TRELLIS_OK && g->bias)
     st = check_bias(label, prefix, g->bias, w->n);
+  if (st == TRELLIS_OK)
+    st = check_values(label, prefix, g);
   if (st != TRELLIS_OK)
     return st;
   w->codebook = g->mcg    ? TRELLIS_CB_MCG
                 : g->mul1 ? TRELLIS_CB_MUL1
                           : TRELLIS_CB_3INST;
-  return attach(s, label, prefix, g, L);
+  return attach(s, label, prefix, g, L, x);
+}
+
+/* A b12x layer (io/qsrt.h); a pair's record1 follows record0 in the one
+ * payload tensor (set_member points trellis1 at it). */
+static trellis_status build_qsrt_layer(trellis_layer_set *s, const char *label,
+                                       const char *prefix, const group *g,
+                                       const trellis_st_meta *meta,
+                                       const char *model_codebook,
+                                       trellis_layer *L,
+                                       trellis_layer_extra *x) {
+  memset(L, 0, sizeof *L);
+  memset(x, 0, sizeof *x);
+  trellis_weight *w = &L->weight;
+  w->struct_size = sizeof *w;
+  const trellis_qsrt_group q = {.payload = g->trellis,
+                                .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
+                                .suh = g->suh,
+                                .svh = g->svh,
+                                .mcg = g->mcg,
+                                .mul1 = g->mul1};
+  trellis_status st =
+      trellis_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
+  if (st == TRELLIS_OK && g->mcg)
+    st = check_marker(label, prefix, g->mcg, "mcg", TRELLIS_MCG_MARKER);
+  if (st == TRELLIS_OK)
+    st = check_values(label, prefix, g);
+  if (st == TRELLIS_OK)
+    st = attach(s, label, prefix, g, L, x);
+  return st;
 }
 
 static void claim(const trellis_tensor *base, const trellis_tensor *t,
@@ -319,47 +439,108 @@ static void claim(const trellis_tensor *base, const trellis_tensor *t,
     claimed[t - base] = 1;
 }
 
-static int cmp_layers(const void *a, const void *b) {
-  return strcmp(((const trellis_layer *)a)->name,
-                ((const trellis_layer *)b)->name);
+/* A layer and its extra, sorted together by name. */
+typedef struct layer_pair {
+  trellis_layer layer;
+  trellis_layer_extra extra;
+} layer_pair;
+
+static int cmp_pairs(const void *a, const void *b) {
+  return strcmp(((const layer_pair *)a)->layer.name,
+                ((const layer_pair *)b)->layer.name);
 }
 
-static const char suffix_trellis[] = ".trellis";
-#define SUFFIX_TRELLIS_LEN (sizeof suffix_trellis - 1)
-
-static int is_trellis(const char *name, size_t *plen) {
-  size_t len = strlen(name);
-  if (len < SUFFIX_TRELLIS_LEN ||
-      strcmp(name + len - SUFFIX_TRELLIS_LEN, suffix_trellis) != 0)
+static int sort_layers(trellis_layer_set *s) {
+  layer_pair *p = malloc((s->count ? s->count : 1) * sizeof *p);
+  if (!p)
     return 0;
-  *plen = len - SUFFIX_TRELLIS_LEN;
+  for (size_t i = 0; i < s->count; i++) {
+    p[i].layer = s->layers[i];
+    p[i].extra = s->extra[i];
+  }
+  qsort(p, s->count, sizeof *p, cmp_pairs);
+  for (size_t i = 0; i < s->count; i++) {
+    s->layers[i] = p[i].layer;
+    s->extra[i] = p[i].extra;
+  }
+  free(p);
   return 1;
 }
 
-/* Fills one layer per `.trellis` tensor; marks their members claimed. */
+/* Payload suffixes: index 0 is EXL3's, the others b12x's. */
+static const char *const payload_suffix[] = {".trellis", ".qsrt_trellis",
+                                             ".qsrt_pair"};
+
+/* The payload suffix index of `name` (-1: none); *plen = prefix length. */
+static int payload_kind(const char *name, size_t *plen) {
+  size_t len = strlen(name);
+  for (int i = 0; i < PAYLOAD_KINDS; i++) {
+    size_t slen = strlen(payload_suffix[i]);
+    if (len >= slen && strcmp(name + len - slen, payload_suffix[i]) == 0) {
+      *plen = len - slen;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* One prefix has one payload: EXL3's or one of b12x's. */
+static trellis_status check_one_payload(const trellis_tensor *ts, size_t n,
+                                        char *key, size_t plen, int kind,
+                                        const char *label) {
+  for (int i = 0; i < PAYLOAD_KINDS; i++) {
+    if (i == kind || !find(ts, n, key, plen, payload_suffix[i]))
+      continue;
+    key[plen] = '\0';
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': has both %s and %s", label, key,
+                        payload_suffix[kind] + 1, payload_suffix[i] + 1);
+  }
+  return TRELLIS_OK;
+}
+
+/* Fills one layer per payload tensor; marks their members claimed. */
 static trellis_status find_layers(trellis_layer_set *s,
                                   const trellis_tensor *ts, size_t n,
+                                  const trellis_layer_hints *hints,
                                   const char *label, unsigned char *claimed) {
   for (size_t i = 0; i < n; i++) {
     size_t plen;
-    if (!is_trellis(ts[i].name, &plen))
+    const int kind = payload_kind(ts[i].name, &plen);
+    if (kind < 0)
       continue;
     char *key = malloc(plen + 16); /* room for the longest suffix */
     if (!key)
       return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
                           label);
     memcpy(key, ts[i].name, plen);
-    group g = {.trellis = &ts[i]};
-    g.suh = find(ts, n, key, plen, ".suh");
-    g.su = find(ts, n, key, plen, ".su");
-    g.svh = find(ts, n, key, plen, ".svh");
-    g.sv = find(ts, n, key, plen, ".sv");
+    group g = {.trellis = &ts[i], .qsrt = kind};
+    trellis_status st = TRELLIS_OK;
+    if (kind == PAYLOAD_EXL3) {
+      g.suh = find(ts, n, key, plen, ".suh");
+      g.su = find(ts, n, key, plen, ".su");
+      g.svh = find(ts, n, key, plen, ".svh");
+      g.sv = find(ts, n, key, plen, ".sv");
+      g.bias = find(ts, n, key, plen, ".bias");
+      g.scale = find(ts, n, key, plen, ".scale");
+    } else {
+      g.suh = find(ts, n, key, plen, ".qsrt_suh");
+      g.svh = find(ts, n, key, plen, ".qsrt_svh");
+      st = check_one_payload(ts, n, key, plen, kind, label);
+    }
     g.mcg = find(ts, n, key, plen, ".mcg");
     g.mul1 = find(ts, n, key, plen, ".mul1");
-    g.bias = find(ts, n, key, plen, ".bias");
-    g.scale = find(ts, n, key, plen, ".scale");
     key[plen] = '\0';
-    trellis_status st = build_layer(s, label, key, &g, &s->layers[s->count]);
+    if (st == TRELLIS_OK && kind == PAYLOAD_EXL3)
+      st = build_layer(s, label, key, &g, &s->layers[s->count],
+                       &s->extra[s->count]);
+    else if (st == TRELLIS_OK)
+      st = build_qsrt_layer(s, label, key, &g,
+                            hints == NULL        ? NULL
+                            : hints->tensor_meta ? hints->tensor_meta[i]
+                                                 : hints->meta,
+                            hints ? hints->codebook : NULL,
+                            &s->layers[s->count], &s->extra[s->count]);
     free(key);
     if (st != TRELLIS_OK)
       return st;
@@ -375,28 +556,60 @@ static trellis_status find_layers(trellis_layer_set *s,
 trellis_status trellis_layers_discover(const trellis_tensor *tensors,
                                        size_t count, const char *label,
                                        trellis_layer_set *out) {
+  return trellis_layers_discover_hinted(tensors, count, NULL, label, out);
+}
+
+trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
+                                              size_t count,
+                                              const trellis_layer_hints *hints,
+                                              const char *label,
+                                              trellis_layer_set *out) {
   memset(out, 0, sizeof *out);
   size_t alloc = count ? count : 1;
   unsigned char *claimed = calloc(alloc, 1);
   out->layers = calloc(alloc, sizeof *out->layers);
+  out->extra = calloc(alloc, sizeof *out->extra);
   out->others = calloc(alloc, sizeof *out->others);
-  if (!claimed || !out->layers || !out->others) {
+  if (!claimed || !out->layers || !out->extra || !out->others) {
     free(claimed);
     trellis_layers_free(out);
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                         "%s: cannot allocate the layer index", label);
   }
-  trellis_status st = find_layers(out, tensors, count, label, claimed);
+  trellis_status st = find_layers(out, tensors, count, hints, label, claimed);
+  if (st == TRELLIS_OK && !sort_layers(out))
+    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                      "%s: cannot allocate the layer index", label);
   if (st != TRELLIS_OK) {
     free(claimed);
     trellis_layers_free(out);
     return st;
   }
-  qsort(out->layers, out->count, sizeof *out->layers, cmp_layers);
   for (size_t i = 0; i < count; i++)
     if (!claimed[i])
       out->others[out->other_count++] = tensors[i];
   free(claimed);
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_layers_realign(trellis_layer_set *s, size_t i,
+                                      const char *label) {
+  trellis_layer_extra *x = &s->extra[i];
+  for (int j = 0; j <= TRELLIS_MEMBER_BIAS; j++) {
+    if (!(x->pending & (1u << j)))
+      continue;
+    const trellis_tensor *t = x->member[j];
+    void *copy = malloc(t->nbytes ? t->nbytes : 1);
+    if (!own(s, copy))
+      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                          "%s: layer '%s': cannot allocate %zu bytes to "
+                          "realign tensor '%s'",
+                          label, s->layers[i].name, t->nbytes, t->name);
+    memcpy(copy, t->data, t->nbytes);
+    s->copied_bytes += t->nbytes;
+    set_member(&s->layers[i].weight, j, copy);
+    x->pending &= ~(1u << j);
+  }
   return TRELLIS_OK;
 }
 
@@ -407,6 +620,7 @@ void trellis_layers_free(trellis_layer_set *s) {
     free(s->owned[i]);
   free(s->owned);
   free(s->layers);
+  free(s->extra);
   free(s->others);
   memset(s, 0, sizeof *s);
 }

@@ -1,32 +1,48 @@
 /* EXL3 models: one .safetensors file, or a directory holding
  * model.safetensors or model.safetensors.index.json shards, plus an optional
- * config.json with a quantization_config (EXL3-FORMAT §1 "Model level"). */
+ * config.json with a quantization_config (EXL3-FORMAT §1 "Model level").
+ *
+ * Shard names in the index are plain file names inside the directory, but
+ * a directory entry may be a symbolic link to anywhere (the Hugging Face
+ * cache links snapshots/REV/NAME to ../../blobs/HASH). A dangling or
+ * looping link is reported as such, never as a missing file. */
 #include "io/model.h"
+#include "io/json_bounds.h"
 #include "io/posix_file.h"
 
+#include "format/sqg.h"
 #include "io/layers.h"
 #include "io/safetensors.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* config.json and the index are small; refuse anything absurd. */
-#define TEXT_FILE_LIMIT ((size_t)256 << 20)
+/* config.json and the index are small; refuse anything absurd (README
+ * "Limits"): bytes, and JSON values (about two per index entry). */
+#define TEXT_FILE_LIMIT ((size_t)64 << 20)
+#define TEXT_MAX_VALUES ((size_t)1 << 21)
 
 struct trellis_model {
   char *label; /* the path given to open, for messages */
   trellis_file **files;
   size_t file_count;
+  trellis_file **by_addr;  /* files sorted by mapping address */
   trellis_tensor *tensors; /* every model tensor, sorted by name */
   size_t count;
+  const trellis_st_meta **tensor_meta; /* shards: each tensor's __metadata__ */
   trellis_layer_set set;
   trellis_quant_config qc;
+  /* Guards the realignment of lazy layers (set.layers[i] and set.extra[i]
+   * of layers with extra.lazy, and set's owned memory). */
+  pthread_mutex_t lock;
+  int lock_ready;
 };
 
 static char *dup_str(const char *s) {
@@ -103,6 +119,9 @@ static trellis_status parse_qc(const char *label, json_t *qc,
   if (st == TRELLIS_OK)
     st = get_string(label, qc, "out_scales", out->out_scales,
                     sizeof out->out_scales);
+  if (st == TRELLIS_OK)
+    st = get_string(label, qc, "descriptor_sha256", out->descriptor_sha256,
+                    sizeof out->descriptor_sha256);
   if (st != TRELLIS_OK)
     return st;
   json_t *bits = json_object_get(qc, "bits");
@@ -133,12 +152,25 @@ static trellis_status parse_qc(const char *label, json_t *qc,
 
 static trellis_status load_json(const char *json, size_t len, const char *label,
                                 json_t **out) {
+  trellis_json_bounds b;
+  trellis_json_scan(json, len, &b);
+  if (b.depth > TRELLIS_JSON_MAX_DEPTH)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: JSON nests %zu levels deep (limit %d)", label,
+                        b.depth, TRELLIS_JSON_MAX_DEPTH);
+  if (b.values > TEXT_MAX_VALUES)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: %zu JSON values, more than the limit of %zu",
+                        label, b.values, TEXT_MAX_VALUES);
   json_error_t err;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
-  if (!root)
+  if (!root) {
+    char text[JSON_ERROR_TEXT_LENGTH];
+    trellis_json_error_text(&err, text, sizeof text);
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: invalid JSON at line %d, column %d: %s", label,
-                        err.line, err.column, err.text);
+                        err.line, err.column, text);
+  }
   if (!json_is_object(root)) {
     json_decref(root);
     return trellis_fail(TRELLIS_ERR_FORMAT, "%s: not a JSON object", label);
@@ -260,7 +292,14 @@ static trellis_status parse_weight_map(const char *label, json_t *map,
   const char *key;
   json_t *v;
   json_object_foreach(map, key, v) {
-    trellis_status st = check_shard_name(label, key, v);
+    trellis_status st = TRELLIS_OK;
+    if (strlen(key) > TRELLIS_ST_MAX_NAME)
+      st = trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: a weight_map name of %zu bytes exceeds the limit "
+                        "of %d bytes (it starts '%.40s')",
+                        label, strlen(key), TRELLIS_ST_MAX_NAME, key);
+    else
+      st = check_shard_name(label, key, v);
     if (st != TRELLIS_OK) {
       free(ps);
       return st;
@@ -301,14 +340,6 @@ trellis_status trellis_index_parse(const char *json, size_t len,
   return st;
 }
 
-/* ---------------------------------------------------------- file help -- */
-
-/* 1 if `path` names an existing filesystem entry. */
-static int exists(const char *path) {
-  struct stat sb;
-  return stat(path, &sb) == 0;
-}
-
 /* -------------------------------------------------------------- model -- */
 
 void trellis_model_close(trellis_model *m) {
@@ -318,7 +349,11 @@ void trellis_model_close(trellis_model *m) {
   for (size_t i = 0; i < m->file_count; i++)
     trellis_file_close(m->files[i]);
   free(m->files);
+  free(m->by_addr);
+  if (m->lock_ready)
+    pthread_mutex_destroy(&m->lock);
   free(m->tensors);
+  free(m->tensor_meta);
   free(m->label);
   free(m);
 }
@@ -346,7 +381,9 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
                                   const trellis_index *idx) {
   m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
   m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
-  if (!m->files || !m->tensors)
+  m->tensor_meta =
+      malloc((idx->count ? idx->count : 1) * sizeof *m->tensor_meta);
+  if (!m->files || !m->tensors || !m->tensor_meta)
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
   for (size_t i = 0; i < idx->shard_count; i++) {
     char *p = join(dir, idx->shards[i]);
@@ -368,6 +405,7 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
                           "from shard '%s'",
                           index_path, idx->tensors[i],
                           idx->shards[idx->shard[i]]);
+    m->tensor_meta[m->count] = &f->meta;
     m->tensors[m->count++] = f->tensors[at];
   }
   return TRELLIS_OK;
@@ -396,7 +434,7 @@ static trellis_status open_config(trellis_model *m, const char *dir) {
   if (!path)
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
   trellis_status st = TRELLIS_OK;
-  if (exists(path)) {
+  if (trellis_path_entry_exists(path)) {
     char *text = NULL;
     size_t len = 0;
     st = trellis_read_file(path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
@@ -435,9 +473,9 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
   trellis_status st;
   if (!single || !index)
     st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-  else if (exists(single))
+  else if (trellis_path_entry_exists(single))
     st = open_single(m, single);
-  else if (exists(index))
+  else if (trellis_path_entry_exists(index))
     st = open_index(m, dir, index);
   else
     st = trellis_fail(TRELLIS_ERR_NOT_FOUND,
@@ -453,18 +491,64 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
 
 static trellis_status open_any(trellis_model *m, const char *path) {
   struct stat sb;
-  if (stat(path, &sb) != 0)
-    return trellis_errno_fail(path, "cannot open model", errno);
+  trellis_status st = trellis_stat_path(path, "cannot open model", &sb);
+  if (st != TRELLIS_OK)
+    return st;
   if (S_ISDIR(sb.st_mode))
     return open_dir(m, path);
+  if (!S_ISREG(sb.st_mode))
+    return trellis_fail(TRELLIS_ERR_IO,
+                        "%s: is %s; expected a .safetensors file, an index "
+                        "or a model directory",
+                        path, trellis_file_kind(sb.st_mode));
   if (!ends_with(path, ".index.json"))
     return open_single(m, path);
   char *dir = dir_of(path);
   if (!dir)
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  trellis_status st = open_index(m, dir, path);
+  st = open_index(m, dir, path);
   free(dir);
   return st;
+}
+
+static int cmp_file_addr(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)(*(trellis_file *const *)a)->data;
+  uintptr_t y = (uintptr_t)(*(trellis_file *const *)b)->data;
+  return x < y ? -1 : x > y;
+}
+
+static trellis_status index_files(trellis_model *m) {
+  m->by_addr = malloc((m->file_count ? m->file_count : 1) * sizeof *m->by_addr);
+  if (!m->by_addr)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
+                        m->label);
+  memcpy(m->by_addr, m->files, m->file_count * sizeof *m->by_addr);
+  qsort(m->by_addr, m->file_count, sizeof *m->by_addr, cmp_file_addr);
+  if (pthread_mutex_init(&m->lock, NULL) != 0)
+    return trellis_fail(TRELLIS_ERR_INTERNAL, "%s: cannot create a mutex",
+                        m->label);
+  m->lock_ready = 1;
+  return TRELLIS_OK;
+}
+
+/* Where b12x layers take their codebook from (io/qsrt.h): each tensor's
+ * file __metadata__, and config.json when its quant_method is b12x_qsrt.
+ * Such a config's descriptor_sha256 must name the built-in D3L table. */
+static trellis_status b12x_hints(const trellis_model *m,
+                                 trellis_layer_hints *h) {
+  h->tensor_meta = m->tensor_meta;
+  h->meta = m->file_count == 1 ? &m->files[0]->meta : NULL;
+  if (!m->qc.present || strcmp(m->qc.quant_method, "b12x_qsrt") != 0)
+    return TRELLIS_OK;
+  h->codebook = m->qc.codebook;
+  if (m->qc.descriptor_sha256[0] &&
+      strcasecmp(m->qc.descriptor_sha256, TRELLIS_SQG_D3L_SHA256) != 0)
+    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
+                        "%s: quantization_config.descriptor_sha256 %s is not "
+                        "the sqg_fp16 descriptor table this library has (%s)",
+                        m->label, m->qc.descriptor_sha256,
+                        TRELLIS_SQG_D3L_SHA256);
+  return TRELLIS_OK;
 }
 
 trellis_status trellis_model_open(const char *path, trellis_model **out) {
@@ -479,8 +563,14 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   trellis_status st = open_any(m, path);
+  trellis_layer_hints hints = {0};
   if (st == TRELLIS_OK)
-    st = trellis_layers_discover(m->tensors, m->count, path, &m->set);
+    st = index_files(m);
+  if (st == TRELLIS_OK)
+    st = b12x_hints(m, &hints);
+  if (st == TRELLIS_OK)
+    st = trellis_layers_discover_hinted(m->tensors, m->count, &hints, path,
+                                        &m->set);
   if (st != TRELLIS_OK) {
     trellis_model_close(m);
     return st;
@@ -503,6 +593,55 @@ size_t trellis_model_other_count(const trellis_model *m) {
   return m ? m->set.other_count : 0;
 }
 
+/* The file whose data region holds `p` (NULL if none does). */
+static const trellis_file *file_of(const trellis_model *m, const void *p) {
+  size_t lo = 0, hi = m->file_count;
+  while (lo < hi) { /* the last file whose data starts at or before p */
+    size_t mid = lo + (hi - lo) / 2;
+    if ((uintptr_t)m->by_addr[mid]->data <= (uintptr_t)p)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return NULL;
+  const trellis_file *f = m->by_addr[lo - 1];
+  return (uintptr_t)p <= (uintptr_t)f->data + f->data_size ? f : NULL;
+}
+
+static trellis_status check_tensor_file(const trellis_model *m,
+                                        const trellis_tensor *t) {
+  const trellis_file *f = file_of(m, t->data);
+  return f ? trellis_file_check_size(f) : TRELLIS_OK;
+}
+
+/* Hands out layer `index` with usable pointers: its files have not shrunk
+ * (best effort: see trellis_model_layer), and a lazy layer is realigned
+ * once under the model's lock. The realignment state is the model's own
+ * cache, so it is written through a const model. */
+static trellis_status fetch_layer(const trellis_model *cm, size_t index,
+                                  trellis_layer *out) {
+  trellis_model *m = (trellis_model *)cm;
+  const trellis_layer_extra *x = &m->set.extra[index];
+  for (int j = 0; j < TRELLIS_MEMBER_COUNT; j++) {
+    trellis_status st =
+        x->member[j] ? check_tensor_file(m, x->member[j]) : TRELLIS_OK;
+    if (st != TRELLIS_OK)
+      return trellis_fail_prefix(st, "%s: layer '%s'", m->label,
+                                 m->set.layers[index].name);
+  }
+  if (!x->lazy) {
+    *out = m->set.layers[index];
+    return TRELLIS_OK;
+  }
+  pthread_mutex_lock(&m->lock);
+  trellis_status st = trellis_layers_realign(&m->set, index, m->label);
+  if (st == TRELLIS_OK)
+    *out = m->set.layers[index];
+  pthread_mutex_unlock(&m->lock);
+  return st;
+}
+
 trellis_status trellis_model_layer(const trellis_model *m, size_t index,
                                    trellis_layer *out) {
   if (!m || !out)
@@ -512,8 +651,42 @@ trellis_status trellis_model_layer(const trellis_model *m, size_t index,
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "%s: layer index %zu out of range (%zu layers)",
                         m->label, index, m->set.count);
-  *out = m->set.layers[index];
+  return fetch_layer(m, index, out);
+}
+
+trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
+                                        trellis_layer_info *out) {
+  if (!m || !out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                        m ? "out" : "m");
+  if (index >= m->set.count)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "%s: layer index %zu out of range (%zu layers)",
+                        m->label, index, m->set.count);
+  /* Fields that realignment never writes. */
+  const trellis_layer *L = &m->set.layers[index];
+  const trellis_layer_extra *x = &m->set.extra[index];
+  memset(out, 0, sizeof *out);
+  out->name = L->name;
+  out->k = L->weight.k;
+  out->n = L->weight.n;
+  out->bits = L->weight.bits;
+  out->codebook = L->weight.codebook;
+  out->input_signs =
+      x->input_legacy ? TRELLIS_SIGNS_LEGACY : TRELLIS_SIGNS_SCALED;
+  out->output_signs =
+      x->output_legacy ? TRELLIS_SIGNS_LEGACY : TRELLIS_SIGNS_SCALED;
+  out->has_bias = L->has_bias;
+  out->pair = L->weight.pair;
+  out->rate_axis = L->weight.rate_axis;
   return TRELLIS_OK;
+}
+
+size_t trellis_model_copied_bytes(const trellis_model *m) {
+  pthread_mutex_lock(&((trellis_model *)m)->lock);
+  size_t bytes = m->set.copied_bytes;
+  pthread_mutex_unlock(&((trellis_model *)m)->lock);
+  return bytes;
 }
 
 trellis_status trellis_model_other(const trellis_model *m, size_t index,
@@ -525,6 +698,9 @@ trellis_status trellis_model_other(const trellis_model *m, size_t index,
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "%s: other-tensor index %zu out of range (%zu)",
                         m->label, index, m->set.other_count);
+  trellis_status st = check_tensor_file(m, &m->set.others[index]);
+  if (st != TRELLIS_OK)
+    return st;
   *out = m->set.others[index];
   return TRELLIS_OK;
 }
@@ -549,8 +725,7 @@ trellis_status trellis_model_find_layer(const trellis_model *m,
   if (!L)
     return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no EXL3 layer named '%s'",
                         m->label, name);
-  *out = *L;
-  return TRELLIS_OK;
+  return fetch_layer(m, (size_t)(L - m->set.layers), out);
 }
 
 trellis_status trellis_model_find_tensor(const trellis_model *m,
@@ -566,6 +741,9 @@ trellis_status trellis_model_find_tensor(const trellis_model *m,
   if (!t)
     return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
                         m->label, name);
+  trellis_status st = check_tensor_file(m, t);
+  if (st != TRELLIS_OK)
+    return st;
   *out = *t;
   return TRELLIS_OK;
 }

@@ -31,6 +31,10 @@ trellis_status trellis_index_parse(const char *json, size_t len,
                                    const char *label, trellis_index *out);
 void trellis_index_free(trellis_index *idx);
 
+/* Bytes of tensor data the model has copied so far (realigned tensors,
+ * converted F32 biases): listing layers must leave it unchanged. */
+size_t trellis_model_copied_bytes(const trellis_model *m);
+
 #ifdef __cplusplus
 }
 #endif

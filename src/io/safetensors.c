@@ -1,8 +1,10 @@
 /* Strictly validated, memory-mapped safetensors files.
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON header, then
- * the data region. Errors:
- *   TRELLIS_ERR_IO        open/fstat/mmap failed, not a regular file
+ * the data region. The length and the header are read with pread() into
+ * owned memory; only the data region is used through the mapping. Errors:
+ *   TRELLIS_ERR_IO        open/fstat/read/mmap failed, not a regular file,
+ *                         the file shrank since it was opened
  *   TRELLIS_ERR_NOT_FOUND the file does not exist; find() of an unknown name
  *   TRELLIS_ERR_DTYPE     a dtype string outside the safetensors whitelist
  *   TRELLIS_ERR_SHAPE     a negative dimension or more than TRELLIS_MAX_DIMS
@@ -11,6 +13,7 @@
  * Every message starts with the file's path ("<memory>" for buffers) and
  * names the tensor concerned. */
 #include "io/safetensors.h"
+#include "io/json_bounds.h"
 #include "io/posix_file.h"
 
 #include <errno.h>
@@ -207,6 +210,38 @@ static trellis_status check_metadata(const char *label, json_t *meta) {
   return TRELLIS_OK;
 }
 
+/* Keeps the (already checked) __metadata__ strings. */
+static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
+  const size_t n = json_object_size(meta);
+  f->meta.kv = calloc(2 * n + 1, sizeof *f->meta.kv);
+  if (!f->meta.kv)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate __metadata__", f->label);
+  const char *key;
+  json_t *val;
+  json_object_foreach(meta, key, val) {
+    const char *pair[2] = {key, json_string_value(val)};
+    for (int i = 0; i < 2; i++) {
+      const size_t len = strlen(pair[i]) + 1;
+      char *copy = malloc(len);
+      if (!copy)
+        return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                            "%s: cannot allocate __metadata__", f->label);
+      memcpy(copy, pair[i], len);
+      f->meta.kv[2 * f->meta.count + (size_t)i] = copy;
+    }
+    f->meta.count++;
+  }
+  return TRELLIS_OK;
+}
+
+const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key) {
+  for (size_t i = 0; m && i < m->count; i++)
+    if (strcmp(m->kv[2 * i], key) == 0)
+      return m->kv[2 * i + 1];
+  return NULL;
+}
+
 static int cmp_offsets(const void *a, const void *b) {
   const entry *x = a, *y = b;
   if (x->begin != y->begin)
@@ -253,8 +288,35 @@ static trellis_status check_layout(const char *label, entry *es, size_t n,
   return TRELLIS_OK;
 }
 
+/* The header's structure against the limits, before jansson builds it. */
+static trellis_status check_bounds(const trellis_file *f, const char *hdr,
+                                   size_t len) {
+  trellis_json_bounds b;
+  trellis_json_scan(hdr, len, &b);
+  if (b.depth > TRELLIS_JSON_MAX_DEPTH)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header nests %zu levels deep (limit %d; a "
+                        "safetensors header nests 3)",
+                        f->label, b.depth, TRELLIS_JSON_MAX_DEPTH);
+  /* The root and __metadata__ are the objects that are not tensors. */
+  if (b.objects > TRELLIS_ST_MAX_TENSORS + 2)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header has %zu JSON objects, more than the limit "
+                        "of %zu tensors per file",
+                        f->label, b.objects, TRELLIS_ST_MAX_TENSORS);
+  if (b.values > TRELLIS_ST_MAX_VALUES)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header has %zu JSON values, more than the limit "
+                        "of %zu",
+                        f->label, b.values, TRELLIS_ST_MAX_VALUES);
+  return TRELLIS_OK;
+}
+
 static trellis_status parse_json(trellis_file *f, const char *hdr, size_t len,
                                  json_t **out) {
+  trellis_status st = check_bounds(f, hdr, len);
+  if (st != TRELLIS_OK)
+    return st;
   json_error_t err;
   json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
@@ -262,9 +324,11 @@ static trellis_status parse_json(trellis_file *f, const char *hdr, size_t len,
       return trellis_fail(TRELLIS_ERR_FORMAT,
                           "%s: header: duplicate tensor name (%s)", f->label,
                           err.text);
+    char text[JSON_ERROR_TEXT_LENGTH];
+    trellis_json_error_text(&err, text, sizeof text);
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: header is not valid JSON at byte %d: %s", f->label,
-                        err.position, err.text);
+                        err.position, text);
   }
   if (!json_is_object(root)) {
     json_decref(root);
@@ -283,13 +347,26 @@ static trellis_status parse_tensors(trellis_file *f, json_t *root) {
   json_object_foreach(root, key, val) {
     if (strcmp(key, "__metadata__") == 0) {
       trellis_status st = check_metadata(f->label, val);
+      if (st == TRELLIS_OK)
+        st = keep_metadata(f, val);
       if (st != TRELLIS_OK)
         return st;
       continue;
     }
+    size_t len = strlen(key);
+    if (len > TRELLIS_ST_MAX_NAME)
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "%s: a tensor name of %zu bytes exceeds the limit "
+                          "of %d bytes (it starts '%.40s')",
+                          f->label, len, TRELLIS_ST_MAX_NAME, key);
     n++;
-    name_bytes += strlen(key) + 1; /* bounded by the header size */
+    name_bytes += len + 1; /* bounded by the header size */
   }
+  if (n > TRELLIS_ST_MAX_TENSORS)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "%s: header has %zu tensors, more than the limit of "
+                        "%zu tensors per file",
+                        f->label, n, TRELLIS_ST_MAX_TENSORS);
   entry *es = calloc(n ? n : 1, sizeof *es);
   f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
   f->names = malloc(name_bytes ? name_bytes : 1);
@@ -331,8 +408,12 @@ static trellis_status parse_tensors(trellis_file *f, json_t *root) {
   return st;
 }
 
-static trellis_status parse_file(trellis_file *f, const uint8_t *buf,
-                                 size_t size) {
+/* The 8-byte little-endian header length of a `size`-byte file. A value
+ * out of range is reported without echoing it when it exceeds the limit:
+ * such a file is not a safetensors file, and its first bytes are its own
+ * content (text, say), not a length. */
+static trellis_status header_length(const trellis_file *f, const uint8_t *b,
+                                    size_t size, uint64_t *hlen) {
   if (size == 0)
     return trellis_fail(TRELLIS_ERR_FORMAT, "%s: file is empty", f->label);
   if (size < 8)
@@ -340,29 +421,47 @@ static trellis_status parse_file(trellis_file *f, const uint8_t *buf,
                         "%s: file is %zu bytes, too small for the 8-byte "
                         "header length",
                         f->label, size);
-  uint64_t hlen = 0;
+  uint64_t v = 0;
   for (int i = 7; i >= 0; i--)
-    hlen = (hlen << 8) | buf[i];
-  if (hlen > TRELLIS_ST_MAX_HEADER)
+    v = (v << 8) | b[i];
+  if (v > TRELLIS_ST_MAX_HEADER)
     return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header length %llu exceeds the limit of %llu "
-                        "bytes",
-                        f->label, (unsigned long long)hlen,
-                        (unsigned long long)TRELLIS_ST_MAX_HEADER);
-  if (hlen > size - 8)
+                        "%s: not a safetensors file: the header length in "
+                        "its first 8 bytes exceeds the limit of %llu bytes "
+                        "(the file is %zu bytes)",
+                        f->label, (unsigned long long)TRELLIS_ST_MAX_HEADER,
+                        size);
+  if (v > size - 8)
     return trellis_fail(TRELLIS_ERR_FORMAT,
                         "%s: header length %llu runs past the end of the file "
-                        "(%zu bytes follow the length field; truncated?)",
-                        f->label, (unsigned long long)hlen, size - 8);
-  f->data = buf + 8 + hlen;
-  f->data_size = size - 8 - (size_t)hlen;
+                        "(%zu bytes follow the length field; truncated, or "
+                        "not a safetensors file?)",
+                        f->label, (unsigned long long)v, size - 8);
+  *hlen = v;
+  return TRELLIS_OK;
+}
+
+/* Parses the JSON header; f->data and f->data_size are already set. */
+static trellis_status parse_header(trellis_file *f, const char *hdr,
+                                   size_t hlen) {
   json_t *root = NULL;
-  trellis_status st = parse_json(f, (const char *)buf + 8, (size_t)hlen, &root);
+  trellis_status st = parse_json(f, hdr, hlen, &root);
   if (st != TRELLIS_OK)
     return st;
   st = parse_tensors(f, root);
   json_decref(root);
   return st;
+}
+
+static trellis_status parse_file(trellis_file *f, const uint8_t *buf,
+                                 size_t size) {
+  uint64_t hlen = 0;
+  trellis_status st = header_length(f, buf, size, &hlen);
+  if (st != TRELLIS_OK)
+    return st;
+  f->data = buf + 8 + hlen;
+  f->data_size = size - 8 - (size_t)hlen;
+  return parse_header(f, (const char *)buf + 8, (size_t)hlen);
 }
 
 /* ---------------------------------------------------------- lifecycle -- */
@@ -372,8 +471,13 @@ void trellis_file_close(trellis_file *f) {
     return;
   if (f->map)
     munmap(f->map, f->map_size);
+  if (f->fd >= 0)
+    close(f->fd);
   free(f->tensors);
   free(f->names);
+  for (size_t i = 0; f->meta.kv && f->meta.kv[i]; i++)
+    free(f->meta.kv[i]);
+  free(f->meta.kv);
   free(f->label);
   free(f);
 }
@@ -382,6 +486,7 @@ static trellis_file *file_new(const char *label) {
   trellis_file *f = calloc(1, sizeof *f);
   if (!f)
     return NULL;
+  f->fd = -1;
   size_t len = strlen(label) + 1;
   f->label = malloc(len);
   if (!f->label) {
@@ -413,31 +518,42 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
   return TRELLIS_OK;
 }
 
-/* Maps the whole file read-only; the descriptor is closed again at once. */
-static trellis_status map_file(trellis_file *f, const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return trellis_errno_fail(path, "cannot open", errno);
-  struct stat sb;
-  trellis_status st = TRELLIS_OK;
-  if (fstat(fd, &sb) != 0)
-    st = trellis_errno_fail(path, "cannot stat", errno);
-  else if (S_ISDIR(sb.st_mode))
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: is a directory", path);
-  else if (!S_ISREG(sb.st_mode))
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: not a regular file", path);
-  else if ((uintmax_t)sb.st_size > SIZE_MAX)
-    st = trellis_fail(TRELLIS_ERR_IO, "%s: file too large to map", path);
-  else if (sb.st_size > 0) {
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+/* Reads the length and the header with pread() (a file that shrinks
+ * meanwhile is an error, never a SIGBUS), then maps the whole file
+ * read-only for the data region. The descriptor stays open so that later
+ * accesses can notice a file that shrank. */
+static trellis_status open_file(trellis_file *f, const char *path) {
+  size_t size;
+  trellis_status st = trellis_open_regular(path, &f->fd, &size);
+  if (st != TRELLIS_OK)
+    return st;
+  uint8_t first[8] = {0};
+  if (size >= 8)
+    st = trellis_pread_exact(f->fd, path, 0, first, 8);
+  uint64_t hlen = 0;
+  if (st == TRELLIS_OK)
+    st = header_length(f, first, size, &hlen);
+  if (st != TRELLIS_OK)
+    return st;
+  char *hdr = malloc(hlen ? (size_t)hlen : 1);
+  if (!hdr)
+    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate the %llu-byte header", path,
+                        (unsigned long long)hlen);
+  st = trellis_pread_exact(f->fd, path, 8, hdr, (size_t)hlen);
+  if (st == TRELLIS_OK) {
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, f->fd, 0);
     if (p == MAP_FAILED)
       st = trellis_errno_fail(path, "cannot mmap", errno);
     else {
       f->map = p;
-      f->map_size = (size_t)sb.st_size;
+      f->map_size = size;
+      f->data = (const uint8_t *)p + 8 + hlen;
+      f->data_size = size - 8 - (size_t)hlen;
+      st = parse_header(f, hdr, (size_t)hlen);
     }
   }
-  close(fd);
+  free(hdr);
   return st;
 }
 
@@ -451,14 +567,26 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
   if (!f)
     return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                         "cannot allocate a trellis_file");
-  trellis_status st = map_file(f, path);
-  if (st == TRELLIS_OK)
-    st = parse_file(f, f->map, f->map_size);
+  trellis_status st = open_file(f, path);
   if (st != TRELLIS_OK) {
     trellis_file_close(f);
     return st;
   }
   *out = f;
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_file_check_size(const trellis_file *f) {
+  if (f->fd < 0)
+    return TRELLIS_OK;
+  struct stat sb;
+  if (fstat(f->fd, &sb) != 0)
+    return trellis_errno_fail(f->label, "cannot stat", errno);
+  if ((uintmax_t)sb.st_size < (uintmax_t)f->map_size)
+    return trellis_fail(TRELLIS_ERR_IO,
+                        "%s: the file is now %lld bytes, %zu when it was "
+                        "opened (truncated while open?)",
+                        f->label, (long long)sb.st_size, f->map_size);
   return TRELLIS_OK;
 }
 
@@ -477,6 +605,9 @@ trellis_status trellis_file_tensor(const trellis_file *f, size_t index,
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "%s: tensor index %zu out of range (%zu tensors)",
                         f->label, index, f->count);
+  trellis_status st = trellis_file_check_size(f);
+  if (st != TRELLIS_OK)
+    return st;
   *out = f->tensors[index];
   return TRELLIS_OK;
 }
@@ -507,6 +638,9 @@ trellis_status trellis_file_find(const trellis_file *f, const char *name,
   if (i < 0)
     return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
                         f->label, name);
+  trellis_status st = trellis_file_check_size(f);
+  if (st != TRELLIS_OK)
+    return st;
   *out = f->tensors[i];
   return TRELLIS_OK;
 }

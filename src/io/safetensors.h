@@ -9,11 +9,31 @@
 extern "C" {
 #endif
 
+/* Limits on a header (README "Limits"). They bound what a hostile header
+ * costs to parse (jansson allocates its whole tree first) far above what
+ * any real file needs: a shard holds a few thousand tensors. */
 /* Largest accepted JSON header, as in the reference safetensors library. */
 #define TRELLIS_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+/* Tensors per file. */
+#define TRELLIS_ST_MAX_TENSORS ((size_t)1 << 18)
+/* JSON values per header: 16 per tensor on average (a tensor uses 13 with a
+ * 2-D shape). */
+#define TRELLIS_ST_MAX_VALUES (16 * TRELLIS_ST_MAX_TENSORS)
+/* Bytes of a tensor name. */
+#define TRELLIS_ST_MAX_NAME 1024
+
+/* A file's __metadata__: string pairs in header order. */
+typedef struct trellis_st_meta {
+  size_t count;
+  char **kv; /* kv[2i] = key, kv[2i + 1] = value */
+} trellis_st_meta;
+
+/* The value of `key` (NULL when absent, or when `m` is NULL). */
+const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key);
 
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
+  int fd;      /* kept open to notice a file that shrank; -1 for memory */
   void *map;   /* mmap base (NULL for caller memory) */
   size_t map_size;
   const uint8_t *data; /* start of the data region */
@@ -21,10 +41,15 @@ struct trellis_file {
   trellis_tensor *tensors; /* sorted by name (strcmp) */
   size_t count;
   char *names; /* one block holding every tensor name */
+  trellis_st_meta meta;
 };
 
 /* The file's path (or "<memory>"), for callers that build messages. */
 const char *trellis_file_label(const trellis_file *f);
+
+/* TRELLIS_ERR_IO when the file is now shorter than when it was opened (its
+ * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. */
+trellis_status trellis_file_check_size(const trellis_file *f);
 
 /* Index of `name` in the sorted tensor array, or -1. */
 ptrdiff_t trellis_file_index(const trellis_file *f, const char *name);

@@ -2,6 +2,8 @@
  * upload and the library's H128 rotation. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
+#include "format/pair.h"
+#include "format/weight.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -49,9 +51,11 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "device weight output pointer is NULL");
   *out = NULL;
-  trellis_status st = trellis_weight_validate(host);
+  trellis_weight w; /* the caller's weight at any accepted struct_size */
+  trellis_status st = trellis_weight_load(host, &w);
   if (st != TRELLIS_OK)
     return st;
+  host = &w;
   if (trellis_cuda_device_count() == 0)
     return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
   trellis_device_weight *dw = calloc(1, sizeof *dw);
@@ -60,6 +64,13 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                         "device weight allocation failed");
   const size_t k = (size_t)host->k, n = (size_t)host->n;
   const size_t payload = trellis_weight_payload_bytes(host);
+  /* a pair's records go one after the other, as in a checkpoint */
+  const size_t record0 =
+      host->pair == TRELLIS_PAIR_NONE
+          ? payload
+          : 2 * (size_t)trellis_pair_record_words(
+                    host->rate_axis == TRELLIS_RATE_AXIS_N ? host->k : host->n,
+                    host->bits);
   const size_t in_bytes = host->suh ? k * 2 : k / 16 * 2;
   const size_t out_bytes = host->svh ? n * 2 : n / 16 * 2;
   const size_t bias_bytes = host->bias ? n * 2 : 0;
@@ -88,8 +99,11 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  if ((e = cudaMemcpy(base + off_payload, host->trellis, payload,
+  if ((e = cudaMemcpy(base + off_payload, host->trellis, record0,
                       cudaMemcpyHostToDevice)) ||
+      (payload > record0 &&
+       (e = cudaMemcpy(base + off_payload + record0, host->trellis1,
+                       payload - record0, cudaMemcpyHostToDevice))) ||
       (e = cudaMemcpy(base + off_in, src_in, in_bytes,
                       cudaMemcpyHostToDevice)) ||
       (e = cudaMemcpy(base + off_out, src_out, out_bytes,
@@ -106,6 +120,9 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   *v = *host;
   v->struct_size = sizeof *v;
   v->trellis = (const int16_t *)(base + off_payload);
+  v->trellis1 = host->pair != TRELLIS_PAIR_NONE
+                    ? (const int16_t *)(base + off_payload + record0)
+                    : NULL;
   v->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
   v->su = host->suh ? NULL : (const int16_t *)(base + off_in);
   v->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;

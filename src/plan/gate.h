@@ -17,7 +17,7 @@ typedef struct trellis_gate_input {
   int64_t m;
   int bits;
   trellis_codebook codebook;
-  int paired; /* P24/P33 pair payload (never produced here) */
+  int paired; /* a pair payload (trellis_weight.pair is set) */
   trellis_dtype compute_dtype;
   int has_external_h128;   /* the caller owns the rotations */
   int fused_image_present; /* fused kernel image runs on this device */

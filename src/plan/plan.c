@@ -3,6 +3,7 @@
  * create/prepare. */
 #include "plan/plan_internal.h"
 #include "cuda/kernels.h"
+#include "format/weight.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,7 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
   g.m = m;
   g.bits = plan->w.bits;
   g.codebook = plan->w.codebook;
-  g.paired = 0;
+  g.paired = plan->w.pair != TRELLIS_PAIR_NONE;
   g.compute_dtype = plan->desc.compute_dtype;
   g.has_external_h128 = plan->desc.h128 != NULL;
   g.fused_image_present = plan->fused_image;
@@ -121,9 +122,19 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                         "plan output pointer is NULL");
   *out = NULL;
-  trellis_status st = trellis_weight_validate(device_w);
+  trellis_weight full; /* the caller's weight at any accepted struct_size */
+  trellis_status st = trellis_weight_load(device_w, &full);
   if (st != TRELLIS_OK)
     return st;
+  device_w = &full;
+  if (full.codebook > TRELLIS_CB_MUL1 || full.pair != TRELLIS_PAIR_NONE)
+    return trellis_fail(
+        TRELLIS_ERR_UNSUPPORTED,
+        "plan: %s %s layers run on the CPU only in this version "
+        "(trellis_cpu_forward)",
+        full.pair ? "pair" : "codebook",
+        full.pair ? trellis_pair_kind_name(full.pair)
+                  : trellis_codebook_name(full.codebook));
   if ((st = check_desc(desc)) != TRELLIS_OK)
     return st;
   if (trellis_cuda_device_count() == 0)

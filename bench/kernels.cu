@@ -1,0 +1,96 @@
+/* Kernels of the benchmark: the HBM read-peak probe (the denominator of
+ * every "% of read peak") and a random fill for weight copies and inputs. */
+#include "kernels.h"
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kReadThreads = 512;
+constexpr int kReadUnroll = 4;
+
+__device__ __forceinline__ uint32_t fold(uint4 v) {
+  return v.x ^ v.y ^ v.z ^ v.w;
+}
+
+__global__ void __launch_bounds__(kReadThreads)
+    read_kernel(const uint4 *__restrict__ p, size_t count,
+                uint32_t *__restrict__ out) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + (kReadUnroll - 1) * stride < count; i += kReadUnroll * stride) {
+    uint4 v[kReadUnroll];
+#pragma unroll
+    for (int u = 0; u < kReadUnroll; ++u)
+      v[u] = p[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kReadUnroll; ++u)
+      acc ^= fold(v[u]);
+  }
+  for (; i < count; i += stride)
+    acc ^= fold(p[i]);
+  out[(size_t)blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_kernel(uint16_t *__restrict__ dst, size_t count,
+                            uint64_t seed, int mode) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const uint64_t h = mix64(seed + (i + 1) * 0x9E3779B97F4A7C15ull);
+    if (mode == 0) {
+      dst[i] = (uint16_t)(h >> 24);
+    } else {
+      const float u =
+          (float)(uint32_t)(h >> 40) * (1.0f / 16777216.0f); /* [0, 1) */
+      dst[i] = __half_as_ushort(__float2half_rn(2.0f * u - 1.0f));
+    }
+  }
+}
+
+} // namespace
+
+extern "C" int bench_read_grid(int *blocks, int *threads) {
+  int dev = 0, sms = 0, per_sm = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, read_kernel,
+                                                      kReadThreads, 0);
+  if (e != cudaSuccess)
+    return (int)e;
+  *threads = kReadThreads;
+  *blocks = sms * (per_sm > 0 ? per_sm : 1);
+  return 0;
+}
+
+extern "C" int bench_read(const void *buf, size_t bytes, uint32_t *out,
+                          int blocks, int threads, void *stream) {
+  if (bytes % 16 != 0 || ((uintptr_t)buf & 15) != 0 || blocks <= 0 ||
+      threads <= 0)
+    return (int)cudaErrorInvalidValue;
+  read_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>((const uint4 *)buf,
+                                                            bytes / 16, out);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
+                          void *stream) {
+  if (count == 0)
+    return 0;
+  size_t blocks = (count + 255) / 256;
+  if (blocks > 8192)
+    blocks = 8192;
+  fill_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(dst, count,
+                                                                  seed, mode);
+  return (int)cudaGetLastError();
+}

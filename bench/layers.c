@@ -1,0 +1,261 @@
+/* The benchmark's own layers. For one (shape, bits, codebook): C distinct
+ * random copies of the layer (C x payload >= the cold size, C >= 2), one
+ * prepared plan per copy; for each M the copy-0 plan is checked against the
+ * CPU reference, then L = max(C, 20) launches cycling the copies are timed by
+ * CUDA-graph replay and eagerly. */
+#include "bench.h"
+
+#include "kernels.h"
+#include "tools/device.h"
+#include "tools/synth.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The host layer: synth_layer_init's random layer, like a real checkpoint
+ * (any K-bit symbol stream decodes; suh ~ 1/sqrt(k), svh ~ 1 keep y =
+ * O(1)). */
+static int host_layer_build(synth_layer *h, int64_t k, int64_t n, int bits,
+                            trellis_codebook cb, uint64_t seed) {
+  trellis_clear_error();
+  trellis_status st = synth_layer_init(h, k, n, bits, cb, 0, seed);
+  if (st == TRELLIS_OK)
+    return CLI_OK;
+  synth_layer_free(h);
+  if (st == TRELLIS_ERR_OUT_OF_MEMORY) {
+    cli_error("bench: cannot allocate the %lldx%lld host layer", (long long)k,
+              (long long)n);
+    return CLI_FAIL;
+  }
+  return cli_lib_error(st, "bench: layer");
+}
+
+typedef struct ours_ctx {
+  trellis_plan *const *plans;
+  int copies;
+  const void *x;
+  void *y;
+  int64_t m;
+  const trellis_buffers *b;
+} ours_ctx;
+
+static int ours_enqueue(void *ctx, int index, cudaStream_t stream) {
+  const ours_ctx *c = ctx;
+  trellis_clear_error();
+  trellis_status st =
+      trellis_run(c->plans[index % c->copies], c->x, c->m, c->y, c->b, stream);
+  return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, "trellis_run");
+}
+
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Replays for one row: o->reps, fewer (>= 3) when one launch is so slow that
+ * the row would pass BENCH_TIME_BUDGET_S. */
+static int row_reps(int reps, double one_launch_s, int launches) {
+  double per_replay = one_launch_s * launches;
+  if (per_replay * (reps + BENCH_WARMUP) <= BENCH_TIME_BUDGET_S)
+    return reps;
+  int fit = (int)(BENCH_TIME_BUDGET_S / per_replay) - BENCH_WARMUP;
+  return fit < 3 ? 3 : (fit < reps ? fit : reps);
+}
+
+int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
+                     int64_t n, int bits, trellis_codebook cb,
+                     const double *cublas_kn, const double *cublas_nk,
+                     int overhead, cudaStream_t stream, bench_results *res) {
+  const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
+                        ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
+                        ((uint64_t)cb << 48);
+  synth_layer hl = {0};
+  trellis_device_weight **dw = NULL;
+  trellis_plan **plans = NULL;
+  trellis_buffers b;
+  void *x = NULL, *y = NULL;
+  uint16_t *hx = NULL, *hy = NULL;
+  float *ref = NULL, *got = NULL;
+  cudaEvent_t ev[2] = {NULL, NULL};
+  int uploaded = 0, copies = 0, r = CLI_FAIL;
+  trellis_buffers_init(&b);
+
+  if (host_layer_build(&hl, k, n, bits, cb, seed) != CLI_OK)
+    return CLI_FAIL;
+  const size_t payload = trellis_weight_payload_bytes(&hl.w);
+  copies = (int)((env->cold_bytes + payload - 1) / payload);
+  copies = copies < 2 ? 2 : copies;
+  const int launches =
+      copies > BENCH_MIN_LAUNCHES ? copies : BENCH_MIN_LAUNCHES;
+  int64_t ms_max = 1;
+  for (int j = 0; j < o->nms; j++)
+    ms_max = o->ms[j] > ms_max ? o->ms[j] : ms_max;
+
+  /* Cold copies: all uploaded from copy 0's host data, then copies 1.. get
+   * fresh random payloads on the device (same scales). */
+  BENCH_ALLOC(dw, copies);
+  BENCH_ALLOC(plans, copies);
+  for (int i = 0; i < copies; i++) {
+    BENCH_TRELLIS(trellis_weight_upload(&hl.w, &dw[i]));
+    uploaded = i + 1;
+  }
+  BENCH_CUDA(cudaDeviceSynchronize()); /* uploads done before the refills */
+  for (int i = 1; i < copies; i++)
+    BENCH_KERNEL(
+        bench_fill((uint16_t *)trellis_device_weight_view(dw[i])->trellis,
+                   payload / 2, seed + (uint64_t)i, 0, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  trellis_plan_desc desc;
+  trellis_plan_desc_init(&desc);
+  desc.max_m = env->max_m;
+  desc.input_dtype = TRELLIS_F16;
+  desc.output_dtype = TRELLIS_F16;
+  desc.flags = o->flags;
+  for (int i = 0; i < copies; i++) {
+    BENCH_TRELLIS(trellis_plan_create(trellis_device_weight_view(dw[i]), &desc,
+                                      &plans[i]));
+    BENCH_TRELLIS(trellis_plan_prepare(plans[i]));
+  }
+
+  /* One buffer set sized for the largest need over the Ms (and M = 1). */
+  trellis_buffer_sizes need = {.struct_size = sizeof need};
+  for (int j = -1; j < o->nms; j++) {
+    trellis_buffer_sizes sz = {.struct_size = sizeof sz};
+    BENCH_TRELLIS(trellis_plan_query(plans[0], j < 0 ? 1 : o->ms[j], &sz));
+    need.rotated_bytes = max_size(need.rotated_bytes, sz.rotated_bytes);
+    need.input_f16_bytes = max_size(need.input_f16_bytes, sz.input_f16_bytes);
+    need.output_f16_bytes =
+        max_size(need.output_f16_bytes, sz.output_f16_bytes);
+    need.workspace_bytes = max_size(need.workspace_bytes, sz.workspace_bytes);
+  }
+  if (cli_buffers_alloc(&need, &b) != CLI_OK)
+    goto done;
+  BENCH_CUDA(cudaMalloc(&x, (size_t)ms_max * (size_t)k * 2));
+  BENCH_CUDA(cudaMalloc(&y, (size_t)ms_max * (size_t)n * 2));
+  BENCH_KERNEL(
+      bench_fill(x, (size_t)ms_max * (size_t)k, seed ^ 0xa5, 1, stream));
+  BENCH_CUDA(cudaEventCreate(&ev[0]));
+  BENCH_CUDA(cudaEventCreate(&ev[1]));
+
+  /* CPU reference of x's first rows, once: rows are independent, so the
+   * first min(M, 16) rows of any M compare against its first rows. */
+  const int64_t ref_rows =
+      ms_max < BENCH_CHECK_ROWS ? ms_max : BENCH_CHECK_ROWS;
+  BENCH_ALLOC(hx, (size_t)ref_rows * (size_t)k);
+  BENCH_ALLOC(hy, (size_t)ref_rows * (size_t)n);
+  BENCH_ALLOC(ref, (size_t)ref_rows * (size_t)n);
+  BENCH_ALLOC(got, (size_t)ref_rows * (size_t)n);
+  BENCH_CUDA(cudaMemcpyAsync(hx, x, (size_t)ref_rows * (size_t)k * 2,
+                             cudaMemcpyDeviceToHost, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  if (cli_cpu_forward(&hl.w, hx, TRELLIS_F16, ref_rows, ref, TRELLIS_F32, 0) !=
+      CLI_OK)
+    goto done;
+
+  ours_ctx ctx = {plans, copies, x, y, 1, &b};
+  int have_m1 = 0;
+  for (int j = 0; j < o->nms; j++) {
+    const int64_t m = o->ms[j];
+    bench_row row = {.k = k,
+                     .n = n,
+                     .m = m,
+                     .bits = bits,
+                     .cb = cb,
+                     .flags = o->flags,
+                     .sweep = o->sweep,
+                     .copies = copies,
+                     .launches = launches,
+                     .weight_bytes = (double)payload,
+                     .graph_us = NAN,
+                     .eager_us = NAN,
+                     .cublas_kn_us = cublas_kn ? cublas_kn[j] : NAN,
+                     .cublas_nk_us = cublas_nk ? cublas_nk[j] : NAN};
+    trellis_buffer_sizes sz = {.struct_size = sizeof sz};
+    BENCH_TRELLIS(trellis_plan_query(plans[0], m, &sz));
+    row.path = sz.path;
+
+    /* Check: copy 0 once, y poisoned with NaN first. */
+    const int64_t rows = m < BENCH_CHECK_ROWS ? m : BENCH_CHECK_ROWS;
+    const size_t count = (size_t)rows * (size_t)n;
+    BENCH_CUDA(cudaMemsetAsync(y, 0xFF, (size_t)m * (size_t)n * 2, stream));
+    BENCH_TRELLIS(trellis_run(plans[0], x, m, y, &b, stream));
+    BENCH_CUDA(
+        cudaMemcpyAsync(hy, y, count * 2, cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    cli_to_f32(hy, TRELLIS_F16, count, got);
+    cli_error_stats st = cli_compare(got, ref, count);
+    row.rel_l2 = st.rel_l2;
+    row.check_rows = (int)rows;
+    row.check_ok = st.rel_l2 <= BENCH_CHECK_TOL;
+    if (!row.check_ok)
+      res->failed_checks++;
+
+    /* One launch on its own sizes the number of replays. */
+    float one_ms = 0.0f;
+    BENCH_CUDA(cudaEventRecord(ev[0], stream));
+    BENCH_TRELLIS(trellis_run(plans[1], x, m, y, &b, stream));
+    BENCH_CUDA(cudaEventRecord(ev[1], stream));
+    BENCH_CUDA(cudaEventSynchronize(ev[1]));
+    BENCH_CUDA(cudaEventElapsedTime(&one_ms, ev[0], ev[1]));
+    row.replays = row_reps(o->reps, 1e-3 * one_ms, launches);
+
+    ctx.m = m;
+    if (bench_time_graph(ours_enqueue, &ctx, launches, row.replays, stream,
+                         &row.graph_us) != CLI_OK ||
+        bench_time_eager(ours_enqueue, &ctx, launches, row.replays, stream,
+                         &row.eager_us) != CLI_OK)
+      goto done;
+    if (bench_results_add(res, &row) != CLI_OK)
+      goto done;
+    bench_print_row(env, o, &row);
+    if (m == 1 && overhead) {
+      have_m1 = 1;
+      res->overhead.lrun_us = row.graph_us;
+      res->overhead.eager_us = row.eager_us;
+    }
+  }
+
+  if (overhead) { /* BENCH_OVERHEAD_LAUNCHES launches of M = 1, one graph */
+    bench_overhead *ov = &res->overhead;
+    ctx.m = 1;
+    if (!have_m1 && (bench_time_graph(ours_enqueue, &ctx, launches, o->reps,
+                                      stream, &ov->lrun_us) != CLI_OK ||
+                     bench_time_eager(ours_enqueue, &ctx, launches, o->reps,
+                                      stream, &ov->eager_us) != CLI_OK))
+      goto done;
+    if (bench_time_graph(ours_enqueue, &ctx, BENCH_OVERHEAD_LAUNCHES, o->reps,
+                         stream, &ov->cycled_us) != CLI_OK)
+      goto done;
+    ours_ctx single = ctx;
+    single.copies = 1;
+    if (bench_time_graph(ours_enqueue, &single, BENCH_OVERHEAD_LAUNCHES,
+                         o->reps, stream, &ov->single_us) != CLI_OK)
+      goto done;
+    ov->measured = 1;
+    ov->k = k;
+    ov->n = n;
+    ov->bits = bits;
+    ov->cb = cb;
+    ov->copies = copies;
+    ov->lrun_launches = launches;
+  }
+  r = CLI_OK;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      cudaEventDestroy(ev[i]);
+  if (plans)
+    for (int i = 0; i < copies; i++)
+      trellis_plan_destroy(plans[i]);
+  for (int i = 0; i < uploaded; i++)
+    trellis_device_weight_destroy(dw[i]);
+  free(plans);
+  free(dw);
+  cli_buffers_free(&b);
+  cudaFree(x);
+  cudaFree(y);
+  free(hx);
+  free(hy);
+  free(ref);
+  free(got);
+  synth_layer_free(&hl);
+  return r;
+}

@@ -1,0 +1,330 @@
+/* The benchmark's command line: options, the modes' defaults (--quick,
+ * --sweep) and the usage text. */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
+    "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
+    "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
+    "                     [--force generic|decode|dense[,...]]\n"
+    "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
+    "       (trellis-bench takes the same arguments)\n"
+    "\n"
+    "GPU benchmark of EXL3 layers (CUDA builds), method of bench/README.md:\n"
+    "random layers, weights cold (distinct copies >= max(256 MiB, 4 x L2)\n"
+    "rotated), fp16 x/y, every configuration checked against the CPU\n"
+    "reference (first min(M, 16) rows, rel L2 <= 2e-3) before it is timed,\n"
+    "CUDA-graph replay of L = max(copies, 20) launches (median per launch)\n"
+    "and eager launches; in the same run the HBM read peak (16-byte load\n"
+    "kernel, 2 GiB) and FP16 cuBLASLt (W[k,n] and W[n,k], the better one).\n"
+    "Prints a table (one row per shape, K, codebook, M) and the targets\n"
+    "(MET / MISSED); exits 1 when a check fails.\n"
+    "\n"
+    "  k n ... / KxN      shapes (k = in_features, n = out_features; "
+    "multiples\n"
+    "                     of 128); also --shapes 4096,4096;8192,28672\n"
+    "                     default: 4096x4096 4096x14336 14336x4096 8192x8192\n"
+    "                     8192x28672 28672x8192 2048x4096 6144x1024 512x6144\n"
+    "  --m LIST           rows, default 1,2,4,8,16,32,64,128,4096\n"
+    "  --bits K           1..8 (a comma list is allowed), default 6\n"
+    "  --codebook CB      mcg, 3inst or mul1 (comma list allowed), default "
+    "mcg\n"
+    "  --sweep            K = 1..8 x 3inst/mcg/mul1 at M = 1 (decoded "
+    "weights/s\n"
+    "                     column); default shapes 8192x28672 28672x8192\n"
+    "  --quick            smoke run: 4096x4096 8192x28672 6144x1024 at\n"
+    "                     M = 1,16,128 (with --sweep: 8192x28672, K = "
+    "2,4,6,8)\n"
+    "  --reps N           timed graph replays (and eager passes), default 20\n"
+    "  --warmup-ms T      warm-up before each timing: >= 3 replays and >= T\n"
+    "                     ms of GPU time, default 50 (0: 3 replays only)\n"
+    "  --force F          plan flags: generic = TRELLIS_PLAN_FORCE_GENERIC\n"
+    "                     (never fused), decode / dense = FORCE_DECODE / "
+    "DENSE\n"
+    "  --csv FILE         write the rows as CSV (+ gpu, date, commit)\n"
+    "  --json FILE        write rows, launch overhead and targets as JSON\n"
+    "  --targets FILE     the targets to evaluate, default the installed\n"
+    "                     share/libtrellis/bench-targets.json, else the\n"
+    "                     source tree's bench/targets.json\n"
+    "\n"
+    "Explicit --shapes/--m/--bits/--codebook override the mode's defaults.\n"
+    "The commit comes from $TRELLIS_COMMIT, else from `git describe` when\n"
+    "the build was configured.\n";
+
+static const bench_shape default_shapes[] = {
+    {4096, 4096},  {4096, 14336}, {14336, 4096}, {8192, 8192}, {8192, 28672},
+    {28672, 8192}, {2048, 4096},  {6144, 1024},  {512, 6144}};
+static const bench_shape quick_shapes[] = {
+    {4096, 4096}, {8192, 28672}, {6144, 1024}};
+static const bench_shape sweep_shapes[] = {{8192, 28672}, {28672, 8192}};
+static const int64_t default_ms[] = {1, 2, 4, 8, 16, 32, 64, 128, 4096};
+static const int64_t quick_ms[] = {1, 16, 128};
+
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define MAX_DIM (1 << 20)
+#define MAX_M (1 << 20)
+
+/* ---- option parsing -------------------------------------------------------
+ */
+
+static int parse_i64(const char *opt, const char *text, size_t len, int64_t min,
+                     int64_t max, int64_t *out) {
+  char buf[32];
+  if (len == 0 || len >= sizeof buf) {
+    cli_error("%s: expected an integer in [%lld, %lld], got '%.*s'", opt,
+              (long long)min, (long long)max, (int)len, text);
+    return CLI_USAGE;
+  }
+  memcpy(buf, text, len);
+  buf[len] = '\0';
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(buf, &end, 10);
+  if (errno || end == buf || *end != '\0' || v < min || v > max) {
+    cli_error("%s: expected an integer in [%lld, %lld], got '%s'", opt,
+              (long long)min, (long long)max, buf);
+    return CLI_USAGE;
+  }
+  *out = v;
+  return CLI_OK;
+}
+
+static int add_shape(bench_options *o, const char *opt, int64_t k, int64_t n) {
+  if (k % TRELLIS_HBLOCK || n % TRELLIS_HBLOCK) {
+    cli_error("%s: %lldx%lld: k and n must be multiples of %d", opt,
+              (long long)k, (long long)n, TRELLIS_HBLOCK);
+    return CLI_USAGE;
+  }
+  if (o->nshapes == BENCH_MAX_LIST) {
+    cli_error("%s: at most %d shapes", opt, BENCH_MAX_LIST);
+    return CLI_USAGE;
+  }
+  o->shapes[o->nshapes].k = k;
+  o->shapes[o->nshapes].n = n;
+  o->nshapes++;
+  return CLI_OK;
+}
+
+/* "k,n" or "kxn", `len` characters of `text`. */
+static int parse_shape(bench_options *o, const char *opt, const char *text,
+                       size_t len) {
+  const char *sep = NULL;
+  for (size_t i = 0; i < len; i++)
+    if (text[i] == ',' || text[i] == 'x' || text[i] == 'X') {
+      sep = text + i;
+      break;
+    }
+  int64_t k = 0, n = 0;
+  if (sep == NULL) {
+    cli_error("%s: expected k,n or KxN, got '%.*s'", opt, (int)len, text);
+    return CLI_USAGE;
+  }
+  int r =
+      parse_i64(opt, text, (size_t)(sep - text), TRELLIS_HBLOCK, MAX_DIM, &k);
+  if (r == CLI_OK)
+    r = parse_i64(opt, sep + 1, len - (size_t)(sep - text) - 1, TRELLIS_HBLOCK,
+                  MAX_DIM, &n);
+  return r == CLI_OK ? add_shape(o, opt, k, n) : r;
+}
+
+static int parse_shapes(bench_options *o, const char *text) {
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ";");
+    int r = parse_shape(o, "--shapes", p, len);
+    if (r != CLI_OK)
+      return r;
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+/* Comma-separated integers in [min, max] into out[cap]. */
+static int parse_int_list(const char *opt, const char *text, int64_t min,
+                          int64_t max, int64_t *out, int cap, int *count) {
+  *count = 0;
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ",");
+    if (*count == cap) {
+      cli_error("%s: at most %d values", opt, cap);
+      return CLI_USAGE;
+    }
+    int r = parse_i64(opt, p, len, min, max, &out[*count]);
+    if (r != CLI_OK)
+      return r;
+    (*count)++;
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+static int parse_codebooks(bench_options *o, const char *text) {
+  o->ncbs = 0;
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ",");
+    trellis_codebook cb;
+    if (len == 3 && strncmp(p, "mcg", 3) == 0)
+      cb = TRELLIS_CB_MCG;
+    else if (len == 5 && strncmp(p, "3inst", 5) == 0)
+      cb = TRELLIS_CB_3INST;
+    else if (len == 4 && strncmp(p, "mul1", 4) == 0)
+      cb = TRELLIS_CB_MUL1;
+    else {
+      cli_error("--codebook: expected mcg, 3inst or mul1, got '%.*s'", (int)len,
+                p);
+      return CLI_USAGE;
+    }
+    if (o->ncbs == COUNT(o->cbs)) {
+      cli_error("--codebook: at most %d codebooks", COUNT(o->cbs));
+      return CLI_USAGE;
+    }
+    o->cbs[o->ncbs++] = cb;
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+static int parse_force(const char *text, uint32_t *flags) {
+  *flags = 0;
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ",");
+    if (len == 7 && strncmp(p, "generic", 7) == 0)
+      *flags |= TRELLIS_PLAN_FORCE_GENERIC;
+    else if (len == 6 && strncmp(p, "decode", 6) == 0)
+      *flags |= TRELLIS_PLAN_FORCE_DECODE;
+    else if (len == 5 && strncmp(p, "dense", 5) == 0)
+      *flags |= TRELLIS_PLAN_FORCE_DENSE;
+    else {
+      cli_error("--force: expected generic, decode or dense, got '%.*s'",
+                (int)len, p);
+      return CLI_USAGE;
+    }
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+/* Shapes from the positionals: "k n" pairs or KxN / k,n. */
+static int parse_positional_shapes(bench_options *o, const char *const *pos,
+                                   int npos) {
+  int r;
+  for (int i = 0; i < npos; i++) {
+    const char *p = pos[i];
+    if (strpbrk(p, "xX,")) {
+      if ((r = parse_shape(o, "shape", p, strlen(p))) != CLI_OK)
+        return r;
+      continue;
+    }
+    int64_t k = 0, n = 0;
+    if (i + 1 >= npos || strpbrk(pos[i + 1], "xX,")) {
+      cli_error("bench: shape '%s' needs both k and n (k n, or KxN)", p);
+      return CLI_USAGE;
+    }
+    if ((r = parse_i64("shape k", p, strlen(p), TRELLIS_HBLOCK, MAX_DIM, &k)) !=
+            CLI_OK ||
+        (r = parse_i64("shape n", pos[i + 1], strlen(pos[i + 1]),
+                       TRELLIS_HBLOCK, MAX_DIM, &n)) != CLI_OK ||
+        (r = add_shape(o, "shape", k, n)) != CLI_OK)
+      return r;
+    i++;
+  }
+  return CLI_OK;
+}
+
+int bench_parse_options(int argc, char **argv, bench_options *o) {
+  const char *shapes = NULL, *m = NULL, *bits = NULL, *codebook = NULL;
+  const char *reps_text = NULL, *warmup_text = NULL, *force = NULL;
+  const char *pos[2 * BENCH_MAX_LIST];
+  int npos = 0;
+  memset(o, 0, sizeof *o);
+  const cli_option opts[] = {
+      {"--shapes", &shapes, NULL},     {"--m", &m, NULL},
+      {"--bits", &bits, NULL},         {"--codebook", &codebook, NULL},
+      {"--reps", &reps_text, NULL},    {"--warmup-ms", &warmup_text, NULL},
+      {"--force", &force, NULL},       {"--csv", &o->csv_path, NULL},
+      {"--json", &o->json_path, NULL}, {"--targets", &o->targets_path, NULL},
+      {"--sweep", NULL, &o->sweep},    {"--quick", NULL, &o->quick}};
+  int r = cli_parse_list(argc, argv, usage, opts, COUNT(opts), pos, COUNT(pos),
+                         &npos);
+  if (r != CLI_PARSED)
+    return r;
+
+  /* Shapes: positionals, then --shapes. */
+  if ((r = parse_positional_shapes(o, pos, npos)) != CLI_OK)
+    return r;
+  if (shapes && (r = parse_shapes(o, shapes)) != CLI_OK)
+    return r;
+  if (o->nshapes == 0) {
+    const bench_shape *src = o->sweep   ? sweep_shapes
+                             : o->quick ? quick_shapes
+                                        : default_shapes;
+    int count = o->sweep   ? (o->quick ? 1 : COUNT(sweep_shapes))
+                : o->quick ? COUNT(quick_shapes)
+                           : COUNT(default_shapes);
+    memcpy(o->shapes, src, (size_t)count * sizeof *src);
+    o->nshapes = count;
+  }
+
+  if (m) {
+    if ((r = parse_int_list("--m", m, 1, MAX_M, o->ms, BENCH_MAX_LIST,
+                            &o->nms)) != CLI_OK)
+      return r;
+  } else if (o->sweep) {
+    o->ms[0] = 1;
+    o->nms = 1;
+  } else {
+    const int64_t *src = o->quick ? quick_ms : default_ms;
+    o->nms = o->quick ? COUNT(quick_ms) : COUNT(default_ms);
+    memcpy(o->ms, src, (size_t)o->nms * sizeof *src);
+  }
+
+  if (bits) {
+    int64_t v[TRELLIS_MAX_BITS];
+    if ((r = parse_int_list("--bits", bits, TRELLIS_MIN_BITS, TRELLIS_MAX_BITS,
+                            v, TRELLIS_MAX_BITS, &o->nbits)) != CLI_OK)
+      return r;
+    for (int i = 0; i < o->nbits; i++)
+      o->bits[i] = (int)v[i];
+  } else if (o->sweep) {
+    for (int b = TRELLIS_MIN_BITS; b <= TRELLIS_MAX_BITS; b++)
+      if (!o->quick || b % 2 == 0)
+        o->bits[o->nbits++] = b;
+  } else {
+    o->bits[o->nbits++] = 6;
+  }
+
+  if (codebook) {
+    if ((r = parse_codebooks(o, codebook)) != CLI_OK)
+      return r;
+  } else if (o->sweep) {
+    o->cbs[0] = TRELLIS_CB_3INST;
+    o->cbs[1] = TRELLIS_CB_MCG;
+    o->cbs[2] = TRELLIS_CB_MUL1;
+    o->ncbs = 3;
+  } else {
+    o->cbs[0] = TRELLIS_CB_MCG;
+    o->ncbs = 1;
+  }
+
+  long reps = 20;
+  if (reps_text &&
+      (r = cli_parse_int("--reps", reps_text, 1, 100000, &reps)) != CLI_OK)
+    return r;
+  o->reps = (int)reps;
+  long warmup = (long)BENCH_WARMUP_MS;
+  if (warmup_text && (r = cli_parse_int("--warmup-ms", warmup_text, 0, 60000,
+                                        &warmup)) != CLI_OK)
+    return r;
+  o->warmup_ms = (double)warmup;
+  if (force && (r = parse_force(force, &o->flags)) != CLI_OK)
+    return r;
+  return CLI_PARSED;
+}

@@ -1,0 +1,174 @@
+/* The benchmark's stdout: derived numbers of a row, the headline, one table
+ * row per (shape, M, bits, codebook) as it is measured; the run's date and
+ * commit. Plain C (both builds). */
+#include "bench.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void bench_sfmt(char *out, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out, size, fmt, ap);
+  va_end(ap);
+}
+
+/* ---- derived numbers ----------------------------------------------------- */
+
+double bench_row_gbs(const bench_row *r) {
+  return r->weight_bytes / (r->graph_us * 1e-6) / 1e9;
+}
+
+double bench_row_pct(const bench_row *r, double peak_gbs) {
+  return 100.0 * bench_row_gbs(r) / peak_gbs;
+}
+
+double bench_row_tws(const bench_row *r) {
+  return (double)r->k * (double)r->n / (r->graph_us * 1e-6) / 1e12;
+}
+
+double bench_row_cublas(const bench_row *r) {
+  double a = r->cublas_kn_us, b = r->cublas_nk_us;
+  if (isnan(a))
+    return b;
+  if (isnan(b))
+    return a;
+  return a < b ? a : b;
+}
+
+const char *bench_row_cublas_layout(const bench_row *r) {
+  double best = bench_row_cublas(r);
+  if (isnan(best))
+    return "";
+  return best == r->cublas_kn_us ? "kn" : "nk";
+}
+
+double bench_row_speedup(const bench_row *r) {
+  return bench_row_cublas(r) / r->graph_us;
+}
+
+const char *bench_flags_name(uint32_t flags, char *buf, size_t size) {
+  static const struct {
+    uint32_t bit;
+    const char *name;
+  } names[] = {{TRELLIS_PLAN_FORCE_GENERIC, "generic"},
+               {TRELLIS_PLAN_FORCE_DECODE, "decode"},
+               {TRELLIS_PLAN_FORCE_DENSE, "dense"}};
+  if (flags == 0)
+    return "default";
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (flags & names[i].bit) {
+      size_t len = strlen(buf);
+      bench_sfmt(buf + len, size - len, "%s%s", len ? "+" : "", names[i].name);
+    }
+  return buf;
+}
+
+/* ---- results ------------------------------------------------------------- */
+
+int bench_results_add(bench_results *res, const bench_row *row) {
+  if (res->count == res->cap) {
+    size_t cap = res->cap ? 2 * res->cap : 64;
+    bench_row *rows = realloc(res->rows, cap * sizeof *rows);
+    if (rows == NULL) {
+      cli_error("bench: out of host memory (result rows)");
+      return CLI_FAIL;
+    }
+    res->rows = rows;
+    res->cap = cap;
+  }
+  res->rows[res->count++] = *row;
+  return CLI_OK;
+}
+
+void bench_results_free(bench_results *res) {
+  free(res->rows);
+  memset(res, 0, sizeof *res);
+}
+
+/* ---- date and commit ------------------------------------------------------
+ */
+
+void bench_stamp(bench_env *env) {
+  time_t now = time(NULL);
+  struct tm tm;
+  if (gmtime_r(&now, &tm) == NULL ||
+      strftime(env->date, sizeof env->date, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+    bench_sfmt(env->date, sizeof env->date, "unknown");
+  const char *c = getenv("TRELLIS_COMMIT");
+  if (c == NULL || c[0] == '\0')
+    c = bench_configured_commit[0] ? bench_configured_commit : "unknown";
+  bench_sfmt(env->commit, sizeof env->commit, "%s", c);
+}
+
+/* ---- stdout ---------------------------------------------------------------
+ */
+
+void bench_print_headline(const bench_env *env, const bench_options *o) {
+  char fl[64];
+  printf("trellis bench (libtrellis %s), commit %s, %s\n",
+         trellis_version_string(), env->commit, env->date);
+  printf("GPU: %s, %d SMs, L2 %.1f MiB, memory %.1f GiB\n", env->gpu,
+         env->sm_count, (double)env->l2_bytes / (1 << 20),
+         (double)env->mem_bytes / (1 << 30));
+  printf("HBM read peak: %.1f GB/s (16-byte loads, grid-stride, %.0f GiB "
+         "buffer, median of %d)\n",
+         env->read_peak_gbs, (double)BENCH_READ_BYTES / (1 << 30),
+         BENCH_READ_REPS);
+  printf("method: weights cold (C >= 2 distinct copies, C x payload >= %.0f "
+         "MiB = max(256 MiB, 4 x L2)); CUDA-graph replay of L = max(C, %d) "
+         "launches cycling the copies, >= %d and >= %.0f ms of warm-up + %d "
+         "timed replays, median "
+         "per launch; eager = the same L launches without a graph; fp16 x/y, "
+         "plan max_m %lld, flags %s; random inputs; first min(M, %d) rows "
+         "checked against the CPU reference (rel L2 <= %.0e) before timing\n",
+         (double)env->cold_bytes / (1 << 20), BENCH_MIN_LAUNCHES, BENCH_WARMUP,
+         o->warmup_ms, o->reps, (long long)env->max_m,
+         bench_flags_name(o->flags, fl, sizeof fl), BENCH_CHECK_ROWS,
+         BENCH_CHECK_TOL);
+  printf("cuBLAS: cuBLASLt fp16 GEMM y[M,n] = x[M,k] W, fp32 compute, fp16 "
+         "out, heuristic algorithm, %d MiB workspace, cold fp16 copies, same "
+         "graph method; best of W[k,n] (kn) and W[n,k] (nk) row-major\n",
+         (int)(BENCH_LT_WORKSPACE >> 20));
+  printf("weight bytes = k*n*K/8 (the trellis payload; the fp16 suh/svh "
+         "scales, 2(k+n) bytes, are < 0.1%% and not counted); GB/s = 1e9 "
+         "B/s; speedup = cuBLAS us / ours (graph) us\n\n");
+  fflush(stdout);
+}
+
+void bench_print_table_header(const bench_options *o) {
+  printf("| %-11s | %2s | %-5s | %4s | %-7s | %9s | %9s | %8s | %6s |%s "
+         "%12s | %7s | %-12s |\n",
+         "k x n", "K", "cb", "M", "path", "graph us", "eager us", "wt GB/s",
+         "%peak", o->sweep ? "  T w/s |" : "", "cuBLAS us", "speedup", "check");
+  printf("|-------------|----|-------|------|---------|-----------|---------"
+         "--|----------|--------|%s--------------|---------|--------------|\n",
+         o->sweep ? "--------|" : "");
+  fflush(stdout);
+}
+
+void bench_print_row(const bench_env *env, const bench_options *o,
+                     const bench_row *r) {
+  char shape[32], tws[32] = "", cub[32];
+  bench_sfmt(shape, sizeof shape, "%lldx%lld", (long long)r->k,
+             (long long)r->n);
+  if (o->sweep)
+    bench_sfmt(tws, sizeof tws, " %6.3f |", bench_row_tws(r));
+  double c = bench_row_cublas(r);
+  if (isnan(c))
+    bench_sfmt(cub, sizeof cub, "-");
+  else
+    bench_sfmt(cub, sizeof cub, "%.2f %s", c, bench_row_cublas_layout(r));
+  printf("| %-11s | %2d | %-5s | %4lld | %-7s | %9.2f | %9.2f | %8.1f | "
+         "%5.1f%% |%s %12s | %6.2fx | %s %.1e |\n",
+         shape, r->bits, trellis_codebook_name(r->cb), (long long)r->m,
+         trellis_path_name(r->path), r->graph_us, r->eager_us, bench_row_gbs(r),
+         bench_row_pct(r, env->read_peak_gbs), tws, cub, bench_row_speedup(r),
+         r->check_ok ? "PASS" : "FAIL", r->rel_l2);
+  fflush(stdout);
+}

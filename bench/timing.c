@@ -1,0 +1,98 @@
+/* The benchmark's timing of a launch sequence, by CUDA-graph replay and
+ * eagerly (cudaEvents around each replay or pass; medians). */
+#include "bench.h"
+
+#include <stdlib.h>
+
+static double warmup_floor_ms = BENCH_WARMUP_MS;
+void bench_time_set_warmup_ms(double ms) { warmup_floor_ms = ms; }
+
+/* One graph replay (exec) or eager pass (fn, launches) between the two
+ * events; *ms receives its GPU time. */
+static int timed_run(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
+                     int launches, cudaStream_t stream, cudaEvent_t *ev,
+                     float *ms) {
+  int r = CLI_FAIL;
+  BENCH_CUDA(cudaEventRecord(ev[0], stream));
+  if (exec)
+    BENCH_CUDA(cudaGraphLaunch(exec, stream));
+  else
+    for (int i = 0; i < launches; i++)
+      if (fn(ctx, i, stream) != CLI_OK)
+        goto done;
+  BENCH_CUDA(cudaEventRecord(ev[1], stream));
+  BENCH_CUDA(cudaEventSynchronize(ev[1]));
+  BENCH_CUDA(cudaEventElapsedTime(ms, ev[0], ev[1]));
+  r = CLI_OK;
+done:
+  return r;
+}
+
+/* Warm-up, then `reps` timed runs of a graph replay (exec) or an eager
+ * pass (fn, launches); *us receives the median per launch. Warm-up by
+ * count (at least min_warm runs) and by time: a row that follows an idle
+ * GPU (the CPU reference runs between layers) starts at a low clock. */
+static int warm_and_time(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
+                         int launches, int reps, int min_warm,
+                         cudaStream_t stream, double *us) {
+  cudaEvent_t ev[2] = {NULL, NULL};
+  double *t = NULL;
+  int r = CLI_FAIL;
+  BENCH_ALLOC(t, reps);
+  BENCH_CUDA(cudaEventCreate(&ev[0]));
+  BENCH_CUDA(cudaEventCreate(&ev[1]));
+  double warm_ms = 0.0;
+  for (int i = 0; i < min_warm || warm_ms < warmup_floor_ms; i++) {
+    float ms = 0.0f;
+    if (timed_run(exec, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
+    warm_ms += (double)ms;
+  }
+  for (int i = 0; i < reps; i++) {
+    float ms = 0.0f;
+    if (timed_run(exec, fn, ctx, launches, stream, ev, &ms) != CLI_OK)
+      goto done;
+    t[i] = 1e3 * (double)ms / launches;
+  }
+  *us = cli_median(t, reps);
+  r = CLI_OK;
+done:
+  for (int i = 0; i < 2; i++)
+    if (ev[i])
+      cudaEventDestroy(ev[i]);
+  free(t);
+  return r;
+}
+
+int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
+                     cudaStream_t stream, double *us) {
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  int r = CLI_FAIL, capturing = 0;
+  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  capturing = 1;
+  for (int i = 0; i < launches; i++)
+    if (fn(ctx, i, stream) != CLI_OK)
+      goto done;
+  capturing = 0;
+  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  r = warm_and_time(exec, NULL, NULL, launches, reps, BENCH_WARMUP, stream, us);
+done:
+  if (capturing) { /* a launch failed mid-capture: end it, drop the graph */
+    cudaGraph_t partial = NULL;
+    if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial)
+      cudaGraphDestroy(partial);
+    (void)cudaGetLastError();
+  }
+  if (exec)
+    cudaGraphExecDestroy(exec);
+  if (graph)
+    cudaGraphDestroy(graph);
+  return r;
+}
+
+int bench_time_eager(bench_enqueue_fn fn, void *ctx, int launches, int reps,
+                     cudaStream_t stream, double *us) {
+  return warm_and_time(NULL, fn, ctx, launches, reps, 1, stream, us);
+}

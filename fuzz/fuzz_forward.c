@@ -1,0 +1,158 @@
+/* libFuzzer entry point over weight validation and the CPU forward.
+ *
+ * Byte 0 picks the mode:
+ *   even: the rest is a safetensors image; every EXL3 layer discovered in
+ *         it (at most 2, k x n <= 256 x 256) is realigned, must pass
+ *         trellis_weight_check_values (discovery rejects non-finite
+ *         values), is decoded and run forward;
+ *   odd:  the rest describes a weight as a caller would build it:
+ *         k selector, n selector, bits, codebook (see kCodebooks), flags
+ *         (bit 0 legacy su, bit 1 legacy sv, bit 2 bias, bit 3 NULL
+ *         payload), then the payload, the input signs or scales, the output
+ *         ones and the bias, in that order. It goes through validation and,
+ *         where that passes, the forward.
+ * Every forward runs with 1 and with 3 threads; the results must be
+ * bit-identical (each output column is computed by one thread in a fixed
+ * order). Shapes stay small so that one input costs well under a
+ * millisecond. */
+#include "io/layers.h"
+#include "io/safetensors.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_KN (256 * 256)
+
+static void check(int ok) {
+  if (!ok)
+    abort();
+}
+
+/* Deterministic finite fp16 inputs in [-2, 2). */
+static void fill_x(uint16_t *x, size_t count, uint32_t seed) {
+  for (size_t i = 0; i < count; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    x[i] = trellis_f32_to_f16((float)(seed >> 8) / (float)(1u << 24) * 4.0f -
+                              2.0f);
+  }
+}
+
+static void run(const trellis_weight *w, int64_t m, uint32_t seed) {
+  if (w->k * w->n > MAX_KN)
+    return;
+  size_t kn = (size_t)(w->k * w->n);
+  uint16_t *w_hat = malloc(kn * 2);
+  uint16_t *x = malloc((size_t)(m * w->k) * 2);
+  float *y1 = malloc((size_t)(m * w->n) * 4);
+  float *y3 = malloc((size_t)(m * w->n) * 4);
+  size_t ws_bytes = trellis_cpu_workspace_size(w, m, 1);
+  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  check(w_hat && x && y1 && y3 && ws);
+  check(trellis_decode_weight(w, w_hat) == TRELLIS_OK);
+  fill_x(x, (size_t)(m * w->k), seed);
+  check(trellis_cpu_forward(w, x, TRELLIS_F16, m, y1, TRELLIS_F32, ws, ws_bytes,
+                            1) == TRELLIS_OK);
+  check(trellis_cpu_forward(w, x, TRELLIS_F16, m, y3, TRELLIS_F32, ws, ws_bytes,
+                            3) == TRELLIS_OK);
+  check(memcmp(y1, y3, (size_t)(m * w->n) * 4) == 0);
+  free(w_hat);
+  free(x);
+  free(y1);
+  free(y3);
+  free(ws);
+}
+
+static void discovered(const uint8_t *data, size_t size) {
+  trellis_file *f = NULL;
+  if (trellis_file_open_memory(data, size, &f) != TRELLIS_OK)
+    return;
+  trellis_layer_set s;
+  if (trellis_layers_discover(f->tensors, f->count, "<fuzz>", &s) ==
+      TRELLIS_OK) {
+    for (size_t i = 0; i < s.count && i < 2; i++) {
+      check(trellis_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
+      const trellis_weight *w = &s.layers[i].weight;
+      check(trellis_weight_check_values(w) == TRELLIS_OK);
+      run(w, 1 + (int64_t)(size % 3), (uint32_t)size);
+    }
+    trellis_layers_free(&s);
+  }
+  trellis_file_close(f);
+}
+
+/* Takes `bytes` from the input into a fresh aligned buffer (NULL when the
+ * input is too short). */
+static void *take(const uint8_t **p, size_t *left, size_t bytes) {
+  if (bytes > *left)
+    return NULL;
+  void *b = malloc(bytes ? bytes : 1);
+  check(b != NULL);
+  memcpy(b, *p, bytes);
+  *p += bytes;
+  *left -= bytes;
+  return b;
+}
+
+/* The codebook byte modulo 6: EXL3's three, an invalid value, then the SQG
+ * ones (3 stays the invalid one it was before SQG existed). */
+static const trellis_codebook kCodebooks[6] = {
+    TRELLIS_CB_3INST,    TRELLIS_CB_MCG,      TRELLIS_CB_MUL1,
+    (trellis_codebook)5, TRELLIS_CB_SQG_E4M3, TRELLIS_CB_SQG_FP16};
+
+static void built(const uint8_t *data, size_t size) {
+  if (size < 5)
+    return;
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = 128 * (1 + data[0] % 2);
+  w.n = 128 * (1 + data[1] % 2);
+  w.bits = data[2] % 10; /* 0 and 9 are invalid */
+  w.codebook = kCodebooks[data[3] % 6];
+  uint8_t flags = data[4];
+  const uint8_t *p = data + 5;
+  size_t left = size - 5;
+  int bits = w.bits >= 1 && w.bits <= 8 ? w.bits : 1;
+  void *payload =
+      (flags & 8) ? NULL : take(&p, &left, (size_t)(w.k * w.n) * bits / 8);
+  void *in = take(&p, &left, (flags & 1) ? (size_t)w.k / 8 : (size_t)w.k * 2);
+  void *out = take(&p, &left, (flags & 2) ? (size_t)w.n / 8 : (size_t)w.n * 2);
+  void *bias = (flags & 4) ? take(&p, &left, (size_t)w.n * 2) : NULL;
+  if ((!payload && !(flags & 8)) || !in || !out || ((flags & 4) && !bias))
+    goto done;
+  w.trellis = payload;
+  if (flags & 1)
+    w.su = in;
+  else
+    w.suh = in;
+  if (flags & 2)
+    w.sv = out;
+  else
+    w.svh = out;
+  w.bias = bias;
+  if (trellis_weight_validate(&w) != TRELLIS_OK) {
+    check(trellis_weight_check_values(&w) != TRELLIS_OK);
+    goto done;
+  }
+  check(w.trellis != NULL && w.bits >= 1 && w.bits <= 8 &&
+        trellis_codebook_bits_valid(w.codebook, w.bits));
+  if (trellis_weight_check_values(&w) == TRELLIS_OK)
+    run(&w, 1 + (int64_t)(flags >> 4) % 3, (uint32_t)size);
+done:
+  free(payload);
+  free(in);
+  free(out);
+  free(bias);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  if (data[0] % 2)
+    built(data + 1, size - 1);
+  else
+    discovered(data + 1, size - 1);
+  return 0;
+}

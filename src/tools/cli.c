@@ -1,0 +1,139 @@
+/* Command-line support: one-line errors and the option parser (see cli.h). */
+#include "tools/cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- errors ------------------------------------------------------------ */
+
+void cli_error(const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  /* One line, whatever the message holds. */
+  for (char *p = line; *p; p++)
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
+  fprintf(stderr, "trellis: %s\n", line);
+}
+
+int cli_lib_error(trellis_status status, const char *context) {
+  const char *detail = trellis_last_error();
+  if (detail == NULL || detail[0] == '\0')
+    detail = trellis_status_string(status);
+  if (context && context[0] && strstr(detail, context) == NULL)
+    cli_error("%s: %s", context, detail);
+  else
+    cli_error("%s", detail);
+  return CLI_FAIL;
+}
+
+/* ---- command-line options ---------------------------------------------- */
+
+static const cli_option *find_option(const cli_option *opts, size_t nopts,
+                                     const char *name, size_t len) {
+  for (size_t i = 0; i < nopts; i++)
+    if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+      return &opts[i];
+  return NULL;
+}
+
+/* Options and up to max_pos positionals; `exact` names the error for one
+ * positional too many (a fixed count, or a list's limit). */
+static int parse_args(int argc, char **argv, const char *usage,
+                      const cli_option *opts, size_t nopts, const char **pos,
+                      int max_pos, int exact, int *npos) {
+  int got = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      fputs(usage, stdout);
+      return CLI_HELP_SHOWN;
+    }
+    if (strncmp(a, "--", 2) == 0 && a[2] != '\0') {
+      const char *eq = strchr(a, '=');
+      size_t len = eq ? (size_t)(eq - a) : strlen(a);
+      const cli_option *o = find_option(opts, nopts, a, len);
+      if (o == NULL) {
+        cli_error("%s: unknown option '%.*s' (try 'trellis %s --help')",
+                  argv[0], (int)len, a, argv[0]);
+        return CLI_USAGE;
+      }
+      if (o->flag) {
+        if (eq) {
+          cli_error("%s: option %s takes no value", argv[0], o->name);
+          return CLI_USAGE;
+        }
+        *o->flag = 1;
+        continue;
+      }
+      const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      if (v == NULL || v[0] == '\0') {
+        cli_error("%s: option %s needs a value", argv[0], o->name);
+        return CLI_USAGE;
+      }
+      *o->value = v;
+      continue;
+    }
+    if (a[0] == '-' && a[1] != '\0') {
+      cli_error("%s: unknown option '%s' (try 'trellis %s --help')", argv[0], a,
+                argv[0]);
+      return CLI_USAGE;
+    }
+    if (got >= max_pos) {
+      if (exact)
+        cli_error("%s: unexpected argument '%s' (try 'trellis %s --help')",
+                  argv[0], a, argv[0]);
+      else
+        cli_error("%s: too many arguments at '%s' (at most %d)", argv[0], a,
+                  max_pos);
+      return CLI_USAGE;
+    }
+    pos[got++] = a;
+  }
+  *npos = got;
+  return CLI_PARSED;
+}
+
+int cli_parse(int argc, char **argv, const char *usage, const cli_option *opts,
+              size_t nopts, const char **pos, const char *const *pos_names,
+              int npos) {
+  int got = 0;
+  int r = parse_args(argc, argv, usage, opts, nopts, pos, npos, 1, &got);
+  if (r == CLI_PARSED && got < npos) {
+    cli_error("%s: missing argument %s (try 'trellis %s --help')", argv[0],
+              pos_names[got], argv[0]);
+    return CLI_USAGE;
+  }
+  return r;
+}
+
+int cli_parse_list(int argc, char **argv, const char *usage,
+                   const cli_option *opts, size_t nopts, const char **pos,
+                   int max_pos, int *npos) {
+  *npos = 0;
+  return parse_args(argc, argv, usage, opts, nopts, pos, max_pos, 0, npos);
+}
+
+int cli_parse_exit(int parse_result) {
+  return parse_result == CLI_HELP_SHOWN ? CLI_OK : CLI_USAGE;
+}
+
+int cli_parse_int(const char *option, const char *text, long min, long max,
+                  long *out) {
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+    cli_error("%s: expected an integer in [%ld, %ld], got '%s'", option, min,
+              max, text);
+    return CLI_USAGE;
+  }
+  *out = v;
+  return CLI_OK;
+}

@@ -1,0 +1,69 @@
+/* Command-line support shared by the `trellis` and `trellis-bench`
+ * programs: exit codes, one-line errors and the option parser.
+ *
+ * Error convention: every helper that fails prints exactly ONE line to stderr
+ * ("trellis: <what>: <why>", naming the file, tensor or argument) and returns
+ * a non-zero exit code, so callers only propagate the code. */
+#ifndef TRELLIS_TOOLS_CLI_H
+#define TRELLIS_TOOLS_CLI_H
+
+#include "trellis.h"
+
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* Exit codes. */
+#define CLI_OK 0
+#define CLI_FAIL 1  /* the request was valid but could not be done */
+#define CLI_USAGE 2 /* bad command line */
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Prints "trellis: <message>" as one line on stderr (newlines in the message
+ * become spaces). */
+void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* Prints "trellis: <context>: <library detail>" for a failed library call
+ * and returns CLI_FAIL. The context is left out when the detail already
+ * names it. */
+int cli_lib_error(trellis_status status, const char *context);
+
+/* ---- command-line options ---------------------------------------------- */
+
+typedef struct cli_option {
+  const char *name;   /* "--output" */
+  const char **value; /* receives the value; NULL for a flag */
+  int *flag;          /* set to 1 for a flag; NULL for a valued option */
+} cli_option;
+
+/* Result of cli_parse besides CLI_USAGE. */
+#define CLI_PARSED 0
+#define CLI_HELP_SHOWN (-1)
+
+/* Parses argv[1..] into options ("--name value" or "--name=value") and
+ * positionals; argv[0] is the subcommand's name, used in messages ("try
+ * 'trellis NAME --help'"). "--help"/"-h" prints `usage` to stdout and
+ * returns CLI_HELP_SHOWN. Exactly `npos` positionals are required;
+ * `pos_names` names them for the error message. Returns CLI_PARSED or
+ * CLI_USAGE. */
+int cli_parse(int argc, char **argv, const char *usage, const cli_option *opts,
+              size_t nopts, const char **pos, const char *const *pos_names,
+              int npos);
+/* The same for a command that takes any number of positionals, at most
+ * `max_pos`: pos[0..*npos-1] receives them. */
+int cli_parse_list(int argc, char **argv, const char *usage,
+                   const cli_option *opts, size_t nopts, const char **pos,
+                   int max_pos, int *npos);
+/* Exit code for a non-CLI_PARSED parse result. */
+int cli_parse_exit(int parse_result);
+
+/* Parses an integer option value in [min, max]; prints an error naming
+ * `option`. */
+int cli_parse_int(const char *option, const char *text, long min, long max,
+                  long *out);
+
+#endif

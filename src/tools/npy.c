@@ -1,0 +1,380 @@
+/* .npy reading and writing (see npy.h). The header is a Python dict literal;
+ * it is parsed with a small strict scanner, never evaluated. */
+#include "tools/npy.h"
+#include "io/posix_file.h"
+
+#include "core/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char npy_magic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
+
+/* ------------------------------------------------------ header scanner -- */
+
+typedef struct scanner {
+  const char *p, *end;
+} scanner;
+
+static void skip_ws(scanner *s) {
+  while (s->p < s->end &&
+         (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
+    s->p++;
+}
+
+static int accept(scanner *s, char c) {
+  skip_ws(s);
+  if (s->p < s->end && *s->p == c) {
+    s->p++;
+    return 1;
+  }
+  return 0;
+}
+
+/* A quoted string without escapes, copied into buf (cap bytes). */
+static int scan_string(scanner *s, char *buf, size_t cap) {
+  skip_ws(s);
+  if (s->p >= s->end || (*s->p != '\'' && *s->p != '"'))
+    return 0;
+  char q = *s->p++;
+  size_t n = 0;
+  while (s->p < s->end && *s->p != q) {
+    if (*s->p == '\\' || *s->p == '\0' || n + 1 >= cap)
+      return 0;
+    buf[n++] = *s->p++;
+  }
+  if (s->p >= s->end)
+    return 0;
+  s->p++;
+  buf[n] = '\0';
+  return 1;
+}
+
+static int scan_word(scanner *s, const char *word) {
+  skip_ws(s);
+  size_t len = strlen(word);
+  if ((size_t)(s->end - s->p) < len || memcmp(s->p, word, len) != 0)
+    return 0;
+  s->p += len;
+  return 1;
+}
+
+/* A non-negative integer (Python 2 headers may add an 'L'). */
+static int scan_int(scanner *s, int64_t *out) {
+  skip_ws(s);
+  if (s->p >= s->end || *s->p < '0' || *s->p > '9')
+    return 0;
+  int64_t v = 0;
+  while (s->p < s->end && *s->p >= '0' && *s->p <= '9') {
+    int d = *s->p++ - '0';
+    if (v > (INT64_MAX - d) / 10)
+      return 0;
+    v = v * 10 + d;
+  }
+  if (s->p < s->end && *s->p == 'L')
+    s->p++;
+  *out = v;
+  return 1;
+}
+
+/* "()", "(3,)" or "(3, 4)" with an optional trailing comma. */
+static trellis_status scan_shape(scanner *s, trellis_npy *a) {
+  if (!accept(s, '('))
+    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: shape is not a tuple");
+  int n = 0, comma = 0;
+  while (!accept(s, ')')) {
+    int64_t v;
+    if (n > 0 && !comma)
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "npy header: shape tuple is missing a comma");
+    if (!scan_int(s, &v))
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "npy header: shape entry %d is not a non-negative "
+                          "integer",
+                          n);
+    if (n == TRELLIS_NPY_MAX_DIMS)
+      return trellis_fail(TRELLIS_ERR_SHAPE,
+                          "npy header: shape has more than %d dimensions",
+                          TRELLIS_NPY_MAX_DIMS);
+    a->shape[n++] = v;
+    comma = accept(s, ',');
+  }
+  if (n == 1 && !comma)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy header: shape (%lld) is not a tuple (a 1-tuple "
+                        "needs a trailing comma)",
+                        (long long)a->shape[0]);
+  a->ndim = n;
+  return TRELLIS_OK;
+}
+
+static trellis_status parse_descr(const char *d, trellis_dtype *out) {
+  if (!strcmp(d, "<f2") || !strcmp(d, "<e"))
+    *out = TRELLIS_F16;
+  else if (!strcmp(d, "<f4") || !strcmp(d, "<f"))
+    *out = TRELLIS_F32;
+  else
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "npy header: descr '%s' is not supported (only '<f2' "
+                        "and '<f4')",
+                        d);
+  return TRELLIS_OK;
+}
+
+enum { KEY_DESCR = 1, KEY_FORTRAN = 2, KEY_SHAPE = 4 };
+
+static trellis_status scan_entry(scanner *s, trellis_npy *a, unsigned *seen,
+                                 int *fortran) {
+  char key[32], descr[32];
+  if (!scan_string(s, key, sizeof key) || !accept(s, ':'))
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy header: expected 'key': value");
+  unsigned bit = !strcmp(key, "descr")           ? KEY_DESCR
+                 : !strcmp(key, "fortran_order") ? KEY_FORTRAN
+                 : !strcmp(key, "shape")         ? KEY_SHAPE
+                                                 : 0;
+  if (!bit)
+    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: unexpected key '%s'",
+                        key);
+  if (*seen & bit)
+    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: duplicate key '%s'",
+                        key);
+  *seen |= bit;
+  if (bit == KEY_DESCR) {
+    if (!scan_string(s, descr, sizeof descr))
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "npy header: descr is not a simple string");
+    return parse_descr(descr, &a->dtype);
+  }
+  if (bit == KEY_FORTRAN) {
+    if (scan_word(s, "True"))
+      *fortran = 1;
+    else if (scan_word(s, "False"))
+      *fortran = 0;
+    else
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "npy header: fortran_order is not True or False");
+    return TRELLIS_OK;
+  }
+  return scan_shape(s, a);
+}
+
+static trellis_status scan_header(const char *text, size_t len,
+                                  trellis_npy *a) {
+  scanner s = {text, text + len};
+  unsigned seen = 0;
+  int fortran = 0;
+  if (!accept(&s, '{'))
+    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header is not a dict");
+  while (!accept(&s, '}')) {
+    trellis_status st = scan_entry(&s, a, &seen, &fortran);
+    if (st != TRELLIS_OK)
+      return st;
+    if (!accept(&s, ',')) {
+      if (accept(&s, '}'))
+        break;
+      return trellis_fail(TRELLIS_ERR_FORMAT,
+                          "npy header: expected ',' or '}' in the dict");
+    }
+  }
+  skip_ws(&s);
+  if (s.p != s.end)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy header: unexpected text after the dict");
+  if (seen != (KEY_DESCR | KEY_FORTRAN | KEY_SHAPE))
+    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: missing key '%s'",
+                        !(seen & KEY_DESCR)     ? "descr"
+                        : !(seen & KEY_FORTRAN) ? "fortran_order"
+                                                : "shape");
+  /* Fortran order only changes the layout of 2+ dimensional arrays. */
+  if (fortran && a->ndim > 1)
+    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
+                        "npy: fortran_order True is not supported (save a "
+                        "C-contiguous array)");
+  return TRELLIS_OK;
+}
+
+/* ------------------------------------------------------------- parsing -- */
+
+size_t trellis_npy_count(const trellis_npy *a) {
+  size_t n = 1;
+  for (int i = 0; i < a->ndim; i++)
+    if (!trellis_mul_size(n, (size_t)a->shape[i], &n))
+      return SIZE_MAX;
+  return n;
+}
+
+void trellis_npy_free(trellis_npy *a) {
+  if (!a)
+    return;
+  free(a->data);
+  memset(a, 0, sizeof *a);
+}
+
+static trellis_status parse(const uint8_t *b, size_t size, trellis_npy *a) {
+  if (size < 10 || memcmp(b, npy_magic, 6) != 0)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        size < 10 ? "npy: file too short (%zu bytes)"
+                                  : "npy: bad magic (not a .npy file, %zu "
+                                    "bytes)",
+                        size);
+  unsigned major = b[6];
+  size_t start, hlen;
+  if (major == 1) {
+    hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    start = 10;
+  } else if (major == 2 || major == 3) {
+    if (size < 12)
+      return trellis_fail(TRELLIS_ERR_FORMAT, "npy: file too short");
+    hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
+           (size_t)b[11] << 24;
+    start = 12;
+  } else {
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy: format version %u.%u is not supported", major,
+                        (unsigned)b[7]);
+  }
+  if (hlen > size - start)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy: header length %zu runs past the end of the file "
+                        "(%zu bytes)",
+                        hlen, size);
+  trellis_status st = scan_header((const char *)b + start, hlen, a);
+  if (st != TRELLIS_OK)
+    return st;
+  size_t bytes = trellis_npy_count(a);
+  if (bytes == SIZE_MAX ||
+      !trellis_mul_size(bytes, trellis_dtype_size(a->dtype), &bytes))
+    return trellis_fail(TRELLIS_ERR_SHAPE, "npy: shape size overflows");
+  size_t have = size - start - hlen;
+  if (have != bytes)
+    return trellis_fail(TRELLIS_ERR_FORMAT,
+                        "npy: data is %zu bytes but the shape needs %zu (%s)",
+                        have, bytes,
+                        have < bytes ? "truncated" : "trailing bytes");
+  if (bytes > 0) {
+    if (!(a->data = malloc(bytes)))
+      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                          "npy: cannot allocate %zu bytes", bytes);
+    memcpy(a->data, b + start + hlen, bytes);
+  }
+  a->nbytes = bytes;
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_npy_parse(const void *buf, size_t size,
+                                 trellis_npy *out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!buf && size > 0)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                        "buf is NULL but size is %zu", size);
+  trellis_status st = parse(buf, size, out);
+  if (st != TRELLIS_OK)
+    trellis_npy_free(out);
+  return st;
+}
+
+/* ------------------------------------------------------------ file I/O -- */
+
+trellis_status trellis_npy_read(const char *path, trellis_npy *out) {
+  if (!out)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!path)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  trellis_status st = trellis_read_file(path, SIZE_MAX - 1, &buf, &len);
+  if (st != TRELLIS_OK)
+    return st;
+  st = trellis_npy_parse(buf, len, out);
+  free(buf);
+  if (st != TRELLIS_OK)
+    return trellis_fail_prefix(st, "%s", path);
+  return TRELLIS_OK;
+}
+
+/* The v1.0 header: magic, version, length, dict padded with spaces to a
+ * multiple of 64 bytes, ending in '\n'. Returns the total header size. */
+static size_t format_header(char *h, size_t cap, trellis_dtype dtype, int ndim,
+                            const int64_t *shape) {
+  char dict[400];
+  int n = snprintf(dict, sizeof dict,
+                   "{'descr': '%s', 'fortran_order': "
+                   "False, 'shape': (",
+                   dtype == TRELLIS_F16 ? "<f2" : "<f4");
+  for (int i = 0; i < ndim; i++)
+    n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%lld", i ? ", " : "",
+                  (long long)shape[i]);
+  n += snprintf(dict + n, sizeof dict - (size_t)n, "%s), }",
+                ndim == 1 ? "," : "");
+  size_t total = 10 + (size_t)n + 1;
+  total = (total + 63) / 64 * 64;
+  if (total > cap)
+    return 0;
+  memcpy(h, npy_magic, 6);
+  h[6] = 1;
+  h[7] = 0;
+  size_t hlen = total - 10;
+  h[8] = (char)(hlen & 0xff);
+  h[9] = (char)(hlen >> 8);
+  memcpy(h + 10, dict, (size_t)n);
+  memset(h + 10 + n, ' ', total - 10 - (size_t)n - 1);
+  h[total - 1] = '\n';
+  return total;
+}
+
+trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
+                                 int ndim, const int64_t *shape,
+                                 const void *data) {
+  if (!path)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  if (dtype != TRELLIS_F16 && dtype != TRELLIS_F32)
+    return trellis_fail(TRELLIS_ERR_DTYPE,
+                        "npy write: dtype %d is not F16 or F32", (int)dtype);
+  if (ndim < 0 || ndim > TRELLIS_NPY_MAX_DIMS || (ndim > 0 && !shape))
+    return trellis_fail(TRELLIS_ERR_SHAPE,
+                        "npy write: ndim %d is not in 0..%d (or shape is "
+                        "NULL)",
+                        ndim, TRELLIS_NPY_MAX_DIMS);
+  trellis_npy a = {.dtype = dtype, .ndim = ndim};
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return trellis_fail(TRELLIS_ERR_SHAPE,
+                          "npy write: shape[%d] = %lld is negative", i,
+                          (long long)shape[i]);
+    a.shape[i] = shape[i];
+  }
+  size_t bytes = trellis_npy_count(&a);
+  if (bytes == SIZE_MAX ||
+      !trellis_mul_size(bytes, trellis_dtype_size(dtype), &bytes))
+    return trellis_fail(TRELLIS_ERR_SHAPE, "npy write: size overflows");
+  if (bytes > 0 && !data)
+    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "data is NULL");
+  char header[512];
+  size_t hsize = format_header(header, sizeof header, dtype, ndim, shape);
+  if (hsize == 0)
+    return trellis_fail(TRELLIS_ERR_INTERNAL, "npy write: header too long");
+  FILE *fp = fopen(path, "wb");
+  if (!fp)
+    return trellis_errno_fail(path, "cannot create", errno);
+  int ok = fwrite(header, 1, hsize, fp) == hsize &&
+           (bytes == 0 || fwrite(data, 1, bytes, fp) == bytes);
+  int e = errno;
+  if (fclose(fp) != 0 && ok) {
+    ok = 0;
+    e = errno;
+  }
+  if (!ok) {
+    remove(path);
+    return trellis_errno_fail(path, "write failed", e);
+  }
+  return TRELLIS_OK;
+}

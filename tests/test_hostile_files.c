@@ -1,0 +1,514 @@
+/* Hostile files and file systems: FIFOs and other non-regular files,
+ * dangling and looping symbolic links, foreign files given as shards,
+ * headers beyond the limits, and files truncated while open. */
+#include "testutil.h"
+
+#include "io/model.h"
+#include "io/posix_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const shard1 = "model-00001-of-00002.safetensors";
+static const char *const shard2 = "model-00002-of-00002.safetensors";
+static const char *const index_name = "model.safetensors.index.json";
+/* A layer of the toy model whose tensors all live in shard 2. */
+static const char *const shard2_layer = "model.layers.1.mlp.up_proj";
+
+static int dir_counter;
+
+/* A fresh copy of the toy model; returns its malloc'd directory. */
+static char *copy_toy(void) {
+  char name[32];
+  snprintf(name, sizeof name, "toy%d", dir_counter++);
+  char *dir = tu_tmp_path(name);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  const char *files[] = {shard1, shard2, index_name, "config.json"};
+  for (size_t i = 0; i < 4; i++) {
+    char *src = tu_join(TU_TOY_MODEL, files[i]);
+    char *dst = tu_join(dir, files[i]);
+    size_t size;
+    uint8_t *buf = tu_read_file(src, &size);
+    tu_write_file(dst, buf, size);
+    free(buf);
+    free(src);
+    free(dst);
+  }
+  return dir;
+}
+
+/* Replaces dir/name by a FIFO (when `fifo`) or a symbolic link to
+ * `target`. */
+static void replace(const char *dir, const char *name, int fifo,
+                    const char *target) {
+  char *path = tu_join(dir, name);
+  unlink(path);
+  if (fifo)
+    assert_int_equal(mkfifo(path, 0600), 0);
+  else
+    assert_int_equal(symlink(target, path), 0);
+  free(path);
+}
+
+static void expect_model(const char *path, trellis_status want,
+                         const char *needle) {
+  trellis_model *m = (trellis_model *)1;
+  tu_assert_status(trellis_model_open(path, &m), want);
+  if (want != TRELLIS_OK) {
+    assert_null(m);
+    tu_assert_error_has(needle);
+  }
+  trellis_model_close(m);
+}
+
+/* ------------------------------------------------------------ FIFOs -- */
+
+/* Every file the loader opens may be a FIFO: none may block in open()
+ * (the alarm ends the test if one does). */
+static void test_fifo_never_blocks(void **state) {
+  (void)state;
+  alarm(60);
+  char *fifo = tu_tmp_path("fifo.safetensors");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  const char *what = "is a FIFO (named pipe), not a regular file";
+  expect_model(fifo, TRELLIS_ERR_IO, "is a FIFO (named pipe)");
+  tu_assert_error_has(fifo);
+  trellis_file *f = (trellis_file *)1;
+  tu_assert_status(trellis_file_open(fifo, &f), TRELLIS_ERR_IO);
+  assert_null(f);
+  tu_assert_error_has(what);
+  /* The whole-file reader (config.json, the index, .npy inputs). */
+  uint8_t *buf = (uint8_t *)1;
+  size_t len = 1;
+  tu_assert_status(trellis_read_file(fifo, 1024, &buf, &len), TRELLIS_ERR_IO);
+  assert_null(buf);
+  tu_assert_error_has(what);
+  free(fifo);
+
+  /* An index path given directly. */
+  char *dir = copy_toy();
+  char *index = tu_join(dir, index_name);
+  replace(dir, index_name, 1, NULL);
+  expect_model(index, TRELLIS_ERR_IO, "index.json: is a FIFO (named pipe)");
+  /* ... and found in the directory. */
+  expect_model(dir, TRELLIS_ERR_IO, what);
+  tu_assert_error_has(index_name);
+  free(index);
+  free(dir);
+
+  dir = copy_toy();
+  replace(dir, shard2, 1, NULL);
+  expect_model(dir, TRELLIS_ERR_IO, what);
+  tu_assert_error_has("shard 'model-00002-of-00002.safetensors'");
+  free(dir);
+
+  dir = copy_toy();
+  replace(dir, "config.json", 1, NULL);
+  expect_model(dir, TRELLIS_ERR_IO, what);
+  tu_assert_error_has("config.json");
+  free(dir);
+
+  dir = copy_toy();
+  char *single = tu_join(dir, "model.safetensors");
+  assert_int_equal(mkfifo(single, 0600), 0);
+  expect_model(dir, TRELLIS_ERR_IO, what);
+  tu_assert_error_has(single);
+  free(single);
+  free(dir);
+  alarm(0);
+}
+
+static void test_other_kinds(void **state) {
+  (void)state;
+  alarm(60);
+  expect_model("/dev/null", TRELLIS_ERR_IO, "/dev/null: is a character device");
+  trellis_file *f;
+  tu_assert_status(trellis_file_open("/dev/zero", &f), TRELLIS_ERR_IO);
+  tu_assert_error_has("/dev/zero: is a character device, not a regular file");
+  tu_assert_status(trellis_file_open(tu_tmpdir(), &f), TRELLIS_ERR_IO);
+  tu_assert_error_has("is a directory, not a regular file");
+
+  /* A socket is rejected before any open(). */
+  char *sock = tu_tmp_path("sock.safetensors");
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(s >= 0);
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  assert_true(strlen(sock) < sizeof a.sun_path);
+  strcpy(a.sun_path, sock);
+  assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+  tu_assert_status(trellis_file_open(sock, &f), TRELLIS_ERR_IO);
+  tu_assert_error_has("is a socket, not a regular file");
+  expect_model(sock, TRELLIS_ERR_IO, "is a socket");
+  close(s);
+  free(sock);
+
+  /* A directory's config.json that is itself a directory. */
+  char *dir = copy_toy();
+  char *config = tu_join(dir, "config.json");
+  unlink(config);
+  assert_int_equal(mkdir(config, 0700), 0);
+  expect_model(dir, TRELLIS_ERR_IO, "config.json: is a directory");
+  free(config);
+  free(dir);
+  alarm(0);
+}
+
+/* -------------------------------------------------- symbolic links -- */
+
+static void test_symlinks(void **state) {
+  (void)state;
+  /* A dangling shard link says so (not "No such file"). */
+  char *dir = copy_toy();
+  replace(dir, shard2, 0, "../blobs/missing-blob");
+  expect_model(dir, TRELLIS_ERR_NOT_FOUND,
+               "is a symbolic link to '../blobs/missing-blob', which does not "
+               "exist (dangling link)");
+  tu_assert_error_has("shard 'model-00002-of-00002.safetensors'");
+
+  /* A link loop. */
+  replace(dir, shard2, 0, shard2);
+  expect_model(dir, TRELLIS_ERR_IO, "symbolic link loop");
+
+  /* A dangling model.safetensors is reported, not "neither ... found". */
+  char *index = tu_join(dir, index_name);
+  unlink(index);
+  replace(dir, "model.safetensors", 0, "nowhere.safetensors");
+  expect_model(dir, TRELLIS_ERR_NOT_FOUND, "dangling link");
+  assert_null(strstr(trellis_last_error(), "neither"));
+  /* So is a looping one, and a dangling index. */
+  replace(dir, "model.safetensors", 0, "model.safetensors");
+  expect_model(dir, TRELLIS_ERR_IO, "symbolic link loop");
+  assert_null(strstr(trellis_last_error(), "neither"));
+  char *single = tu_join(dir, "model.safetensors");
+  unlink(single);
+  free(single);
+  replace(dir, index_name, 0, "gone.json");
+  expect_model(dir, TRELLIS_ERR_NOT_FOUND, "dangling link");
+  assert_null(strstr(trellis_last_error(), "neither"));
+  /* The model path itself. */
+  char *link = tu_tmp_path("dangling-model");
+  assert_int_equal(symlink("no-such-model", link), 0);
+  expect_model(link, TRELLIS_ERR_NOT_FOUND, "dangling link");
+  free(link);
+  free(index);
+  free(dir);
+
+  /* A dangling config.json is an error, not a silently absent config. */
+  dir = copy_toy();
+  replace(dir, "config.json", 0, "missing-config.json");
+  expect_model(dir, TRELLIS_ERR_NOT_FOUND, "config.json: is a symbolic link");
+  free(dir);
+
+  /* Shard links may leave the directory (the Hugging Face cache links
+   * snapshots into blobs/): allowed. */
+  dir = copy_toy();
+  char *blobs = tu_tmp_path("blobs");
+  mkdir(blobs, 0700);
+  char *blob = tu_join(blobs, "shard2-blob");
+  char *path = tu_join(dir, shard2);
+  assert_int_equal(rename(path, blob), 0);
+  replace(dir, shard2, 0, blob);
+  expect_model(dir, TRELLIS_OK, NULL);
+  free(path);
+  free(blob);
+  free(blobs);
+  free(dir);
+}
+
+/* ---------------------------------------------------- foreign files -- */
+
+/* A text file given as a shard: the message must not show its first 8
+ * bytes (as a number or otherwise). */
+static void test_foreign_shard(void **state) {
+  (void)state;
+  const char *text = "root:x:0:0:root:/root:/bin/bash\n"
+                     "daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n";
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | (uint8_t)text[i];
+  char echoed[32], hex[32];
+  snprintf(echoed, sizeof echoed, "%llu", (unsigned long long)v);
+  snprintf(hex, sizeof hex, "%llx", (unsigned long long)v);
+  char *dir = copy_toy();
+  char *path = tu_join(dir, shard2);
+  tu_write_file(path, text, strlen(text));
+  expect_model(dir, TRELLIS_ERR_FORMAT, "not a safetensors file");
+  tu_assert_error_has("shard 'model-00002-of-00002.safetensors'");
+  char size_note[64];
+  snprintf(size_note, sizeof size_note, "(the file is %zu bytes)",
+           strlen(text));
+  tu_assert_error_has(size_note);
+  assert_null(strstr(trellis_last_error(), echoed));
+  assert_null(strstr(trellis_last_error(), hex));
+  assert_null(strstr(trellis_last_error(), "root"));
+  free(path);
+  free(dir);
+
+  /* The same text as the index or config.json: the JSON error names the
+   * position, not the token found there. */
+  const char *texts[] = {index_name, "config.json"};
+  for (size_t i = 0; i < 2; i++) {
+    dir = copy_toy();
+    path = tu_join(dir, texts[i]);
+    tu_write_file(path, text, strlen(text));
+    expect_model(dir, TRELLIS_ERR_FORMAT,
+                 "invalid JSON at line 1, column 4: '[' or '{' expected");
+    assert_null(strstr(trellis_last_error(), "root"));
+    free(path);
+    free(dir);
+  }
+}
+
+/* ----------------------------------------------------------- limits -- */
+
+/* A header of `count` empty U8 tensors (the smallest possible entries). */
+static char *many_tensors(size_t count, size_t *len) {
+  size_t cap = count * 64 + 16, used = 0;
+  char *h = malloc(cap);
+  assert_non_null(h);
+  h[used++] = '{';
+  for (size_t i = 0; i < count; i++)
+    used += (size_t)snprintf(h + used, cap - used,
+                             "%s\"%zx\":{\"dtype\":\"U8\",\"shape\":[0],"
+                             "\"data_offsets\":[0,0]}",
+                             i ? "," : "", i);
+  h[used++] = '}';
+  h[used] = '\0';
+  *len = used;
+  return h;
+}
+
+static void expect_header(const char *header, trellis_status want,
+                          const char *needle) {
+  size_t size;
+  uint8_t *buf = tu_st_raw(header, NULL, 0, &size);
+  trellis_file *f = (trellis_file *)1;
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), want);
+  if (want == TRELLIS_OK) {
+    trellis_file_close(f);
+  } else {
+    assert_null(f);
+    tu_assert_error_has(needle);
+  }
+  free(buf);
+}
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void test_header_limits(void **state) {
+  (void)state;
+  /* The audit's header: ~1.8M tensors in ~100 MB, rejected before it is
+   * parsed (a parse took 12 s and 2.2 GB). */
+  size_t len;
+  char *h = many_tensors(1700000, &len);
+  assert_true(len < 100000000);
+  double t0 = seconds();
+  expect_header(h, TRELLIS_ERR_FORMAT,
+                "JSON objects, more than the limit of 262144 tensors per "
+                "file");
+  double took = seconds() - t0;
+  print_message("1.7M-tensor header rejected in %.3f s\n", took);
+  free(h);
+  /* Just past the limit, and at it (both a few MB). */
+  h = many_tensors(262145, &len);
+  expect_header(h, TRELLIS_ERR_FORMAT, "more than the limit of 262144");
+  free(h);
+  h = many_tensors(262144, &len);
+  expect_header(h, TRELLIS_OK, NULL);
+  free(h);
+
+  /* Nesting. */
+  char deep[256];
+  size_t used = (size_t)snprintf(deep, sizeof deep, "{\"__metadata__\":");
+  for (int i = 0; i < 40; i++)
+    deep[used++] = '[';
+  for (int i = 0; i < 40; i++)
+    deep[used++] = ']';
+  deep[used++] = '}';
+  deep[used] = '\0';
+  expect_header(deep, TRELLIS_ERR_FORMAT, "nests 41 levels deep (limit 32");
+
+  /* JSON values: one shape of 5M dimensions. */
+  size_t n = 5000000, cap = 2 * n + 128;
+  h = malloc(cap);
+  assert_non_null(h);
+  used = (size_t)snprintf(h, cap, "{\"a\":{\"dtype\":\"U8\",\"shape\":[");
+  for (size_t i = 0; i < n; i++) {
+    h[used++] = i ? ',' : '0';
+    if (i)
+      h[used++] = '0';
+  }
+  used += (size_t)snprintf(h + used, cap - used, "],\"data_offsets\":[0,0]}}");
+  expect_header(h, TRELLIS_ERR_FORMAT,
+                "JSON values, more than the limit of 4194304");
+  free(h);
+
+  /* Name length. */
+  char name[1100];
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  char *big = malloc(2048);
+  assert_non_null(big);
+  snprintf(big, 2048,
+           "{\"%s\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+           name);
+  expect_header(big, TRELLIS_ERR_FORMAT,
+                "a tensor name of 1099 bytes exceeds the limit of 1024 bytes");
+  name[1024] = '\0';
+  snprintf(big, 2048,
+           "{\"%s\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+           name);
+  expect_header(big, TRELLIS_OK, NULL);
+  free(big);
+}
+
+static void test_text_limits(void **state) {
+  (void)state;
+  /* A 65 MiB config.json (sparse) is refused by its size, unread. */
+  char *dir = copy_toy();
+  char *config = tu_join(dir, "config.json");
+  FILE *fp = fopen(config, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(ftruncate(fileno(fp), (off_t)65 << 20), 0);
+  fclose(fp);
+  expect_model(dir, TRELLIS_ERR_FORMAT, "is too large (limit 67108864)");
+  free(config);
+  free(dir);
+
+  /* Index: 2M+ JSON values, nesting, a long name. */
+  size_t count = 1100000, cap = count * 24 + 64, used = 0;
+  char *text = malloc(cap);
+  assert_non_null(text);
+  used += (size_t)snprintf(text, cap, "{\"weight_map\":{");
+  for (size_t i = 0; i < count; i++)
+    used += (size_t)snprintf(text + used, cap - used, "%s\"t%zu\":\"s\"",
+                             i ? "," : "", i);
+  used += (size_t)snprintf(text + used, cap - used, "}}");
+  trellis_index idx;
+  tu_assert_status(trellis_index_parse(text, used, "idx", &idx),
+                   TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("JSON values, more than the limit of 2097152");
+  free(text);
+
+  char deep[128];
+  used = (size_t)snprintf(deep, sizeof deep, "{\"metadata\":");
+  for (int i = 0; i < 33; i++)
+    deep[used++] = '[';
+  for (int i = 0; i < 33; i++)
+    deep[used++] = ']';
+  deep[used++] = '}';
+  tu_assert_status(trellis_index_parse(deep, used, "idx", &idx),
+                   TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("idx: JSON nests 34 levels deep (limit 32)");
+  trellis_quant_config qc;
+  tu_assert_status(trellis_quant_config_parse(deep, used, "cfg", &qc),
+                   TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("cfg: JSON nests 34 levels deep");
+
+  char name[1100];
+  memset(name, 'n', sizeof name - 1);
+  name[sizeof name - 1] = '\0';
+  char body[1200];
+  used = (size_t)snprintf(body, sizeof body, "{\"weight_map\":{\"%s\":\"s\"}}",
+                          name);
+  tu_assert_status(trellis_index_parse(body, used, "idx", &idx),
+                   TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("a weight_map name of 1099 bytes exceeds the limit");
+}
+
+/* -------------------------------------------- truncated while open -- */
+
+static void truncate_file(const char *path, off_t size) {
+  FILE *fp = fopen(path, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(ftruncate(fileno(fp), size), 0);
+  fclose(fp);
+}
+
+/* A shard truncated after open: handing out its layers or tensors is
+ * TRELLIS_ERR_IO, never a pointer whose use would raise SIGBUS. Layers of
+ * the other shard stay usable. */
+static void test_truncated_after_open(void **state) {
+  (void)state;
+  char *dir = copy_toy();
+  char *path = tu_join(dir, shard2);
+  trellis_model *m;
+  tu_assert_status(trellis_model_open(dir, &m), TRELLIS_OK);
+  truncate_file(path, 4096);
+
+  trellis_layer L;
+  tu_assert_status(trellis_model_find_layer(m, shard2_layer, &L),
+                   TRELLIS_ERR_IO);
+  tu_assert_error_has("the file is now 4096 bytes, 306500 when it was "
+                      "opened (truncated while open?)");
+  tu_assert_error_has(shard2_layer);
+  tu_assert_error_has(shard2);
+  size_t count = trellis_model_layer_count(m), failed = 0;
+  for (size_t i = 0; i < count; i++) {
+    trellis_status st = trellis_model_layer(m, i, &L);
+    if (st == TRELLIS_OK) {
+      uint16_t *w_hat = malloc((size_t)L.weight.k * (size_t)L.weight.n * 2);
+      assert_non_null(w_hat);
+      tu_assert_status(trellis_decode_weight(&L.weight, w_hat), TRELLIS_OK);
+      free(w_hat);
+    } else {
+      tu_assert_status(st, TRELLIS_ERR_IO);
+      failed++;
+    }
+    /* Listing still works: it reads no data. */
+    trellis_layer_info info;
+    tu_assert_status(trellis_model_layer_info(m, i, &info), TRELLIS_OK);
+  }
+  assert_int_equal(failed, 7); /* layer 1's seven projections */
+  trellis_tensor t;
+  tu_assert_status(
+      trellis_model_find_tensor(m, "model.layers.1.input_layernorm.weight", &t),
+      TRELLIS_ERR_IO);
+  tu_assert_status(
+      trellis_model_find_tensor(m, "model.layers.0.input_layernorm.weight", &t),
+      TRELLIS_OK);
+  trellis_model_close(m);
+
+  /* The same for a lone file. */
+  trellis_file *f;
+  char *one = tu_join(dir, shard1);
+  tu_assert_status(trellis_file_open(one, &f), TRELLIS_OK);
+  truncate_file(one, 100);
+  tu_assert_status(trellis_file_tensor(f, 0, &t), TRELLIS_ERR_IO);
+  tu_assert_status(trellis_file_find(f, "model.layers.0.mlp.up_proj.suh", &t),
+                   TRELLIS_ERR_IO);
+  tu_assert_error_has("truncated while open");
+  trellis_file_close(f);
+  /* Opening a truncated file: an error from the header read, not SIGBUS. */
+  tu_assert_status(trellis_file_open(one, &f), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("runs past the end of the file");
+  free(one);
+  free(path);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fifo_never_blocks),
+      cmocka_unit_test(test_other_kinds),
+      cmocka_unit_test(test_symlinks),
+      cmocka_unit_test(test_foreign_shard),
+      cmocka_unit_test(test_header_limits),
+      cmocka_unit_test(test_text_limits),
+      cmocka_unit_test(test_truncated_after_open),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
