@@ -5,6 +5,9 @@
  * (skipped) without a GPU. */
 #include "gpu_util.h"
 
+/* the fp16 W_hat the CPU reference multiplies by: run_checked's 1e-4 */
+static const uint32_t kFlags = TRELLIS_PLAN_EXACT_WEIGHTS;
+
 #include "plan/prepare_fault.h"
 
 #include <stdatomic.h>
@@ -72,7 +75,7 @@ static void test_prepare_twice(void **state) {
   gw_random(&w, kK, kN, 6, TRELLIS_CB_MCG, 1, 1, 41);
   trellis_device_weight *dw;
   OK(trellis_weight_upload(&w.w, &dw));
-  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, kFlags);
   trellis_plan *plan;
   OK(trellis_plan_create(trellis_device_weight_view(dw), &d, &plan));
   /* run before prepare */
@@ -100,7 +103,7 @@ static void test_prepare_retry_after_failure(void **state) {
   trellis_device_weight *dw;
   OK(trellis_weight_upload(&w.w, &dw));
   const trellis_weight *view = trellis_device_weight_view(dw);
-  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, kFlags);
   const trellis_prepare_step steps[3] = {TRELLIS_PREPARE_AFTER_MEMORY,
                                          TRELLIS_PREPARE_AFTER_FUSED,
                                          TRELLIS_PREPARE_AFTER_DENSE};
@@ -153,7 +156,7 @@ static void test_prepare_leaves_other_streams(void **state) {
   gw_random(&w, kK, kN, 6, TRELLIS_CB_MCG, 1, 0, 43);
   trellis_device_weight *dw;
   OK(trellis_weight_upload(&w.w, &dw));
-  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, kFlags);
   trellis_plan *plan;
   OK(trellis_plan_create(trellis_device_weight_view(dw), &d, &plan));
   cudaStream_t s;
@@ -212,7 +215,7 @@ static void test_device_weight_handle(void **state) {
   assert_memory_equal(back, w.trellis, payload);
   free(back);
 
-  trellis_plan_desc d = gu_desc(40, TRELLIS_F16, TRELLIS_F32, 0);
+  trellis_plan_desc d = gu_desc(40, TRELLIS_F16, TRELLIS_F32, kFlags);
   trellis_plan *plan;
   OK(trellis_plan_create(v, &d, &plan));
   OK(trellis_plan_prepare(plan));
