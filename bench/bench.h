@@ -115,7 +115,15 @@ double bench_row_tws(const bench_row *r);    /* T decoded weights/s */
 double bench_row_cublas(const bench_row *r); /* better layout, or NAN */
 const char *bench_row_cublas_layout(const bench_row *r); /* "kn"/"nk"/"" */
 double bench_row_speedup(const bench_row *r); /* cuBLAS us / ours us */
-/* "default", "generic", "generic+dense", ... */
+/* The plan flags --force names: one table for the parser and the reports
+ * (bench_flags_name). */
+typedef struct bench_flag {
+  uint32_t bit; /* TRELLIS_PLAN_* */
+  const char *name;
+} bench_flag;
+extern const bench_flag bench_flags[];
+extern const int bench_nflags;
+/* "default", "generic", "generic+dense", ... in the table's order. */
 const char *bench_flags_name(uint32_t flags, char *buf, size_t size);
 
 /* ---- report (report.c) ------------------------------------------------- */

@@ -11,7 +11,7 @@ static const char usage[] =
     "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
     "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
     "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
-    "                     [--force generic|decode|dense[,...]]\n"
+    "                     [--force generic|decode|dense|legacy|exact[,...]]\n"
     "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
     "       (trellis-bench takes the same arguments)\n"
     "\n"
@@ -43,9 +43,11 @@ static const char usage[] =
     "  --reps N           timed graph replays (and eager passes), default 20\n"
     "  --warmup-ms T      warm-up before each timing: >= 3 replays and >= T\n"
     "                     ms of GPU time, default 50 (0: 3 replays only)\n"
-    "  --force F          plan flags: generic = TRELLIS_PLAN_FORCE_GENERIC\n"
-    "                     (never fused), decode / dense = FORCE_DECODE / "
-    "DENSE\n"
+    "  --force F          plan flags (comma list): generic =\n"
+    "                     TRELLIS_PLAN_FORCE_GENERIC (never fused), decode /\n"
+    "                     dense = FORCE_DECODE / FORCE_DENSE, legacy =\n"
+    "                     LEGACY_KERNELS, exact = EXACT_WEIGHTS; forced rows\n"
+    "                     count for no target\n"
     "  --csv FILE         write the rows as CSV (+ gpu, date, commit)\n"
     "  --json FILE        write rows, launch overhead and targets as JSON\n"
     "  --targets FILE     the targets to evaluate, default the installed\n"
@@ -191,19 +193,29 @@ static int parse_codebooks(bench_options *o, const char *text) {
   }
 }
 
+/* Comma-separated names of bench_flags. */
 static int parse_force(const char *text, uint32_t *flags) {
   *flags = 0;
   for (const char *p = text;;) {
     size_t len = strcspn(p, ",");
-    if (len == 7 && strncmp(p, "generic", 7) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_GENERIC;
-    else if (len == 6 && strncmp(p, "decode", 6) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_DECODE;
-    else if (len == 5 && strncmp(p, "dense", 5) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_DENSE;
-    else {
-      cli_error("--force: expected generic, decode or dense, got '%.*s'",
-                (int)len, p);
+    int found = 0;
+    for (int i = 0; i < bench_nflags && !found; i++)
+      if (strlen(bench_flags[i].name) == len &&
+          strncmp(p, bench_flags[i].name, len) == 0) {
+        *flags |= bench_flags[i].bit;
+        found = 1;
+      }
+    if (!found) {
+      char names[128] = "";
+      for (int i = 0; i < bench_nflags; i++) {
+        size_t used = strlen(names);
+        bench_sfmt(names + used, sizeof names - used, "%s%s",
+                   i == 0                  ? ""
+                   : i == bench_nflags - 1 ? " or "
+                                           : ", ",
+                   bench_flags[i].name);
+      }
+      cli_error("--force: expected %s, got '%.*s'", names, (int)len, p);
       return CLI_USAGE;
     }
     if (p[len] == '\0')

@@ -51,20 +51,24 @@ double bench_row_speedup(const bench_row *r) {
   return bench_row_cublas(r) / r->graph_us;
 }
 
+const bench_flag bench_flags[] = {
+    {TRELLIS_PLAN_FORCE_GENERIC, "generic"},
+    {TRELLIS_PLAN_FORCE_DECODE, "decode"},
+    {TRELLIS_PLAN_FORCE_DENSE, "dense"},
+    {TRELLIS_PLAN_LEGACY_KERNELS, "legacy"},
+    {TRELLIS_PLAN_EXACT_WEIGHTS, "exact"},
+};
+const int bench_nflags = (int)(sizeof bench_flags / sizeof bench_flags[0]);
+
 const char *bench_flags_name(uint32_t flags, char *buf, size_t size) {
-  static const struct {
-    uint32_t bit;
-    const char *name;
-  } names[] = {{TRELLIS_PLAN_FORCE_GENERIC, "generic"},
-               {TRELLIS_PLAN_FORCE_DECODE, "decode"},
-               {TRELLIS_PLAN_FORCE_DENSE, "dense"}};
   if (flags == 0)
     return "default";
   buf[0] = '\0';
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (flags & names[i].bit) {
+  for (int i = 0; i < bench_nflags; i++)
+    if (flags & bench_flags[i].bit) {
       size_t len = strlen(buf);
-      bench_sfmt(buf + len, size - len, "%s%s", len ? "+" : "", names[i].name);
+      bench_sfmt(buf + len, size - len, "%s%s", len ? "+" : "",
+                 bench_flags[i].name);
     }
   return buf;
 }

@@ -61,6 +61,32 @@ static void test_options(void **state) {
                    TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DENSE);
   assert_string_equal(o.targets_path, "t.json");
 
+  /* --force names the plan flags of one table, which also names them in
+   * the reports. */
+  const char *every_flag[] = {"--force", "generic,decode,dense,legacy,exact",
+                              NULL};
+  assert_int_equal(parse(&o, every_flag), CLI_PARSED);
+  uint32_t all = 0;
+  for (int i = 0; i < bench_nflags; i++)
+    all |= bench_flags[i].bit;
+  assert_int_equal(o.flags, all);
+  assert_int_equal(bench_nflags, 5);
+  const char *legacy_exact[] = {"--force", "exact,legacy", NULL};
+  assert_int_equal(parse(&o, legacy_exact), CLI_PARSED);
+  assert_int_equal(o.flags,
+                   TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_EXACT_WEIGHTS);
+  char fl[64];
+  assert_string_equal(bench_flags_name(o.flags, fl, sizeof fl), "legacy+exact");
+  assert_string_equal(bench_flags_name(0, fl, sizeof fl), "default");
+  assert_string_equal(
+      bench_flags_name(TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DENSE,
+                       fl, sizeof fl),
+      "generic+dense");
+  const char *bad_force[] = {"--force", "generic,legacyy", NULL};
+  assert_int_equal(parse(&o, bad_force), CLI_USAGE);
+  const char *empty_force[] = {"--force", "", NULL};
+  assert_int_equal(parse(&o, empty_force), CLI_USAGE);
+
   const char *odd_shape[] = {"4096", NULL};
   assert_int_equal(parse(&o, odd_shape), CLI_USAGE);
   const char *not_128[] = {"4096x100", NULL};
