@@ -7,10 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define STR(x) #x
+#define XSTR(x) STR(x)
+
 static const char usage[] =
     "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
     "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
-    "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
+    "                     [--sweep] [--quick] [--with-generic]\n"
+    "                     [--reps N] [--warmup-ms T]\n"
     "                     [--force generic|decode|dense|legacy|exact[,...]]\n"
     "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
     "       (trellis-bench takes the same arguments)\n"
@@ -21,42 +25,79 @@ static const char usage[] =
     "reference (first min(M, 16) rows, rel L2 <= 2e-3) before it is timed,\n"
     "CUDA-graph replay of L = max(copies, 20) launches (median per launch)\n"
     "and eager launches; in the same run the HBM read peak (16-byte load\n"
-    "kernel, 2 GiB) and FP16 cuBLASLt (W[k,n] and W[n,k], the better one).\n"
-    "Prints a table (one row per shape, K, codebook, M) and the targets\n"
-    "(MET / MISSED); exits 1 when a check fails.\n"
-    "\n"
-    "  k n ... / KxN      shapes (k = in_features, n = out_features; "
-    "multiples\n"
-    "                     of 128); also --shapes 4096,4096;8192,28672\n"
-    "                     default: 4096x4096 4096x14336 14336x4096 8192x8192\n"
-    "                     8192x28672 28672x8192 2048x4096 6144x1024 512x6144\n"
-    "  --m LIST           rows, default 1,2,4,8,16,32,64,128,4096\n"
-    "  --bits K           1..8 (a comma list is allowed), default 6\n"
-    "  --codebook CB      mcg, 3inst or mul1 (comma list allowed), default "
-    "mcg\n"
-    "  --sweep            K = 1..8 x 3inst/mcg/mul1 at M = 1 (decoded "
-    "weights/s\n"
-    "                     column); default shapes 8192x28672 28672x8192\n"
-    "  --quick            smoke run: 4096x4096 8192x28672 6144x1024 at\n"
-    "                     M = 1,16,128 (with --sweep: 8192x28672, K = "
-    "2,4,6,8)\n"
-    "  --reps N           timed graph replays (and eager passes), default 20\n"
-    "  --warmup-ms T      warm-up before each timing: >= 3 replays and >= T\n"
-    "                     ms of GPU time, default 50 (0: 3 replays only)\n"
-    "  --force F          plan flags (comma list): generic =\n"
-    "                     TRELLIS_PLAN_FORCE_GENERIC (never fused), decode /\n"
-    "                     dense = FORCE_DECODE / FORCE_DENSE, legacy =\n"
-    "                     LEGACY_KERNELS, exact = EXACT_WEIGHTS; forced rows\n"
-    "                     count for no target\n"
-    "  --csv FILE         write the rows as CSV (+ gpu, date, commit)\n"
-    "  --json FILE        write rows, launch overhead and targets as JSON\n"
-    "  --targets FILE     the targets to evaluate, default the installed\n"
-    "                     share/libtrellis/bench-targets.json, else the\n"
-    "                     source tree's bench/targets.json\n"
-    "\n"
-    "Explicit --shapes/--m/--bits/--codebook override the mode's defaults.\n"
-    "The commit comes from $TRELLIS_COMMIT, else from `git describe` when\n"
-    "the build was configured.\n";
+    "kernel, 2 GiB), FP16 cuBLASLt (W[k,n] and W[n,k], the better one) and\n"
+    "FP8 W8A8 cuBLASLt (E4M3 W[n,k] and x, per-tensor scales, M rounded up\n"
+    "to a multiple of 16, activation quantisation not timed; the fastest of\n"
+    "up to " XSTR(
+        BENCH_FP8_ALGOS) " heuristic algorithms; n/a on GPUs\n"
+                         "without FP8).\n"
+                         "Prints a table (one row per shape, K, codebook, M) "
+                         "and the targets\n"
+                         "(MET / MISSED); exits 1 when a check fails.\n"
+                         "\n"
+                         "  k n ... / KxN      shapes (k = in_features, n = "
+                         "out_features; "
+                         "multiples\n"
+                         "                     of 128); also --shapes "
+                         "4096,4096;8192,28672\n"
+                         "                     default: 4096x4096 4096x14336 "
+                         "14336x4096 8192x8192\n"
+                         "                     8192x28672 28672x8192 2048x4096 "
+                         "6144x1024 512x6144\n"
+                         "  --m LIST           rows, default "
+                         "1,2,4,8,16,32,64,128,4096\n"
+                         "  --bits K           1..8 (a comma list is allowed), "
+                         "default 6\n"
+                         "  --codebook CB      mcg, 3inst or mul1 (comma list "
+                         "allowed), default "
+                         "mcg\n"
+                         "  --sweep            K = 1..8 x 3inst/mcg/mul1 at M "
+                         "= 1 (decoded "
+                         "weights/s\n"
+                         "                     column); default shapes "
+                         "8192x28672 28672x8192\n"
+                         "  --quick            smoke run: 4096x4096 8192x28672 "
+                         "6144x1024 at\n"
+                         "                     M = 1,16,128 (with --sweep: "
+                         "8192x28672, K = "
+                         "2,4,6,8)\n"
+                         "  --with-generic     also time every fused row with "
+                         "FORCE_GENERIC added\n"
+                         "                     (graph, checked): the generic "
+                         "us column; rows on\n"
+                         "                     another path already run the "
+                         "generic launches\n"
+                         "  --reps N           timed graph replays (and eager "
+                         "passes), default 20\n"
+                         "  --warmup-ms T      warm-up before each timing: >= "
+                         "3 replays and >= T\n"
+                         "                     ms of GPU time, default 50 (0: "
+                         "3 replays only)\n"
+                         "  --force F          plan flags (comma list): "
+                         "generic =\n"
+                         "                     TRELLIS_PLAN_FORCE_GENERIC "
+                         "(never fused), decode /\n"
+                         "                     dense = FORCE_DECODE / "
+                         "FORCE_DENSE, legacy =\n"
+                         "                     LEGACY_KERNELS, exact = "
+                         "EXACT_WEIGHTS; forced rows\n"
+                         "                     count for no target\n"
+                         "  --csv FILE         write the rows as CSV (+ gpu, "
+                         "date, commit)\n"
+                         "  --json FILE        write rows, launch overhead and "
+                         "targets as JSON\n"
+                         "  --targets FILE     the targets to evaluate, "
+                         "default the installed\n"
+                         "                     "
+                         "share/libtrellis/bench-targets.json, else the\n"
+                         "                     source tree's "
+                         "bench/targets.json\n"
+                         "\n"
+                         "Explicit --shapes/--m/--bits/--codebook override the "
+                         "mode's defaults.\n"
+                         "The commit comes from $TRELLIS_COMMIT, else from "
+                         "`git describe` when\n"
+                         "the build was configured.\n";
 
 static const bench_shape default_shapes[] = {
     {4096, 4096},  {4096, 14336}, {14336, 4096}, {8192, 8192}, {8192, 28672},
@@ -257,13 +298,19 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   const char *pos[2 * BENCH_MAX_LIST];
   int npos = 0;
   memset(o, 0, sizeof *o);
-  const cli_option opts[] = {
-      {"--shapes", &shapes, NULL},     {"--m", &m, NULL},
-      {"--bits", &bits, NULL},         {"--codebook", &codebook, NULL},
-      {"--reps", &reps_text, NULL},    {"--warmup-ms", &warmup_text, NULL},
-      {"--force", &force, NULL},       {"--csv", &o->csv_path, NULL},
-      {"--json", &o->json_path, NULL}, {"--targets", &o->targets_path, NULL},
-      {"--sweep", NULL, &o->sweep},    {"--quick", NULL, &o->quick}};
+  const cli_option opts[] = {{"--shapes", &shapes, NULL},
+                             {"--m", &m, NULL},
+                             {"--bits", &bits, NULL},
+                             {"--codebook", &codebook, NULL},
+                             {"--reps", &reps_text, NULL},
+                             {"--warmup-ms", &warmup_text, NULL},
+                             {"--force", &force, NULL},
+                             {"--csv", &o->csv_path, NULL},
+                             {"--json", &o->json_path, NULL},
+                             {"--targets", &o->targets_path, NULL},
+                             {"--sweep", NULL, &o->sweep},
+                             {"--quick", NULL, &o->quick},
+                             {"--with-generic", NULL, &o->with_generic}};
   int r = cli_parse_list(argc, argv, usage, opts, COUNT(opts), pos, COUNT(pos),
                          &npos);
   if (r != CLI_PARSED)
@@ -338,5 +385,9 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   o->warmup_ms = (double)warmup;
   if (force && (r = parse_force(force, &o->flags)) != CLI_OK)
     return r;
+  if (o->with_generic && (o->flags & TRELLIS_PLAN_FORCE_GENERIC)) {
+    cli_error("--with-generic: the rows already run with --force generic");
+    return CLI_USAGE;
+  }
   return CLI_PARSED;
 }
