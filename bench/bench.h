@@ -177,23 +177,39 @@ typedef enum bench_rule {
   BENCH_RULE_FLOOR,           /* time <= max(floor / fraction, floor + slack) */
   BENCH_RULE_FASTER_CUBLAS,   /* time < cuBLAS */
   BENCH_RULE_CUBLAS_RATIO,    /* time <= ratio x cuBLAS */
-  BENCH_RULE_DECODE_RATE,     /* weights/s >= min(pct % of peak, cap) */
+  BENCH_RULE_DECODE_RATE,     /* weights/s >= min(pct % of peak, cap); and
+                                 with monotonic >= the next bitrate's */
   BENCH_RULE_LAUNCH_OVERHEAD, /* overhead graph <= max(ratio x, + slack) */
+  BENCH_RULE_FP8_RATIO,       /* time <= ratio x FP8 (rows with FP8) */
+  BENCH_RULE_GENERIC_RATIO,   /* time <= ratio x forced generic (rows with
+                                 --with-generic figures) */
+  BENCH_RULE_GROWTH,          /* time <= ratio x time(from_m), same layer */
 } bench_rule;
+
+#define BENCH_TARGET_SHAPES 8
 
 /* One target of targets.json: which rows it scores (forced rows never
  * count) and its limit. */
 typedef struct bench_target_def {
-  int id;
+  int id;      /* ids may repeat: a target scored by two rules */
+  int stretch; /* a stretch goal, beyond the target of the same id */
   char what[160];
   bench_rule rule;
-  int bits;             /* 0: any */
-  int cb;               /* a trellis_codebook, or -1: any */
-  int64_t m_min, m_max; /* rows with m_min <= M <= m_max */
-  double min_bytes;     /* weight bytes >= this (0: any) */
-  double max_bytes;     /* weight bytes < this (0: any) */
+  /* The rows filter: bits (0: any), bits_min/bits_max (0: any), codebook
+   * (a trellis_codebook, -1: any), m_min <= M <= m_max, weight bytes >=
+   * min_bytes and < max_bytes (0: any), the layers shapes[0..nshapes-1]
+   * (none: any). */
+  int bits, bits_min, bits_max;
+  int cb;
+  int64_t m_min, m_max;
+  double min_bytes, max_bytes;
+  bench_shape shapes[BENCH_TARGET_SHAPES];
+  int nshapes;
+  /* The limit. */
   double pct, fraction, slack_us, ratio, cap_tweights;
   int64_t growth_from_m; /* FASTER_CUBLAS: also time(M)/time(this M); 0 */
+  int64_t from_m;        /* GROWTH: the M compared with */
+  int monotonic;         /* DECODE_RATE: not slower than the next bitrate */
 } bench_target_def;
 
 typedef struct bench_targets {
@@ -207,6 +223,7 @@ enum { BENCH_NA = 0, BENCH_MET = 1, BENCH_MISSED = 2 };
 /* A target's verdict on a run. */
 typedef struct bench_target {
   int id;
+  int stretch;
   int status; /* BENCH_NA / MET / MISSED */
   char what[160];
   char detail[512];

@@ -172,9 +172,9 @@ static json_t *json_report(const bench_env *env, const bench_options *o,
     json_array_append_new(rows, json_row(env, &res->rows[i]));
   for (int i = 0; targets && i < defs->count; i++)
     json_array_append_new(
-        targets, json_pack("{s:i, s:s, s:s, s:s}", "id", t[i].id, "status",
+        targets, json_pack("{s:i, s:s, s:s, s:s, s:b}", "id", t[i].id, "status",
                            bench_status_name(t[i].status), "target", t[i].what,
-                           "detail", t[i].detail));
+                           "detail", t[i].detail, "stretch", t[i].stretch));
   json_t *method = json_pack(
       "{s:I, s:i, s:i, s:I, s:i, s:I, s:s, s:b, s:i, s:f, s:I, s:b, s:o}",
       "cold_bytes", (json_int_t)env->cold_bytes, "min_launches",
