@@ -1,6 +1,6 @@
 /* The benchmark's entry point and the order of the work: device facts and
- * the HBM read peak, then per shape FP16 cuBLAS and our layer for each
- * (bits, codebook) and M, then the targets block, CSV and JSON. */
+ * the HBM read peak, then per shape FP16 and FP8 cuBLASLt and our layer for
+ * each (bits, codebook) and M, then the targets block, CSV and JSON. */
 #include "bench.h"
 #include "trellis_bench.h"
 
@@ -31,6 +31,7 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
   bench_target targets[BENCH_MAX_TARGETS];
   cudaStream_t stream = NULL;
   double *kn = NULL, *nk = NULL;
+  bench_fp8 *fp8 = NULL;
   int r = CLI_FAIL, started = 0;
   memset(&env, 0, sizeof env);
   memset(&res, 0, sizeof res);
@@ -57,19 +58,27 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
   started = 1;
   BENCH_ALLOC(kn, o->nms);
   BENCH_ALLOC(nk, o->nms);
+  BENCH_ALLOC(fp8, o->nms);
   for (int s = 0; s < o->nshapes; s++) {
     const int64_t k = o->shapes[s].k, n = o->shapes[s].n;
     if (bench_cublas_shape(k, n, o->ms, o->nms, env.cold_bytes, o->reps, stream,
-                           kn, nk) != CLI_OK)
+                           kn, nk) != CLI_OK ||
+        bench_fp8_shape(k, n, o->ms, o->nms, env.cold_bytes, o->reps, stream,
+                        fp8) != CLI_OK)
       goto done;
+    for (int i = 0; i < o->nms; i++)
+      if (!isnan(fp8[i].rel_l2) && !(fp8[i].rel_l2 <= BENCH_FP8_CHECK_TOL)) {
+        res.fp8_failed_checks++;
+        break;
+      }
     for (int bi = 0; bi < o->nbits; bi++)
       for (int ci = 0; ci < o->ncbs; ci++) {
         const int bits = o->bits[bi];
         const trellis_codebook cb = o->cbs[ci];
         const int overhead =
             s == 0 && !res.overhead.measured && bits == ov_bits && cb == ov_cb;
-        if (bench_run_config(o, &env, k, n, bits, cb, kn, nk, overhead, stream,
-                             &res) != CLI_OK)
+        if (bench_run_config(o, &env, k, n, bits, cb, kn, nk, fp8, overhead,
+                             stream, &res) != CLI_OK)
           goto done;
       }
   }
@@ -95,8 +104,15 @@ done:
               res.failed_checks, res.failed_checks == 1 ? "" : "s");
     r = CLI_FAIL;
   }
+  if (r == CLI_OK && res.fp8_failed_checks) {
+    cli_error("bench: the FP8 peer failed its check against the CPU on %d "
+              "shape%s",
+              res.fp8_failed_checks, res.fp8_failed_checks == 1 ? "" : "s");
+    r = CLI_FAIL;
+  }
   free(kn);
   free(nk);
+  free(fp8);
   if (stream)
     cudaStreamDestroy(stream);
   bench_results_free(&res);

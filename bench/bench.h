@@ -32,6 +32,12 @@
 #define BENCH_OVERHEAD_LAUNCHES 100 /* the launch-overhead graph */
 #define BENCH_TIME_BUDGET_S 10.0 /* per row: fewer replays past this (rare) */
 #define BENCH_MAX_TARGETS 32
+/* The FP8 peer: cuBLASLt E4M3 x E4M3 needs m, n, k multiples of 16 (M is
+ * rounded up), the "TN" layout and 16-byte aligned operands. */
+#define BENCH_FP8_M_MULTIPLE 16
+#define BENCH_FP8_ALGOS 4        /* heuristic candidates timed, fastest kept */
+#define BENCH_FP8_CHECK_COLS 256 /* output columns checked against the CPU */
+#define BENCH_FP8_CHECK_TOL 1e-2 /* relative L2: catches a wrong layout */
 
 typedef struct bench_shape {
   int64_t k, n;
@@ -47,6 +53,7 @@ typedef struct bench_options {
   trellis_codebook cbs[3];
   int ncbs;
   int sweep, quick, reps;
+  int with_generic; /* --with-generic: fused rows also timed forced generic */
   double warmup_ms; /* --warmup-ms: the timers' warm-up floor */
   uint32_t flags;   /* TRELLIS_PLAN_* from --force */
   const char *csv_path, *json_path;
@@ -65,6 +72,17 @@ typedef struct bench_env {
   char commit[48];      /* $TRELLIS_COMMIT, the configured one, "unknown" */
 } bench_env;
 
+/* The FP8 W8A8 peer at one M (bench_fp8_shape): cuBLASLt, E4M3 weight
+ * W[n,k] and activations, per-tensor scales 1.0, fp32 compute, fp16 out;
+ * the activation quantisation is not timed. */
+typedef struct bench_fp8 {
+  double us;         /* per launch; NAN: no FP8 algorithm, or check failed */
+  int64_t m;         /* the M it ran: M rounded up to BENCH_FP8_M_MULTIPLE */
+  int algos;         /* heuristic algorithms timed (the fastest is kept) */
+  trellis_dtype out; /* F16, or BF16 where cuBLASLt has no fp16 output */
+  double rel_l2;     /* the shape's check against the CPU; NAN: none */
+} bench_fp8;
+
 /* One measured row: (shape, M, bits, codebook). Times in microseconds per
  * launch; NAN where not measured. */
 typedef struct bench_row {
@@ -78,8 +96,14 @@ typedef struct bench_row {
   double weight_bytes; /* k*n*bits/8 */
   double graph_us, eager_us;
   double cublas_kn_us, cublas_nk_us; /* W[k,n] and W[n,k] row-major */
+  bench_fp8 fp8;
   double rel_l2;
   int check_rows, check_ok;
+  /* --with-generic: the same launches with FORCE_GENERIC added (graph
+   * time, checked like the row); a row whose path is not fused already
+   * runs the generic launches and gets its own figures. */
+  double generic_us, generic_rel_l2;
+  int generic_ok;
 } bench_row;
 
 /* BENCH_OVERHEAD_LAUNCHES launches in one graph. */
@@ -100,7 +124,8 @@ typedef struct bench_results {
   size_t count, cap;
   bench_overhead overhead;
   int failed_checks;
-  int complete; /* 0 when an error stopped the run */
+  int fp8_failed_checks; /* shapes whose FP8 peer failed its check */
+  int complete;          /* 0 when an error stopped the run */
 } bench_results;
 
 /* ---- options (options.c) ----------------------------------------------- */
@@ -114,8 +139,18 @@ double bench_row_pct(const bench_row *r, double peak_gbs);
 double bench_row_tws(const bench_row *r);    /* T decoded weights/s */
 double bench_row_cublas(const bench_row *r); /* better layout, or NAN */
 const char *bench_row_cublas_layout(const bench_row *r); /* "kn"/"nk"/"" */
-double bench_row_speedup(const bench_row *r); /* cuBLAS us / ours us */
-/* "default", "generic", "generic+dense", ... */
+double bench_row_speedup(const bench_row *r);    /* cuBLAS us / ours us */
+double bench_row_vs_fp8(const bench_row *r);     /* FP8 us / ours us */
+double bench_row_vs_generic(const bench_row *r); /* generic us / ours us */
+/* The plan flags --force names: one table for the parser and the reports
+ * (bench_flags_name). */
+typedef struct bench_flag {
+  uint32_t bit; /* TRELLIS_PLAN_* */
+  const char *name;
+} bench_flag;
+extern const bench_flag bench_flags[];
+extern const int bench_nflags;
+/* "default", "generic", "generic+dense", ... in the table's order. */
 const char *bench_flags_name(uint32_t flags, char *buf, size_t size);
 
 /* ---- report (report.c) ------------------------------------------------- */
@@ -142,23 +177,39 @@ typedef enum bench_rule {
   BENCH_RULE_FLOOR,           /* time <= max(floor / fraction, floor + slack) */
   BENCH_RULE_FASTER_CUBLAS,   /* time < cuBLAS */
   BENCH_RULE_CUBLAS_RATIO,    /* time <= ratio x cuBLAS */
-  BENCH_RULE_DECODE_RATE,     /* weights/s >= min(pct % of peak, cap) */
+  BENCH_RULE_DECODE_RATE,     /* weights/s >= min(pct % of peak, cap); and
+                                 with monotonic >= the next bitrate's */
   BENCH_RULE_LAUNCH_OVERHEAD, /* overhead graph <= max(ratio x, + slack) */
+  BENCH_RULE_FP8_RATIO,       /* time <= ratio x FP8 (rows with FP8) */
+  BENCH_RULE_GENERIC_RATIO,   /* time <= ratio x forced generic (rows with
+                                 --with-generic figures) */
+  BENCH_RULE_GROWTH,          /* time <= ratio x time(from_m), same layer */
 } bench_rule;
+
+#define BENCH_TARGET_SHAPES 8
 
 /* One target of targets.json: which rows it scores (forced rows never
  * count) and its limit. */
 typedef struct bench_target_def {
-  int id;
+  int id;      /* ids may repeat: a target scored by two rules */
+  int stretch; /* a stretch goal, beyond the target of the same id */
   char what[160];
   bench_rule rule;
-  int bits;             /* 0: any */
-  int cb;               /* a trellis_codebook, or -1: any */
-  int64_t m_min, m_max; /* rows with m_min <= M <= m_max */
-  double min_bytes;     /* weight bytes >= this (0: any) */
-  double max_bytes;     /* weight bytes < this (0: any) */
+  /* The rows filter: bits (0: any), bits_min/bits_max (0: any), codebook
+   * (a trellis_codebook, -1: any), m_min <= M <= m_max, weight bytes >=
+   * min_bytes and < max_bytes (0: any), the layers shapes[0..nshapes-1]
+   * (none: any). */
+  int bits, bits_min, bits_max;
+  int cb;
+  int64_t m_min, m_max;
+  double min_bytes, max_bytes;
+  bench_shape shapes[BENCH_TARGET_SHAPES];
+  int nshapes;
+  /* The limit. */
   double pct, fraction, slack_us, ratio, cap_tweights;
   int64_t growth_from_m; /* FASTER_CUBLAS: also time(M)/time(this M); 0 */
+  int64_t from_m;        /* GROWTH: the M compared with */
+  int monotonic;         /* DECODE_RATE: not slower than the next bitrate */
 } bench_target_def;
 
 typedef struct bench_targets {
@@ -172,6 +223,7 @@ enum { BENCH_NA = 0, BENCH_MET = 1, BENCH_MISSED = 2 };
 /* A target's verdict on a run. */
 typedef struct bench_target {
   int id;
+  int stretch;
   int status; /* BENCH_NA / MET / MISSED */
   char what[160];
   char detail[512];
@@ -278,16 +330,31 @@ int bench_read_peak(cudaStream_t stream, double *gbs);
 int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
                        size_t cold_bytes, int reps, cudaStream_t stream,
                        double *kn_us, double *nk_us);
+/* The FP8 peer for each M of ms into fp8[i]: cold E4M3 weight copies
+ * totalling >= cold_bytes, W[n,k] row-major (cuBLASLt's A, transposed) and
+ * x[M,k] row-major (B, not transposed), M rounded up to a multiple of 16
+ * (each rounded M timed once), up to BENCH_FP8_ALGOS heuristic algorithms
+ * timed by graph replay as our rows, the fastest kept; the first M that
+ * runs is checked against the CPU (BENCH_FP8_CHECK_COLS columns, rel L2
+ * <= BENCH_FP8_CHECK_TOL; on failure one line, the shape's times NAN). No
+ * FP8 algorithm (a GPU before sm_89): a note on stderr, times NAN, CLI_OK.
+ * CLI_FAIL only for a failed CUDA call. */
+int bench_fp8_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
+                    size_t cold_bytes, int reps, cudaStream_t stream,
+                    bench_fp8 *fp8);
 
 /* ---- ours (layers.c) --------------------------------------------------- */
 /* One (shape, bits, codebook): cold copies and plans, then for each M of
  * o->ms the CPU check and the timings; rows are added to `res` and printed.
- * cublas_kn/nk hold the peers per M (index as o->ms). With `overhead` set,
+ * cublas_kn/nk and fp8 hold the peers per M (index as o->ms). With
+ * o->with_generic, fused rows are also timed with FORCE_GENERIC added (a
+ * second set of plans on the same weights). With `overhead` set,
  * also measures the launch-overhead graphs at M = 1 into res->overhead. */
 int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      int64_t n, int bits, trellis_codebook cb,
                      const double *cublas_kn, const double *cublas_nk,
-                     int overhead, cudaStream_t stream, bench_results *res);
+                     const bench_fp8 *fp8, int overhead, cudaStream_t stream,
+                     bench_results *res);
 #endif
 
 #endif

@@ -37,7 +37,8 @@ int bench_write_csv(const char *path, const bench_env *env,
              "graph_us,eager_us,weight_bytes,weight_gbs,pct_read_peak,"
              "tweights_per_s,cublas_us,cublas_layout,cublas_kn_us,"
              "cublas_nk_us,speedup,check,rel_l2,check_rows,copies,launches,"
-             "replays\n");
+             "replays,fp8_us,vs_fp8,fp8_m,fp8_out,fp8_algos,fp8_rel_l2,"
+             "generic_us,vs_generic,generic_check,generic_rel_l2\n");
   for (size_t i = 0; i < res->count; i++) {
     const bench_row *r = &res->rows[i];
     char fl[64];
@@ -70,8 +71,24 @@ int bench_write_csv(const char *path, const bench_env *env,
     csv_num(f, "%.3f", bench_row_speedup(r));
     fprintf(f, ",%s,", r->check_ok ? "PASS" : "FAIL");
     csv_num(f, "%.3e", r->rel_l2);
-    fprintf(f, ",%d,%d,%d,%d\n", r->check_rows, r->copies, r->launches,
+    fprintf(f, ",%d,%d,%d,%d,", r->check_rows, r->copies, r->launches,
             r->replays);
+    csv_num(f, "%.3f", r->fp8.us);
+    fputc(',', f);
+    csv_num(f, "%.3f", bench_row_vs_fp8(r));
+    fprintf(f, ",%lld,%s,%d,", (long long)r->fp8.m,
+            trellis_dtype_name(r->fp8.out), r->fp8.algos);
+    csv_num(f, "%.3e", r->fp8.rel_l2);
+    fputc(',', f);
+    csv_num(f, "%.3f", r->generic_us);
+    fputc(',', f);
+    csv_num(f, "%.3f", bench_row_vs_generic(r));
+    fprintf(f, ",%s,",
+            isnan(r->generic_us) ? ""
+            : r->generic_ok      ? "PASS"
+                                 : "FAIL");
+    csv_num(f, "%.3e", r->generic_rel_l2);
+    fputc('\n', f);
   }
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
@@ -96,7 +113,7 @@ static json_t *num(const char *fmt, double v) {
 
 static json_t *json_row(const bench_env *env, const bench_row *r) {
   char fl[64];
-  return json_pack(
+  json_t *row = json_pack(
       "{s:I, s:I, s:i, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:o, "
       "s:o, s:s, s:o, s:o, s:o, s:s, s:o, s:i, s:i, s:i, s:i}",
       "k", (json_int_t)r->k, "n", (json_int_t)r->n, "bits", r->bits, "codebook",
@@ -114,6 +131,23 @@ static json_t *json_row(const bench_env *env, const bench_row *r) {
       num("%.3f", bench_row_speedup(r)), "check", r->check_ok ? "PASS" : "FAIL",
       "rel_l2", num("%.3e", r->rel_l2), "check_rows", r->check_rows, "copies",
       r->copies, "launches", r->launches, "replays", r->replays);
+  json_t *more = json_pack(
+      "{s:o, s:o, s:I, s:s, s:i, s:o, s:o, s:o, s:o, s:o}", "fp8_us",
+      num("%.3f", r->fp8.us), "vs_fp8", num("%.3f", bench_row_vs_fp8(r)),
+      "fp8_m", (json_int_t)r->fp8.m, "fp8_out", trellis_dtype_name(r->fp8.out),
+      "fp8_algos", r->fp8.algos, "fp8_rel_l2", num("%.3e", r->fp8.rel_l2),
+      "generic_us", num("%.3f", r->generic_us), "vs_generic",
+      num("%.3f", bench_row_vs_generic(r)), "generic_check",
+      isnan(r->generic_us) ? json_null()
+                           : json_string(r->generic_ok ? "PASS" : "FAIL"),
+      "generic_rel_l2", num("%.3e", r->generic_rel_l2));
+  if (row && more && json_object_update(row, more) == 0) {
+    json_decref(more);
+    return row;
+  }
+  json_decref(row);
+  json_decref(more);
+  return NULL;
 }
 
 static json_t *json_overhead(const bench_overhead *ov) {
@@ -138,27 +172,38 @@ static json_t *json_report(const bench_env *env, const bench_options *o,
     json_array_append_new(rows, json_row(env, &res->rows[i]));
   for (int i = 0; targets && i < defs->count; i++)
     json_array_append_new(
-        targets, json_pack("{s:i, s:s, s:s, s:s}", "id", t[i].id, "status",
+        targets, json_pack("{s:i, s:s, s:s, s:s, s:b}", "id", t[i].id, "status",
                            bench_status_name(t[i].status), "target", t[i].what,
-                           "detail", t[i].detail));
+                           "detail", t[i].detail, "stretch", t[i].stretch));
   json_t *method = json_pack(
-      "{s:I, s:i, s:i, s:I, s:i, s:I, s:s, s:b, s:i, s:f, s:I}", "cold_bytes",
-      (json_int_t)env->cold_bytes, "min_launches", BENCH_MIN_LAUNCHES, "warmup",
-      BENCH_WARMUP, "warmup_ms", (json_int_t)o->warmup_ms, "replays", o->reps,
-      "max_m", (json_int_t)env->max_m, "flags",
+      "{s:I, s:i, s:i, s:I, s:i, s:I, s:s, s:b, s:i, s:f, s:I, s:b, s:o}",
+      "cold_bytes", (json_int_t)env->cold_bytes, "min_launches",
+      BENCH_MIN_LAUNCHES, "warmup", BENCH_WARMUP, "warmup_ms",
+      (json_int_t)o->warmup_ms, "replays", o->reps, "max_m",
+      (json_int_t)env->max_m, "flags",
       bench_flags_name(o->flags, fl, sizeof fl), "sweep", o->sweep,
       "check_rows", BENCH_CHECK_ROWS, "check_tol", BENCH_CHECK_TOL,
-      "cublas_workspace_bytes", (json_int_t)BENCH_LT_WORKSPACE);
+      "cublas_workspace_bytes", (json_int_t)BENCH_LT_WORKSPACE, "with_generic",
+      o->with_generic, "fp8",
+      json_pack("{s:s, s:s, s:s, s:i, s:i, s:b, s:i, s:f}", "gemm",
+                "cuBLASLt y[M,n] = x[M,k] W^T, W[n,k] and x[M,k] E4M3 "
+                "(K-major, TN), fp32 compute",
+                "scales", "per-tensor A/B scale pointers, fp32 1.0", "values",
+                "random finite E4M3 with |v| <= 1.875", "m_multiple",
+                BENCH_FP8_M_MULTIPLE, "max_algorithms", BENCH_FP8_ALGOS,
+                "activation_quantisation_counted", 0, "check_cols",
+                BENCH_FP8_CHECK_COLS, "check_tol", BENCH_FP8_CHECK_TOL));
   return json_pack(
       "{s:s, s:s, s:s, s:i, s:I, s:I, s:o, s:s, s:s, s:o, s:o, "
-      "s:o, s:s, s:o, s:i, s:b}",
+      "s:o, s:s, s:o, s:i, s:i, s:b}",
       "tool", "trellis bench", "version", trellis_version_string(), "gpu",
       env->gpu, "sm_count", env->sm_count, "l2_bytes",
       (json_int_t)env->l2_bytes, "memory_bytes", (json_int_t)env->mem_bytes,
       "read_peak_gbs", num("%.1f", env->read_peak_gbs), "date", env->date,
       "commit", env->commit, "method", method, "rows", rows, "launch_overhead",
       json_overhead(&res->overhead), "targets_file", defs->path, "targets",
-      targets, "failed_checks", res->failed_checks, "complete", res->complete);
+      targets, "failed_checks", res->failed_checks, "fp8_failed_checks",
+      res->fp8_failed_checks, "complete", res->complete);
 }
 
 int bench_write_json(const char *path, const bench_env *env,

@@ -1,5 +1,6 @@
 /* Kernels of the benchmark: the HBM read-peak probe (the denominator of
- * every "% of read peak") and a random fill for weight copies and inputs. */
+ * every "% of read peak") and a random fill for weight copies and inputs
+ * (fp16, and E4M3 for the FP8 peer). */
 #include "kernels.h"
 
 #include <cuda_fp16.h>
@@ -48,6 +49,8 @@ __global__ void fill_kernel(uint16_t *__restrict__ dst, size_t count,
     const uint64_t h = mix64(seed + (i + 1) * 0x9E3779B97F4A7C15ull);
     if (mode == 0) {
       dst[i] = (uint16_t)(h >> 24);
+    } else if (mode == 2) { /* bit 6 of a byte: the exponent's top bit */
+      dst[i] = (uint16_t)((h >> 24) & 0xBFBFu);
     } else {
       const float u =
           (float)(uint32_t)(h >> 40) * (1.0f / 16777216.0f); /* [0, 1) */

@@ -23,7 +23,10 @@ int bench_read(const void *buf, size_t bytes, uint32_t *out, int blocks,
                int threads, void *stream);
 
 /* Fills `count` 16-bit words from a counter-based hash of (seed, index):
- * mode 0 = random bits, mode 1 = fp16 uniform in [-1, 1). */
+ * mode 0 = random bits, mode 1 = fp16 uniform in [-1, 1), mode 2 = two
+ * random E4M3 bytes, each finite with |v| <= 1.875 (exponent field <= 7:
+ * never a NaN code, and sums of random-sign products stay far inside the
+ * fp16 range). */
 int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
                void *stream);
 

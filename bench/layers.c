@@ -2,7 +2,8 @@
  * random copies of the layer (C x payload >= the cold size, C >= 2), one
  * prepared plan per copy; for each M the copy-0 plan is checked against the
  * CPU reference, then L = max(C, 20) launches cycling the copies are timed by
- * CUDA-graph replay and eagerly. */
+ * CUDA-graph replay and eagerly. With --with-generic a second plan per copy
+ * (FORCE_GENERIC added) is checked and graph-timed on the fused rows. */
 #include "bench.h"
 
 #include "kernels.h"
@@ -50,6 +51,27 @@ static int ours_enqueue(void *ctx, int index, cudaStream_t stream) {
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
+/* Copy 0's plan once on x with y poisoned with NaN, its first min(m, 16)
+ * rows against the CPU reference `ref` of x's first rows: relative L2. */
+static int check_plan(trellis_plan *plan, const void *x, int64_t m, void *y,
+                      int64_t n, const trellis_buffers *b, const float *ref,
+                      uint16_t *hy, float *got, cudaStream_t stream,
+                      double *rel_l2, int *rows_checked) {
+  const int64_t rows = m < BENCH_CHECK_ROWS ? m : BENCH_CHECK_ROWS;
+  const size_t count = (size_t)rows * (size_t)n;
+  int r = CLI_FAIL;
+  BENCH_CUDA(cudaMemsetAsync(y, 0xFF, (size_t)m * (size_t)n * 2, stream));
+  BENCH_TRELLIS(trellis_run(plan, x, m, y, b, stream));
+  BENCH_CUDA(cudaMemcpyAsync(hy, y, count * 2, cudaMemcpyDeviceToHost, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  cli_to_f32(hy, TRELLIS_F16, count, got);
+  *rel_l2 = cli_compare(got, ref, count).rel_l2;
+  *rows_checked = (int)rows;
+  r = CLI_OK;
+done:
+  return r;
+}
+
 /* Replays for one row: o->reps, fewer (>= 3) when one launch is so slow that
  * the row would pass BENCH_TIME_BUDGET_S. */
 static int row_reps(int reps, double one_launch_s, int launches) {
@@ -63,19 +85,20 @@ static int row_reps(int reps, double one_launch_s, int launches) {
 int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      int64_t n, int bits, trellis_codebook cb,
                      const double *cublas_kn, const double *cublas_nk,
-                     int overhead, cudaStream_t stream, bench_results *res) {
+                     const bench_fp8 *fp8, int overhead, cudaStream_t stream,
+                     bench_results *res) {
   const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
                         ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
                         ((uint64_t)cb << 48);
   synth_layer hl = {0};
   trellis_device_weight **dw = NULL;
-  trellis_plan **plans = NULL;
+  trellis_plan **plans = NULL, **gplans = NULL; /* gplans: --with-generic */
   trellis_buffers b;
   void *x = NULL, *y = NULL;
   uint16_t *hx = NULL, *hy = NULL;
   float *ref = NULL, *got = NULL;
   cudaEvent_t ev[2] = {NULL, NULL};
-  int uploaded = 0, copies = 0, r = CLI_FAIL;
+  int uploaded = 0, copies = 0, nplans = 0, ngplans = 0, r = CLI_FAIL;
   trellis_buffers_init(&b);
 
   if (host_layer_build(&hl, k, n, bits, cb, seed) != CLI_OK)
@@ -93,6 +116,7 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
    * fresh random payloads on the device (same scales). */
   BENCH_ALLOC(dw, copies);
   BENCH_ALLOC(plans, copies);
+  BENCH_ALLOC(gplans, copies);
   for (int i = 0; i < copies; i++) {
     BENCH_TRELLIS(trellis_weight_upload(&hl.w, &dw[i]));
     uploaded = i + 1;
@@ -112,20 +136,33 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   for (int i = 0; i < copies; i++) {
     BENCH_TRELLIS(trellis_plan_create(trellis_device_weight_view(dw[i]), &desc,
                                       &plans[i]));
+    nplans = i + 1;
     BENCH_TRELLIS(trellis_plan_prepare(plans[i]));
   }
-
-  /* One buffer set sized for the largest need over the Ms (and M = 1). */
-  trellis_buffer_sizes need = {.struct_size = sizeof need};
-  for (int j = -1; j < o->nms; j++) {
-    trellis_buffer_sizes sz = {.struct_size = sizeof sz};
-    BENCH_TRELLIS(trellis_plan_query(plans[0], j < 0 ? 1 : o->ms[j], &sz));
-    need.rotated_bytes = max_size(need.rotated_bytes, sz.rotated_bytes);
-    need.input_f16_bytes = max_size(need.input_f16_bytes, sz.input_f16_bytes);
-    need.output_f16_bytes =
-        max_size(need.output_f16_bytes, sz.output_f16_bytes);
-    need.workspace_bytes = max_size(need.workspace_bytes, sz.workspace_bytes);
+  /* --with-generic: the same weights, FORCE_GENERIC added. */
+  trellis_plan_desc gdesc = desc;
+  gdesc.flags |= TRELLIS_PLAN_FORCE_GENERIC;
+  for (int i = 0; o->with_generic && i < copies; i++) {
+    BENCH_TRELLIS(trellis_plan_create(trellis_device_weight_view(dw[i]), &gdesc,
+                                      &gplans[i]));
+    ngplans = i + 1;
+    BENCH_TRELLIS(trellis_plan_prepare(gplans[i]));
   }
+
+  /* One buffer set sized for the largest need over the Ms (and M = 1) and
+   * both plan sets. */
+  trellis_buffer_sizes need = {.struct_size = sizeof need};
+  for (int j = -1; j < o->nms; j++)
+    for (int g = 0; g < (ngplans ? 2 : 1); g++) {
+      trellis_buffer_sizes sz = {.struct_size = sizeof sz};
+      BENCH_TRELLIS(trellis_plan_query(g ? gplans[0] : plans[0],
+                                       j < 0 ? 1 : o->ms[j], &sz));
+      need.rotated_bytes = max_size(need.rotated_bytes, sz.rotated_bytes);
+      need.input_f16_bytes = max_size(need.input_f16_bytes, sz.input_f16_bytes);
+      need.output_f16_bytes =
+          max_size(need.output_f16_bytes, sz.output_f16_bytes);
+      need.workspace_bytes = max_size(need.workspace_bytes, sz.workspace_bytes);
+    }
   if (cli_buffers_alloc(&need, &b) != CLI_OK)
     goto done;
   BENCH_CUDA(cudaMalloc(&x, (size_t)ms_max * (size_t)k * 2));
@@ -167,24 +204,21 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      .graph_us = NAN,
                      .eager_us = NAN,
                      .cublas_kn_us = cublas_kn ? cublas_kn[j] : NAN,
-                     .cublas_nk_us = cublas_nk ? cublas_nk[j] : NAN};
+                     .cublas_nk_us = cublas_nk ? cublas_nk[j] : NAN,
+                     .fp8 = {.us = NAN, .rel_l2 = NAN},
+                     .generic_us = NAN,
+                     .generic_rel_l2 = NAN};
+    if (fp8)
+      row.fp8 = fp8[j];
     trellis_buffer_sizes sz = {.struct_size = sizeof sz};
     BENCH_TRELLIS(trellis_plan_query(plans[0], m, &sz));
     row.path = sz.path;
 
     /* Check: copy 0 once, y poisoned with NaN first. */
-    const int64_t rows = m < BENCH_CHECK_ROWS ? m : BENCH_CHECK_ROWS;
-    const size_t count = (size_t)rows * (size_t)n;
-    BENCH_CUDA(cudaMemsetAsync(y, 0xFF, (size_t)m * (size_t)n * 2, stream));
-    BENCH_TRELLIS(trellis_run(plans[0], x, m, y, &b, stream));
-    BENCH_CUDA(
-        cudaMemcpyAsync(hy, y, count * 2, cudaMemcpyDeviceToHost, stream));
-    BENCH_CUDA(cudaStreamSynchronize(stream));
-    cli_to_f32(hy, TRELLIS_F16, count, got);
-    cli_error_stats st = cli_compare(got, ref, count);
-    row.rel_l2 = st.rel_l2;
-    row.check_rows = (int)rows;
-    row.check_ok = st.rel_l2 <= BENCH_CHECK_TOL;
+    if (check_plan(plans[0], x, m, y, n, &b, ref, hy, got, stream, &row.rel_l2,
+                   &row.check_rows) != CLI_OK)
+      goto done;
+    row.check_ok = row.rel_l2 <= BENCH_CHECK_TOL;
     if (!row.check_ok)
       res->failed_checks++;
 
@@ -203,6 +237,24 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
         bench_time_eager(ours_enqueue, &ctx, launches, row.replays, stream,
                          &row.eager_us) != CLI_OK)
       goto done;
+    if (ngplans && row.path == TRELLIS_PATH_FUSED) {
+      int rows_checked = 0;
+      ours_ctx gctx = ctx;
+      gctx.plans = gplans;
+      if (check_plan(gplans[0], x, m, y, n, &b, ref, hy, got, stream,
+                     &row.generic_rel_l2, &rows_checked) != CLI_OK)
+        goto done;
+      row.generic_ok = row.generic_rel_l2 <= BENCH_CHECK_TOL;
+      if (!row.generic_ok)
+        res->failed_checks++;
+      if (bench_time_graph(ours_enqueue, &gctx, launches, row.replays, stream,
+                           &row.generic_us) != CLI_OK)
+        goto done;
+    } else if (ngplans) { /* not fused: these are the generic launches */
+      row.generic_us = row.graph_us;
+      row.generic_rel_l2 = row.rel_l2;
+      row.generic_ok = row.check_ok;
+    }
     if (bench_results_add(res, &row) != CLI_OK)
       goto done;
     bench_print_row(env, o, &row);
@@ -242,12 +294,14 @@ done:
   for (int i = 0; i < 2; i++)
     if (ev[i])
       cudaEventDestroy(ev[i]);
-  if (plans)
-    for (int i = 0; i < copies; i++)
-      trellis_plan_destroy(plans[i]);
+  for (int i = 0; i < nplans; i++)
+    trellis_plan_destroy(plans[i]);
+  for (int i = 0; i < ngplans; i++)
+    trellis_plan_destroy(gplans[i]);
   for (int i = 0; i < uploaded; i++)
     trellis_device_weight_destroy(dw[i]);
   free(plans);
+  free(gplans);
   free(dw);
   cli_buffers_free(&b);
   cudaFree(x);

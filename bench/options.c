@@ -7,11 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(BENCH_FP8_ALGOS == 4, "the usage text says up to 4");
+
 static const char usage[] =
     "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
     "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
-    "                     [--sweep] [--quick] [--reps N] [--warmup-ms T]\n"
-    "                     [--force generic|decode|dense[,...]]\n"
+    "                     [--sweep] [--quick] [--with-generic]\n"
+    "                     [--reps N] [--warmup-ms T]\n"
+    "                     [--force generic|decode|dense|legacy|exact[,...]]\n"
     "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
     "       (trellis-bench takes the same arguments)\n"
     "\n"
@@ -21,7 +24,10 @@ static const char usage[] =
     "reference (first min(M, 16) rows, rel L2 <= 2e-3) before it is timed,\n"
     "CUDA-graph replay of L = max(copies, 20) launches (median per launch)\n"
     "and eager launches; in the same run the HBM read peak (16-byte load\n"
-    "kernel, 2 GiB) and FP16 cuBLASLt (W[k,n] and W[n,k], the better one).\n"
+    "kernel, 2 GiB), FP16 cuBLASLt (W[k,n] and W[n,k], the better one) and\n"
+    "FP8 W8A8 cuBLASLt (E4M3 W[n,k] and x, per-tensor scales, M rounded up\n"
+    "to a multiple of 16, activation quantisation not timed; the fastest of\n"
+    "up to 4 heuristic algorithms; n/a on GPUs without FP8).\n"
     "Prints a table (one row per shape, K, codebook, M) and the targets\n"
     "(MET / MISSED); exits 1 when a check fails.\n"
     "\n"
@@ -40,12 +46,17 @@ static const char usage[] =
     "  --quick            smoke run: 4096x4096 8192x28672 6144x1024 at\n"
     "                     M = 1,16,128 (with --sweep: 8192x28672, K = "
     "2,4,6,8)\n"
+    "  --with-generic     also time every fused row with FORCE_GENERIC added\n"
+    "                     (graph, checked): the generic us column; rows on\n"
+    "                     another path already run the generic launches\n"
     "  --reps N           timed graph replays (and eager passes), default 20\n"
     "  --warmup-ms T      warm-up before each timing: >= 3 replays and >= T\n"
     "                     ms of GPU time, default 50 (0: 3 replays only)\n"
-    "  --force F          plan flags: generic = TRELLIS_PLAN_FORCE_GENERIC\n"
-    "                     (never fused), decode / dense = FORCE_DECODE / "
-    "DENSE\n"
+    "  --force F          plan flags (comma list): generic =\n"
+    "                     TRELLIS_PLAN_FORCE_GENERIC (never fused), decode /\n"
+    "                     dense = FORCE_DECODE / FORCE_DENSE, legacy =\n"
+    "                     LEGACY_KERNELS, exact = EXACT_WEIGHTS; forced rows\n"
+    "                     count for no target\n"
     "  --csv FILE         write the rows as CSV (+ gpu, date, commit)\n"
     "  --json FILE        write rows, launch overhead and targets as JSON\n"
     "  --targets FILE     the targets to evaluate, default the installed\n"
@@ -191,19 +202,29 @@ static int parse_codebooks(bench_options *o, const char *text) {
   }
 }
 
+/* Comma-separated names of bench_flags. */
 static int parse_force(const char *text, uint32_t *flags) {
   *flags = 0;
   for (const char *p = text;;) {
     size_t len = strcspn(p, ",");
-    if (len == 7 && strncmp(p, "generic", 7) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_GENERIC;
-    else if (len == 6 && strncmp(p, "decode", 6) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_DECODE;
-    else if (len == 5 && strncmp(p, "dense", 5) == 0)
-      *flags |= TRELLIS_PLAN_FORCE_DENSE;
-    else {
-      cli_error("--force: expected generic, decode or dense, got '%.*s'",
-                (int)len, p);
+    int found = 0;
+    for (int i = 0; i < bench_nflags && !found; i++)
+      if (strlen(bench_flags[i].name) == len &&
+          strncmp(p, bench_flags[i].name, len) == 0) {
+        *flags |= bench_flags[i].bit;
+        found = 1;
+      }
+    if (!found) {
+      char names[128] = "";
+      for (int i = 0; i < bench_nflags; i++) {
+        size_t used = strlen(names);
+        bench_sfmt(names + used, sizeof names - used, "%s%s",
+                   i == 0                  ? ""
+                   : i == bench_nflags - 1 ? " or "
+                                           : ", ",
+                   bench_flags[i].name);
+      }
+      cli_error("--force: expected %s, got '%.*s'", names, (int)len, p);
       return CLI_USAGE;
     }
     if (p[len] == '\0')
@@ -245,13 +266,19 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   const char *pos[2 * BENCH_MAX_LIST];
   int npos = 0;
   memset(o, 0, sizeof *o);
-  const cli_option opts[] = {
-      {"--shapes", &shapes, NULL},     {"--m", &m, NULL},
-      {"--bits", &bits, NULL},         {"--codebook", &codebook, NULL},
-      {"--reps", &reps_text, NULL},    {"--warmup-ms", &warmup_text, NULL},
-      {"--force", &force, NULL},       {"--csv", &o->csv_path, NULL},
-      {"--json", &o->json_path, NULL}, {"--targets", &o->targets_path, NULL},
-      {"--sweep", NULL, &o->sweep},    {"--quick", NULL, &o->quick}};
+  const cli_option opts[] = {{"--shapes", &shapes, NULL},
+                             {"--m", &m, NULL},
+                             {"--bits", &bits, NULL},
+                             {"--codebook", &codebook, NULL},
+                             {"--reps", &reps_text, NULL},
+                             {"--warmup-ms", &warmup_text, NULL},
+                             {"--force", &force, NULL},
+                             {"--csv", &o->csv_path, NULL},
+                             {"--json", &o->json_path, NULL},
+                             {"--targets", &o->targets_path, NULL},
+                             {"--sweep", NULL, &o->sweep},
+                             {"--quick", NULL, &o->quick},
+                             {"--with-generic", NULL, &o->with_generic}};
   int r = cli_parse_list(argc, argv, usage, opts, COUNT(opts), pos, COUNT(pos),
                          &npos);
   if (r != CLI_PARSED)
@@ -326,5 +353,9 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   o->warmup_ms = (double)warmup;
   if (force && (r = parse_force(force, &o->flags)) != CLI_OK)
     return r;
+  if (o->with_generic && (o->flags & TRELLIS_PLAN_FORCE_GENERIC)) {
+    cli_error("--with-generic: the rows already run with --force generic");
+    return CLI_USAGE;
+  }
   return CLI_PARSED;
 }

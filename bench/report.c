@@ -51,20 +51,30 @@ double bench_row_speedup(const bench_row *r) {
   return bench_row_cublas(r) / r->graph_us;
 }
 
+double bench_row_vs_fp8(const bench_row *r) { return r->fp8.us / r->graph_us; }
+
+double bench_row_vs_generic(const bench_row *r) {
+  return r->generic_us / r->graph_us;
+}
+
+const bench_flag bench_flags[] = {
+    {TRELLIS_PLAN_FORCE_GENERIC, "generic"},
+    {TRELLIS_PLAN_FORCE_DECODE, "decode"},
+    {TRELLIS_PLAN_FORCE_DENSE, "dense"},
+    {TRELLIS_PLAN_LEGACY_KERNELS, "legacy"},
+    {TRELLIS_PLAN_EXACT_WEIGHTS, "exact"},
+};
+const int bench_nflags = (int)(sizeof bench_flags / sizeof bench_flags[0]);
+
 const char *bench_flags_name(uint32_t flags, char *buf, size_t size) {
-  static const struct {
-    uint32_t bit;
-    const char *name;
-  } names[] = {{TRELLIS_PLAN_FORCE_GENERIC, "generic"},
-               {TRELLIS_PLAN_FORCE_DECODE, "decode"},
-               {TRELLIS_PLAN_FORCE_DENSE, "dense"}};
   if (flags == 0)
     return "default";
   buf[0] = '\0';
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (flags & names[i].bit) {
+  for (int i = 0; i < bench_nflags; i++)
+    if (flags & bench_flags[i].bit) {
       size_t len = strlen(buf);
-      bench_sfmt(buf + len, size - len, "%s%s", len ? "+" : "", names[i].name);
+      bench_sfmt(buf + len, size - len, "%s%s", len ? "+" : "",
+                 bench_flags[i].name);
     }
   return buf;
 }
@@ -135,26 +145,60 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
          "out, heuristic algorithm, %d MiB workspace, cold fp16 copies, same "
          "graph method; best of W[k,n] (kn) and W[n,k] (nk) row-major\n",
          (int)(BENCH_LT_WORKSPACE >> 20));
+  printf("FP8: cuBLASLt W8A8 GEMM, E4M3 weight W[n,k] and activations x[M,k] "
+         "(both K-major, the TN layout FP8 needs), per-tensor scales (A/B "
+         "scale pointers, fp32 1.0), fp32 compute, fp16 out; M rounded up to "
+         "a multiple of %d (m, n, k multiples of 16); activation quantisation "
+         "NOT counted; fastest of up to %d heuristic algorithms, cold E4M3 "
+         "copies, same graph method; checked once per shape against the CPU "
+         "(first %d columns, rel L2 <= %.0e); n/a where cuBLASLt has no FP8 "
+         "algorithm\n",
+         BENCH_FP8_M_MULTIPLE, BENCH_FP8_ALGOS, BENCH_FP8_CHECK_COLS,
+         BENCH_FP8_CHECK_TOL);
+  if (o->with_generic)
+    printf("generic: the same launches with TRELLIS_PLAN_FORCE_GENERIC added "
+           "(graph time, checked like the row); rows not on the fused path "
+           "run the generic launches already and repeat their own figures\n");
   printf("weight bytes = k*n*K/8 (the trellis payload; the fp16 suh/svh "
          "scales, 2(k+n) bytes, are < 0.1%% and not counted); GB/s = 1e9 "
-         "B/s; speedup = cuBLAS us / ours (graph) us\n\n");
+         "B/s; speedup = cuBLAS us / ours (graph) us; vs FP8 = FP8 us / ours "
+         "us%s\n\n",
+         o->with_generic ? "; vs gen = generic us / ours us" : "");
   fflush(stdout);
 }
 
 void bench_print_table_header(const bench_options *o) {
   printf("| %-11s | %2s | %-5s | %4s | %-7s | %9s | %9s | %8s | %6s |%s "
-         "%12s | %7s | %-12s |\n",
+         "%12s | %7s | %9s | %7s |%s %-12s |\n",
          "k x n", "K", "cb", "M", "path", "graph us", "eager us", "wt GB/s",
-         "%peak", o->sweep ? "  T w/s |" : "", "cuBLAS us", "speedup", "check");
+         "%peak", o->sweep ? "  T w/s |" : "", "cuBLAS us", "speedup", "FP8 us",
+         "vs FP8", o->with_generic ? " generic us |  vs gen |" : "", "check");
   printf("|-------------|----|-------|------|---------|-----------|---------"
-         "--|----------|--------|%s--------------|---------|--------------|\n",
-         o->sweep ? "--------|" : "");
+         "--|----------|--------|%s--------------|---------|-----------|------"
+         "---|%s--------------|\n",
+         o->sweep ? "--------|" : "",
+         o->with_generic ? "------------|---------|" : "");
   fflush(stdout);
+}
+
+/* "12.34", or "n/a" where not measured. */
+static void us_cell(char *out, size_t size, double us) {
+  if (isnan(us))
+    bench_sfmt(out, size, "n/a");
+  else
+    bench_sfmt(out, size, "%.2f", us);
+}
+
+static void ratio_cell(char *out, size_t size, double ratio) {
+  if (isnan(ratio))
+    bench_sfmt(out, size, "n/a");
+  else
+    bench_sfmt(out, size, "%.2fx", ratio);
 }
 
 void bench_print_row(const bench_env *env, const bench_options *o,
                      const bench_row *r) {
-  char shape[32], tws[32] = "", cub[32];
+  char shape[32], tws[32] = "", cub[32], f8[32], vf8[32], gen[64] = "";
   bench_sfmt(shape, sizeof shape, "%lldx%lld", (long long)r->k,
              (long long)r->n);
   if (o->sweep)
@@ -164,11 +208,21 @@ void bench_print_row(const bench_env *env, const bench_options *o,
     bench_sfmt(cub, sizeof cub, "-");
   else
     bench_sfmt(cub, sizeof cub, "%.2f %s", c, bench_row_cublas_layout(r));
+  us_cell(f8, sizeof f8, r->fp8.us);
+  ratio_cell(vf8, sizeof vf8, bench_row_vs_fp8(r));
+  if (o->with_generic) {
+    char g[32], vg[32];
+    us_cell(g, sizeof g, r->generic_us);
+    if (!isnan(r->generic_us) && !r->generic_ok) /* its check failed */
+      bench_sfmt(g, sizeof g, "FAIL %.2f", r->generic_us);
+    ratio_cell(vg, sizeof vg, bench_row_vs_generic(r));
+    bench_sfmt(gen, sizeof gen, " %10s | %7s |", g, vg);
+  }
   printf("| %-11s | %2d | %-5s | %4lld | %-7s | %9.2f | %9.2f | %8.1f | "
-         "%5.1f%% |%s %12s | %6.2fx | %s %.1e |\n",
+         "%5.1f%% |%s %12s | %6.2fx | %9s | %7s |%s %s %.1e |\n",
          shape, r->bits, trellis_codebook_name(r->cb), (long long)r->m,
          trellis_path_name(r->path), r->graph_us, r->eager_us, bench_row_gbs(r),
          bench_row_pct(r, env->read_peak_gbs), tws, cub, bench_row_speedup(r),
-         r->check_ok ? "PASS" : "FAIL", r->rel_l2);
+         f8, vf8, gen, r->check_ok ? "PASS" : "FAIL", r->rel_l2);
   fflush(stdout);
 }

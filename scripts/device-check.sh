@@ -8,6 +8,10 @@
 # configuration of gpu_stream and on gpu_ownership (TRELLIS_TEST_SMALL=1);
 # any report fails the stage. SAN_TESTS limits memcheck to the tests named
 # (default: every gpu_* test), SAN_TIMEOUT bounds each run (300 s).
+# The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
+# need, ~2.5 min on an H200; --with-generic is left out when BENCH ARGS
+# force plan flags or sweep); SWEEP=1 adds a second call, the --sweep of
+# 8192x28672 at M = 1 that scores target 2 (~1.5 min).
 # Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
 # (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...),
 # TRELLIS_COMMIT (the commit the bench records: the device copy of the tree
@@ -73,9 +77,19 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     done
   done
 fi
+sweep_rc=0
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  "$BUILD/trellis" bench --csv "$OUT/bench.csv" --json /tmp/bench.json "$@" >"$OUT/bench.txt" 2>&1
+  with_generic=(--with-generic) # target 5: default vs forced generic
+  for a in "$@"; do
+    case $a in --force* | --sweep) with_generic=() ;; esac
+  done
+  "$BUILD/trellis" bench "${with_generic[@]}" --csv "$OUT/bench.csv" --json /tmp/bench.json "$@" >"$OUT/bench.txt" 2>&1
   bench_rc=$?
+  if [ "${SWEEP:-0}" = 1 ]; then # target 2: every K and codebook at M = 1
+    "$BUILD/trellis" bench --sweep --m 1 --shapes 8192,28672 --csv "$OUT/bench-sweep.csv" \
+      --json /tmp/bench-sweep.json >"$OUT/bench-sweep.txt" 2>&1
+    sweep_rc=$?
+  fi
 fi
 "$BUILD/trellis" demo >"$OUT/demo.txt" 2>&1
 demo_rc=$?
@@ -112,5 +126,9 @@ sed 's/^/  /' "$OUT/demo.txt" | tail -12
 if [ "$what" = all ] || [ "$what" = bench ]; then
   echo "bench (rc $bench_rc):"
   cat "$OUT/bench.txt" | tail -120
+  if [ "${SWEEP:-0}" = 1 ]; then
+    echo "bench --sweep (rc $sweep_rc):"
+    tail -60 "$OUT/bench-sweep.txt"
+  fi
 fi
-[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ]
+[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] && [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ]
