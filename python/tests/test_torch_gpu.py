@@ -3,6 +3,7 @@ CUDA graphs, torch.compile, streams and bad input. Skipped without PyTorch,
 a CUDA device or a CUDA build of the library."""
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -376,3 +377,13 @@ def test_opcheck():
         torch.ops.libtrellis.exl3_linear.default,
         (x, mod._plan_id, mod.out_features, torch.float16),
     )
+
+
+def test_capture_of_a_swapped_model():
+    """The example's flow, kept as a test."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    example = os.path.join(here, "..", "examples", "swap_linears.py")
+    ns = {"__name__": "swap_linears"}
+    with open(example) as f:
+        exec(compile(f.read(), example, "exec"), ns)
+    assert ns["main"](["--replays", "20"]) == 0
