@@ -322,6 +322,12 @@ def test_bad_arrays():
     with pytest.raises(TrellisError) as e:
         libtrellis.Layer.from_arrays(np.zeros((1, 8, 48), np.int16), **ok)
     assert e.value.status in ("TRELLIS_ERR_SHAPE", "TRELLIS_ERR_INVALID_ARGUMENT")
+    if libtrellis._lib.has("trellis_weight_check_values"):
+        suh = ok["suh"].copy()
+        suh[3] = np.inf
+        with pytest.raises(TrellisError) as e:
+            libtrellis.Layer.from_arrays(t, suh=suh, svh=ok["svh"])
+        assert "suh" in str(e.value)
 
 
 # ------------------------------------------- codebooks and pairs of b12x --

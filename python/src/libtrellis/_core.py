@@ -374,7 +374,11 @@ class Layer:
         for field, a in arrays.items():
             if a is not None:
                 setattr(w, field, a.ctypes.data_as(type(getattr(w, field))))
-        call(lib.trellis_weight_validate, byref(w))
+        # the values too (finite scales and bias) where the library can
+        if _lib.has("trellis_weight_check_values"):
+            call(lib.trellis_weight_check_values, byref(w))
+        else:
+            call(lib.trellis_weight_validate, byref(w))
         return cls(w, name, arrays)
 
     def __repr__(self):

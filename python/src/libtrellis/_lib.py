@@ -268,13 +268,19 @@ _PROTOTYPES = {
         _status,
         [c_void_p, c_void_p, c_int64, c_void_p, P(Buffers), c_void_p],
     ),
-    # b12x formats and header-only layer listing
+    # b12x formats, header-only layer listing, value checks
     "trellis_pair_kind_name": (c_char_p, [c_int]),
     "trellis_rate_axis_name": (c_char_p, [c_int]),
     "trellis_model_layer_info": (_status, [c_void_p, c_size_t, P(LayerInfo)]),
+    "trellis_weight_check_values": (_status, [P(Weight)]),
 }
 OPTIONAL = frozenset(
-    ["trellis_pair_kind_name", "trellis_rate_axis_name", "trellis_model_layer_info"]
+    [
+        "trellis_pair_kind_name",
+        "trellis_rate_axis_name",
+        "trellis_model_layer_info",
+        "trellis_weight_check_values",
+    ]
 )
 
 
