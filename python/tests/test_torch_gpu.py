@@ -50,17 +50,22 @@ def cpu_reference(path, name, x):
 
 
 def check_close(y, ref, out_dtype, path, what):
-    """Tolerances of the C GPU tests: relative L2 2e-3; max|d|/max|y| 2e-3
-    (3e-3 on the dense path, 8e-3 for bf16 outputs: one ulp). The reference
-    is rounded to the output dtype first, as the library's CPU forward
-    rounds its output once."""
+    """The C GPU tests' tolerances against the CPU reference rounded to the
+    output dtype (the library's CPU forward rounds its output once, at the
+    end): relative L2 2e-3 and max|d|/max|y| 2e-3 (3e-3 on the dense path,
+    which folds the rotations into the weight). A bf16 output differs where
+    the two sums straddle a rounding point, by one bf16 ulp (2^-8..2^-7 of
+    the value): relative L2 4e-3, max 8e-3."""
     ref = ref.to(out_dtype).double()
     y = y.double().cpu().reshape(ref.shape)
     assert torch.isfinite(y).all(), what
     rel = ((y - ref).norm() / ref.norm()).item()
     mx = ((y - ref).abs().max() / ref.abs().max()).item()
-    max_tol = 8e-3 if out_dtype == torch.bfloat16 else (3e-3 if path == "dense" else 2e-3)
-    assert rel <= 2e-3 and mx <= max_tol, "%s (%s): rel L2 %.3g, max|d|/max|y| %.3g" % (
+    if out_dtype == torch.bfloat16:
+        rel_tol, max_tol = 4e-3, 8e-3
+    else:
+        rel_tol, max_tol = 2e-3, (3e-3 if path == "dense" else 2e-3)
+    assert rel <= rel_tol and mx <= max_tol, "%s (%s): rel L2 %.3g, max|d|/max|y| %.3g" % (
         what,
         path,
         rel,
@@ -83,13 +88,16 @@ def module(case_name, dtype, max_m=300, **kw):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp16", "bf16"])
 @pytest.mark.parametrize("case_name", FUSED + GENERIC)
 def test_parity_with_the_cpu_reference(case_name, dtype, m):
-    mod = module(case_name, dtype)
     name, path = layer_of(case_name)
-    x = random_x((m,), mod.in_features, dtype, seed=m)
-    y = mod(x)
-    assert y.shape == (m, mod.out_features) and y.dtype == dtype and y.device == DEV
-    torch.cuda.synchronize()
-    check_close(y, cpu_reference(path, name, x), dtype, mod.path(m), case_name)
+    for out_dtype in (dtype, torch.float32):
+        mod = module(case_name, dtype, out_dtype=out_dtype)
+        x = random_x((m,), mod.in_features, dtype, seed=m)
+        y = mod(x)
+        assert y.shape == (m, mod.out_features)
+        assert y.dtype == out_dtype and y.device == DEV
+        torch.cuda.synchronize()
+        what = "%s %s -> %s" % (case_name, dtype, out_dtype)
+        check_close(y, cpu_reference(path, name, x), out_dtype, mod.path(m), what)
 
 
 def test_fused_and_generic_paths_are_exercised():
@@ -305,7 +313,7 @@ def test_bad_construction():
     assert e.value.status == "TRELLIS_ERR_DTYPE"
     with pytest.raises(TrellisError) as e:
         EXL3Linear(path, name, max_m=0)
-    assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT" or e.value.status == "TRELLIS_ERR_SHAPE"
+    assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT" and "max_m" in str(e.value)
     with pytest.raises(TrellisError) as e:
         EXL3Linear(path, name, device="cpu")
     assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT"
