@@ -406,6 +406,7 @@ class Plan:
 
 
 def _live_plan(plan_id):
+    plan_id = int(plan_id)  # a constant, even where a tracer made it symbolic
     plan = _plans.get(plan_id)
     if plan is None or plan._plan is None:
         raise error(
