@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
-# the GPU tests under compute-sanitizer, optionally the benchmark, and print
-# a short summary last.
-#   scripts/device-check.sh [all|tests|sanitize|bench] [BENCH ARGS...]
-# `all` = tests, sanitize and bench. Sanitizers: memcheck with the leak
+# the GPU tests under compute-sanitizer, optionally the benchmark and the
+# Python package's tests, and print a short summary last.
+#   scripts/device-check.sh [all|tests|sanitize|bench|python] [BENCH ARGS...]
+# `all` = tests, sanitize, bench and python. `python` alone skips the CMake
+# build: it pip-installs ./python into a folder of its own with the
+# machine's python3 and its scikit-build-core, cmake and ninja (nothing is
+# fetched), and runs the package's pytest suite (the GPU tests included,
+# with the machine's torch) and python/examples/swap_linears.py. Sanitizers: memcheck with the leak
 # check on every GPU test; synccheck, initcheck and racecheck on the small
 # configuration of gpu_stream and on gpu_ownership (TRELLIS_TEST_SMALL=1);
 # any report fails the stage. SAN_TESTS limits memcheck to the tests named
@@ -29,15 +33,17 @@ shift || true
 
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "$gpu"
-t0=$(date +%s)
-# shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
-configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; exit 1; }
-cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
-  { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
-t1=$(date +%s)
-echo "build: $((t1 - t0)) s, $(grep -c "warning" "$OUT/build.log") warning lines"
-grep -A3 "warning" "$OUT/build.log" | head -20
+if [ "$what" != python ]; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
+  configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" >>"$OUT/build.log" 2>&1 ||
+    { grep -E "error|Error" "$OUT/build.log" | head -40; exit 1; }
+  t1=$(date +%s)
+  echo "build: $((t1 - t0)) s, $(grep -c "warning" "$OUT/build.log") warning lines"
+  grep -A3 "warning" "$OUT/build.log" | head -20
+fi
 
 gpu_rc=0 cpu_rc=0 bench_rc=0
 if [ "$what" = all ] || [ "$what" = tests ]; then
@@ -91,13 +97,40 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     sweep_rc=$?
   fi
 fi
-"$BUILD/trellis" demo >"$OUT/demo.txt" 2>&1
-demo_rc=$?
+py_rc=0 example_rc=0
+if [ "$what" = all ] || [ "$what" = python ]; then
+  # pip builds the library with the machine's scikit-build-core, cmake and
+  # ninja (no build isolation, no index: nothing is fetched) and installs
+  # the package into a folder of its own. Not a venv: python3 there is
+  # itself a venv's, whose torch a nested venv would not see.
+  pydir=/tmp/trellis-python
+  rm -rf "$pydir"
+  t0=$(date +%s)
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-build-isolation \
+    --no-deps --no-index --target "$pydir" -v ./python >"$OUT/python-build.log" 2>&1
+  py_rc=$?
+  echo "python build: $(($(date +%s) - t0)) s (rc $py_rc)"
+  [ $py_rc -eq 0 ] || tail -30 "$OUT/python-build.log"
+  if [ $py_rc -eq 0 ]; then
+    PYTHONPATH=$pydir timeout 900 python3 -m pytest python/tests -v -rs \
+      -p no:cacheprovider >"$OUT/python-tests.log" 2>&1
+    py_rc=$?
+    grep -E "FAILED|ERROR|SKIPPED" "$OUT/python-tests.log" | head -40
+    PYTHONPATH=$pydir timeout 300 python3 python/examples/swap_linears.py \
+      >"$OUT/python-example.txt" 2>&1
+    example_rc=$?
+  fi
+fi
+demo_rc=0
+if [ "$what" != python ]; then
+  "$BUILD/trellis" demo >"$OUT/demo.txt" 2>&1
+  demo_rc=$?
+fi
 
 # SASS of the hot kernels: instruction mix of the K6/MCG m-block-1 decode
 # kernel (its stage loop is fully unrolled: 8 tiles per warp per stage).
 sass_mix=""
-if command -v cuobjdump >/dev/null; then
+if [ "$what" != python ] && command -v cuobjdump >/dev/null; then
   for obj in $(find "$BUILD" -name 'gemm_k6.cu.o'); do
     cuobjdump -sass "$obj" >"$OUT/gemm_k6.sass" 2>/dev/null
   done
@@ -121,8 +154,15 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   printf '  %s\n' "${san_lines[@]}"
 fi
 [ -n "$sass_mix" ] && echo "SASS dq_gemm_kernel<6,MCG,1,fp16>: $sass_mix"
-echo "demo (rc $demo_rc):"
-sed 's/^/  /' "$OUT/demo.txt" | tail -12
+if [ "$what" != python ]; then
+  echo "demo (rc $demo_rc):"
+  sed 's/^/  /' "$OUT/demo.txt" | tail -12
+fi
+if [ "$what" = all ] || [ "$what" = python ]; then
+  echo "python tests: $(tail -1 "$OUT/python-tests.log" 2>/dev/null) (rc $py_rc)"
+  echo "python example (rc $example_rc):"
+  sed 's/^/  /' "$OUT/python-example.txt" 2>/dev/null | tail -6
+fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   echo "bench (rc $bench_rc):"
   cat "$OUT/bench.txt" | tail -120
@@ -131,4 +171,5 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     tail -60 "$OUT/bench-sweep.txt"
   fi
 fi
-[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] && [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ]
+[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] &&
+  [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $example_rc -eq 0 ]

@@ -1,0 +1,536 @@
+"""The NumPy level: models, layers, decode and the CPU forward.
+
+Every computation is a call into libtrellis; this module checks what the C
+functions cannot see (array shapes and dtypes behind raw pointers) and turns
+a failing status into TrellisError with the library's message.
+"""
+
+import ctypes
+import os
+from ctypes import byref, c_void_p
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib
+
+
+def _status_names():
+    names = {}
+    for code in range(256):
+        name = _lib.text(lib.trellis_status_name(code))
+        if name == "TRELLIS_ERR_UNKNOWN":
+            break
+        names[code] = name
+    return names
+
+
+STATUS_NAMES = _status_names()
+STATUS_CODES = {name: code for code, name in STATUS_NAMES.items()}
+
+
+class TrellisError(RuntimeError):
+    """A libtrellis call failed, or its arguments would make it fail.
+
+    str(error) is the library's detail message (trellis_last_error()), or
+    the same kind of message for a check made on this side; `status` is the
+    trellis_status name ("TRELLIS_ERR_SHAPE"), `code` its number.
+    """
+
+    def __init__(self, message, code):
+        super().__init__(message)
+        self.code = int(code)
+        self.status = STATUS_NAMES.get(self.code, "TRELLIS_ERR_UNKNOWN")
+
+
+def error(status, message):
+    """A TrellisError for a check made on this side (status by name)."""
+    return TrellisError(message, STATUS_CODES[status])
+
+
+def check(status):
+    """Raises TrellisError for a failing trellis_status."""
+    if status != _lib.OK:
+        message = _lib.text(lib.trellis_last_error())
+        if not message:
+            message = _lib.text(lib.trellis_status_string(status))
+        raise TrellisError(message, status)
+
+
+def call(fn, *args):
+    """Calls a status-returning entry point with a clear detail message."""
+    lib.trellis_clear_error()
+    check(fn(*args))
+
+
+def _names(fn):
+    """{value: name} of an enum whose name function says "invalid" past it."""
+    out = {}
+    for value in range(256):
+        name = _lib.text(fn(value))
+        if name != "invalid":
+            out[value] = name
+    return out
+
+
+CODEBOOKS = _names(lib.trellis_codebook_name)
+PAIR_KINDS = _names(lib.trellis_pair_kind_name) if _lib.HAS_PAIRS else {}
+RATE_AXES = _names(lib.trellis_rate_axis_name) if _lib.HAS_PAIRS else {}
+
+
+def codebook_id(codebook):
+    """The trellis_codebook value of a name ("mcg") or of a value."""
+    if isinstance(codebook, str):
+        for value, name in CODEBOOKS.items():
+            if name == codebook.lower():
+                return value
+        raise error(
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "codebook: unknown name '%s' (known: %s)" % (codebook, ", ".join(CODEBOOKS.values())),
+        )
+    return int(codebook)
+
+
+def version():
+    """The version string of the loaded C library."""
+    return _lib.text(lib.trellis_version_string())
+
+
+def cuda_built():
+    """True when the loaded library has the CUDA backend."""
+    return bool(lib.trellis_cuda_built())
+
+
+def cuda_device_count():
+    """Usable CUDA devices as the library sees them (0 without CUDA)."""
+    return int(lib.trellis_cuda_device_count())
+
+
+# numpy dtypes of trellis_tensor_dtype (bf16 as raw uint16 bits, fp8 as
+# uint8 bytes, as in the C API).
+_TENSOR_NUMPY = {
+    "BOOL": np.bool_,
+    "U8": np.uint8,
+    "I8": np.int8,
+    "I16": np.int16,
+    "U16": np.uint16,
+    "I32": np.int32,
+    "U32": np.uint32,
+    "I64": np.int64,
+    "U64": np.uint64,
+    "F16": np.float16,
+    "BF16": np.uint16,
+    "F32": np.float32,
+    "F64": np.float64,
+    "F8_E4M3": np.uint8,
+    "F8_E5M2": np.uint8,
+}
+
+
+def _tensor_array(t):
+    """A copy of a mapped trellis_tensor as a numpy array."""
+    name = _lib.TENSOR_DTYPES[t.dtype] if t.dtype < len(_lib.TENSOR_DTYPES) else None
+    if name is None:
+        raise error(
+            "TRELLIS_ERR_DTYPE",
+            "tensor '%s': dtype %d has no numpy equivalent" % (_lib.text(t.name), t.dtype),
+        )
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    out = np.empty(shape, dtype=_TENSOR_NUMPY[name])
+    if t.nbytes:
+        ctypes.memmove(out.ctypes.data, t.data, t.nbytes)
+    return out
+
+
+def read_safetensors(path):
+    """Every tensor of a .safetensors file as {name: ndarray} (copies).
+
+    BF16 tensors come back as uint16 bit patterns, F8 ones as uint8 bytes.
+    """
+    f = c_void_p()
+    call(lib.trellis_file_open, os.fsencode(path), byref(f))
+    try:
+        out = {}
+        for i in range(lib.trellis_file_tensor_count(f)):
+            t = _lib.Tensor()
+            call(lib.trellis_file_tensor, f, i, byref(t))
+            out[_lib.text(t.name)] = _tensor_array(t)
+        return out
+    finally:
+        lib.trellis_file_close(f)
+
+
+class Model:
+    """An EXL3 checkpoint: one .safetensors file or a model directory.
+
+    The files stay mapped until close() (or the end of a `with` block); the
+    layers and arrays handed out before stay usable only while it is open
+    (layers) or forever (arrays are copies).
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self._handle = None
+        handle = c_void_p()
+        call(lib.trellis_model_open, os.fsencode(self.path), byref(handle))
+        self._handle = handle
+
+    def close(self):
+        """Unmaps the files. A second call does nothing."""
+        handle, self._handle = self._handle, None
+        if handle:
+            lib.trellis_model_close(handle)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else "%d layers" % len(self)
+        return "<libtrellis.Model %r (%s)>" % (self.path, state)
+
+    def _h(self):
+        if self._handle is None:
+            raise ValueError("libtrellis.Model %r is closed" % self.path)
+        return self._handle
+
+    def __len__(self):
+        return int(lib.trellis_model_layer_count(self._h()))
+
+    @property
+    def quantization_config(self):
+        """config.json's quantization_config as a dict, or None."""
+        q = lib.trellis_model_quant_config(self._h())
+        if not q or not q.contents.present:
+            return None
+        q = q.contents
+        out = {
+            "quant_method": _lib.text(q.quant_method),
+            "version": _lib.text(q.version),
+            "bits": q.bits,
+            "head_bits": q.head_bits,
+            "codebook": _lib.text(q.codebook),
+            "out_scales": _lib.text(q.out_scales),
+            "calibration_rows": q.calibration_rows,
+            "calibration_cols": q.calibration_cols,
+        }
+        if _lib.HAS_PAIRS:
+            out["descriptor_sha256"] = _lib.text(q.descriptor_sha256)
+        return out
+
+    def layer_info(self):
+        """One dict per EXL3 layer, sorted by name: name, k, n, bits,
+        codebook, signs ("scaled" or "legacy"), bias, and where the library
+        reads paired layers pair and rate_axis ("P24", "n"; None for a
+        uniform layer). Read from the headers."""
+        h = self._h()
+        rows = []
+        for i in range(len(self)):
+            if _lib.has("trellis_model_layer_info"):
+                info = _lib.LayerInfo()
+                call(lib.trellis_model_layer_info, h, i, byref(info))
+                legacy = (
+                    info.input_signs == _lib.SIGNS_LEGACY or info.output_signs == _lib.SIGNS_LEGACY
+                )
+                row = {
+                    "name": _lib.text(info.name),
+                    "k": info.k,
+                    "n": info.n,
+                    "bits": info.bits,
+                    "codebook": CODEBOOKS.get(info.codebook, "invalid"),
+                    "signs": "legacy" if legacy else "scaled",
+                    "bias": bool(info.has_bias),
+                }
+                if _lib.HAS_PAIRS:
+                    paired = info.pair != 0
+                    row["pair"] = PAIR_KINDS.get(info.pair, "invalid") if paired else None
+                    row["rate_axis"] = RATE_AXES.get(info.rate_axis, "invalid") if paired else None
+            else:
+                row = self.layer(i).info()
+            rows.append(row)
+        return rows
+
+    def layer_names(self):
+        return [row["name"] for row in self.layer_info()]
+
+    def layer(self, key):
+        """The layer of a name or an index, for decode and forward."""
+        raw = _lib.Layer()
+        if isinstance(key, str):
+            call(lib.trellis_model_find_layer, self._h(), key.encode(), byref(raw))
+        else:
+            call(lib.trellis_model_layer, self._h(), int(key), byref(raw))
+        return Layer(raw.weight, _lib.text(raw.name), self)
+
+    def layers(self):
+        """Every EXL3 layer, sorted by name."""
+        return [self.layer(i) for i in range(len(self))]
+
+    def __iter__(self):
+        return iter(self.layers())
+
+    def other_tensor_names(self):
+        """Names of the tensors that are not part of an EXL3 layer."""
+        h = self._h()
+        names = []
+        for i in range(lib.trellis_model_other_count(h)):
+            t = _lib.Tensor()
+            call(lib.trellis_model_other, h, i, byref(t))
+            names.append(_lib.text(t.name))
+        return names
+
+    def tensor(self, name):
+        """Any tensor of the checkpoint by full name, as a numpy copy."""
+        t = _lib.Tensor()
+        call(lib.trellis_model_find_tensor, self._h(), name.encode(), byref(t))
+        return _tensor_array(t)
+
+
+def _host_vector(name, value, dtype, length):
+    if value is None:
+        return None
+    a = np.ascontiguousarray(value)
+    if a.dtype != dtype or a.shape != (length,):
+        raise error(
+            "TRELLIS_ERR_SHAPE" if a.dtype == dtype else "TRELLIS_ERR_DTYPE",
+            "%s: expected %s [%d], got %s %s"
+            % (name, np.dtype(dtype).name, length, a.dtype.name, list(a.shape)),
+        )
+    return a
+
+
+class Layer:
+    """One EXL3 linear layer in host memory (a model's mapping or arrays).
+
+    Attributes: name, k (in_features), n (out_features), bits, codebook
+    (name), signs ("scaled" or "legacy"), has_bias; pair, rate_axis and
+    bits1 (a pair's record1 K) are None for a uniform layer.
+    """
+
+    def __init__(self, weight, name, owner):
+        self._weight = weight
+        self._owner = owner
+        self.name = name
+        self.k = int(weight.k)
+        self.n = int(weight.n)
+        self.bits = int(weight.bits)
+        self.codebook = CODEBOOKS.get(weight.codebook, "invalid")
+        self.signs = "legacy" if (weight.su or weight.sv) else "scaled"
+        self.has_bias = bool(weight.bias)
+        self.pair = None
+        self.rate_axis = None
+        self.bits1 = None
+        if _lib.weight_has_pair_fields(weight) and weight.pair:
+            self.pair = PAIR_KINDS.get(weight.pair, "invalid")
+            self.rate_axis = RATE_AXES.get(weight.rate_axis, "invalid")
+            self.bits1 = int(weight.bits1)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        trellis,
+        suh=None,
+        svh=None,
+        *,
+        su=None,
+        sv=None,
+        bias=None,
+        codebook="3inst",
+        name="layer",
+    ):
+        """A layer from numpy arrays laid out as a checkpoint stores them:
+        trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su
+        int16 [k/16]), svh fp16 [n] (or sv int16 [n/16]), bias fp16 [n] or
+        None. The arrays are kept (contiguous copies where needed)."""
+        t = np.ascontiguousarray(trellis)
+        if t.dtype != np.int16 or t.ndim != 3 or t.shape[2] % 16:
+            raise error(
+                "TRELLIS_ERR_SHAPE" if t.dtype == np.int16 else "TRELLIS_ERR_DTYPE",
+                "trellis: expected int16 [k/16, n/16, 16*bits], got %s %s"
+                % (t.dtype.name, list(t.shape)),
+            )
+        k, n, bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
+        arrays = {
+            "trellis": t,
+            "suh": _host_vector("suh", suh, np.float16, k),
+            "svh": _host_vector("svh", svh, np.float16, n),
+            "su": _host_vector("su", su, np.int16, k // 16),
+            "sv": _host_vector("sv", sv, np.int16, n // 16),
+            "bias": _host_vector("bias", bias, np.float16, n),
+        }
+        w = _lib.Weight()
+        lib.trellis_weight_init(byref(w))
+        w.k, w.n, w.bits = k, n, bits
+        w.codebook = codebook_id(codebook)
+        for field, a in arrays.items():
+            if a is not None:
+                setattr(w, field, a.ctypes.data_as(type(getattr(w, field))))
+        # the values too (finite scales and bias) where the library can
+        if _lib.has("trellis_weight_check_values"):
+            call(lib.trellis_weight_check_values, byref(w))
+        else:
+            call(lib.trellis_weight_validate, byref(w))
+        return cls(w, name, arrays)
+
+    def __repr__(self):
+        return "<libtrellis.Layer %s k=%d n=%d bits=%d codebook=%s>" % (
+            self.name,
+            self.k,
+            self.n,
+            self.bits,
+            self.codebook,
+        )
+
+    def info(self):
+        row = {
+            "name": self.name,
+            "k": self.k,
+            "n": self.n,
+            "bits": self.bits,
+            "codebook": self.codebook,
+            "signs": self.signs,
+            "bias": self.has_bias,
+        }
+        if _lib.HAS_PAIRS:
+            row["pair"] = self.pair
+            row["rate_axis"] = self.rate_axis
+        return row
+
+    def weight(self):
+        """The trellis_weight of host pointers (for the C entry points).
+
+        Raises ValueError once the owning model is closed."""
+        if isinstance(self._owner, Model) and self._owner.closed:
+            raise ValueError("layer %s: its model %r is closed" % (self.name, self._owner.path))
+        return self._weight
+
+    def decode(self, dense=False):
+        """W_hat as fp16 [k, n] (bit-exact), or with dense=True the
+        original-basis weight as fp32 [k, n] (bias not included)."""
+        w = self.weight()
+        if dense:
+            out = np.empty((self.k, self.n), dtype=np.float32)
+            call(lib.trellis_dense_weight, byref(w), out.ctypes.data)
+        else:
+            out = np.empty((self.k, self.n), dtype=np.float16)
+            call(lib.trellis_decode_weight, byref(w), out.ctypes.data)
+        return out
+
+    def check_input(self, x):
+        """(x as a contiguous [m, k] array, m, whether x was one row).
+
+        x must be float16 or float32, [m, k] or [k]."""
+        a = np.asarray(x)
+        if a.dtype not in (np.float16, np.float32):
+            raise error(
+                "TRELLIS_ERR_DTYPE",
+                "x: dtype %s is not supported for layer %s (expected float16 "
+                "or float32)" % (a.dtype.name, self.name),
+            )
+        if a.ndim not in (1, 2) or a.shape[-1] != self.k:
+            raise error(
+                "TRELLIS_ERR_SHAPE",
+                "x: shape %s does not fit layer %s with k = %d (expected "
+                "[m, %d] or [%d])" % (list(a.shape), self.name, self.k, self.k, self.k),
+            )
+        one_row = a.ndim == 1
+        a = np.ascontiguousarray(a.reshape(-1, self.k))
+        return a, a.shape[0], one_row
+
+    def forward(self, x, out_dtype=np.float32, threads=0):
+        """y = the layer applied to x on the CPU (the library's reference).
+
+        x: float16 or float32, [m, k] or [k]; y: out_dtype (float32 or
+        float16), [m, n] or [n]. threads: 0 = one per core."""
+        w = self.weight()
+        a, m, one_row = self.check_input(x)
+        out_dtype = np.dtype(out_dtype)
+        if out_dtype not in (np.float16, np.float32):
+            raise error(
+                "TRELLIS_ERR_DTYPE",
+                "out_dtype: %s is not supported (expected float32 or float16)" % out_dtype.name,
+            )
+        y = np.empty((m, self.n), dtype=out_dtype)
+        if m:
+            x_dt = _lib.F16 if a.dtype == np.float16 else _lib.F32
+            y_dt = _lib.F16 if out_dtype == np.float16 else _lib.F32
+            ws_bytes = lib.trellis_cpu_workspace_size(byref(w), m, threads)
+            ws = np.empty(max(ws_bytes, 1), dtype=np.uint8)
+            call(
+                lib.trellis_cpu_forward,
+                byref(w),
+                a.ctypes.data,
+                x_dt,
+                m,
+                y.ctypes.data,
+                y_dt,
+                ws.ctypes.data,
+                ws_bytes,
+                threads,
+            )
+        return y[0] if one_row else y
+
+
+def info(path):
+    """What `trellis info` shows, as a dict: path, quantization_config
+    (a dict, or None), layers (one dict per EXL3 layer: name, k, n, bits,
+    codebook, signs, bias), other_tensors (their count)."""
+    with Model(path) as m:
+        return {
+            "path": m.path,
+            "quantization_config": m.quantization_config,
+            "layers": m.layer_info(),
+            "other_tensors": len(m.other_tensor_names()),
+        }
+
+
+def decode(path, layer, dense=False):
+    """W_hat of one layer as fp16 [k, n] (bit-exact), or its dense fp32
+    weight with dense=True, like `trellis decode`."""
+    with Model(path) as m:
+        return m.layer(layer).decode(dense=dense)
+
+
+def _cuda_usable():
+    if not (cuda_built() and cuda_device_count() > 0):
+        return False
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def forward(path, layer, x, device="auto", threads=0):
+    """y = layer(x) as fp32, like `trellis forward`: x float16/float32
+    [m, k] or [k], y [m, n] or [n]. device "cpu", "cuda" (needs PyTorch with
+    CUDA) or "auto" (CUDA when usable, else the CPU)."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise error(
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "device: expected 'auto', 'cpu' or 'cuda', got %r" % (device,),
+        )
+    if device == "auto":
+        device = "cuda" if _cuda_usable() else "cpu"
+    with Model(path) as m:
+        lay = m.layer(layer)
+        if device == "cpu":
+            return lay.forward(x, threads=threads)
+        try:
+            from . import _torch
+        except ImportError as exc:
+            raise error(
+                "TRELLIS_ERR_NO_DEVICE",
+                "device 'cuda' needs PyTorch with CUDA (%s)" % exc,
+            ) from exc
+
+        return _torch.forward_numpy(lay, x)
