@@ -7,7 +7,7 @@
  * CUDA graph without one. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
-/* The tolerances of SYSTEM.md's contract are rel L2 and max|d|/max|y| of
+/* The tolerances of FORMAT.md §7.2 are rel L2 and max|d|/max|y| of
  * 2e-3. The fp16 W_hat (exact) lands near 1e-6 of the CPU reference; the
  * halves added by the tensor core near 2e-4. */
 #define EXACT_REL 1e-4

@@ -1,4 +1,4 @@
-/* The b12x formats (B12X-FORMATS.md) without files: the SQG tables and
+/* The b12x formats (FORMAT.md §9) without files: the SQG tables and
  * their hashes, the graph, both SQG decoders (worked examples, full-table
  * hashes, statistics), known-answer tiles and pairs, the staircase
  * regenerated from the normal quantile, and the validation of
@@ -69,7 +69,7 @@ static void test_table_hashes(void **state) {
     assert_int_equal(t12h[t], trellis_e4m3_to_f16(t12[t]));
     assert_true(fabsf(trellis_f16_to_f32(t12h[t])) <= 5.5f);
   }
-  /* D3L spot checks against the spec's listing */
+  /* D3L spot checks against b12x's published table (FORMAT.md §9.4) */
   assert_int_equal(d3l[0], 0x467D);
   assert_int_equal(d3l[2 * 16 + 1], 0x2600);
   assert_int_equal(d3l[2 * 103], 0x004C);
@@ -99,13 +99,13 @@ typedef struct graph_example {
 } graph_example;
 
 static const graph_example graph_examples[] = {
-    /* §2 (sqg_e4m3) */
+    /* §9.2, §9.3 (sqg_e4m3) */
     {2, 0x0000, 0xFD8E, 0x4300},
     {2, 0xFFFF, 0x3446, 0xBD00},
     {3, 0x1234, 0xC0C4, 0x3C00},
     {3, 0x8001, 0xCFE0, 0x3D80},
     {4, 0xBEEF, 0xD5D5, 0x3E00},
-    /* §4.2 (sqg_fp16) */
+    /* §9.2, §9.4 (sqg_fp16) */
     {5, 0x0000, 0xCD8E, 0x3D1D},
     {5, 0xFFFF, 0x3465, 0xBCF3},
     {6, 0x1234, 0x9D16, 0x36EF},
@@ -124,7 +124,7 @@ static void test_graph_examples(void **state) {
     assert_int_equal(trellis_codebook_table_bits(cb, e->bits)[e->state],
                      e->value);
   }
-  /* the T12 column of §2 */
+  /* T12 at the ranks above (§9.3) */
   assert_int_equal(trellis_sqg_t12()[0xFD8], 0x46);
   assert_int_equal(trellis_sqg_t12()[0x344], 0xBA);
   assert_int_equal(trellis_sqg_t12()[0xC0C], 0x38);
@@ -146,7 +146,7 @@ static void test_graph_is_bijection(void **state) {
   }
 }
 
-/* §4.2: descriptor index and offset of the worked examples. */
+/* §9.4: descriptor index and offset of the worked examples. */
 static void test_d3l_index(void **state) {
   (void)state;
   static const struct {
@@ -181,7 +181,7 @@ static void test_d3l_index(void **state) {
   }
 }
 
-/* §3.4, §3.6 and §4.2: SHA-256 of every state table. */
+/* §9.3 and §9.4: SHA-256 of every state table. */
 static void test_state_table_hashes(void **state) {
   (void)state;
   static const char *const e4m3_f16[3] = {
@@ -246,7 +246,7 @@ static void test_tables_agree(void **state) {
                    0x7C00);
 }
 
-/* §3.4 and §4.2 statistics over the 65536 states. */
+/* §9.3 and §9.4: statistics over the 65536 states. */
 static void test_statistics(void **state) {
   (void)state;
   static const struct {
@@ -282,7 +282,7 @@ static void test_statistics(void **state) {
   }
 }
 
-/* §3.2: the staircase regenerated from 1.5 * Phi^-1 in float64 gives the
+/* §9.3: the staircase regenerated from 1.5 * Phi^-1 in float64 gives the
  * labels whose hash the format pins, and their modal compression is T12. */
 static double normal_quantile(double p) {
   /* Acklam's rational approximation, then one Halley step on erfc */
@@ -512,7 +512,7 @@ static trellis_weight pair_weight(trellis_pair_kind kind,
   return w;
 }
 
-/* §5.3: pattern payloads of pairs, W_hat row-major. */
+/* §9.8: pattern payloads of pairs, W_hat row-major. */
 static void test_pair_known_answers(void **state) {
   (void)state;
   static const struct {

@@ -1,6 +1,6 @@
 /* The b12x known-answer vectors (testvectors/b12x/manifest.json) through the
  * loader, the CPU decoders and the CLI, and the loader's rejection of
- * malformed b12x containers (B12X-FORMATS §1.2, §1.3, §6):
+ * malformed b12x containers (FORMAT.md §9.6, §9.7):
  *   - the layer the loader finds matches the manifest (k, n, codebook, K or
  *     pair kind and rate axis);
  *   - W_hat from trellis_decode_weight equals w_hat bit for bit;
@@ -160,8 +160,8 @@ static void check_close(const char *what, const bcase *c, const float *got,
 
 /* ---------------------------------------------------- per-case checks -- */
 
-/* §5.2: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles then
- * record1's 8 tiles; the records as the loader sees them give it back. */
+/* FORMAT.md §9.5: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles
+ * then record1's 8 tiles; the records as the loader sees them give it back. */
 static void check_prepared_payload(const loaded *t) {
   trellis_tensor prep;
   tu_assert_status(trellis_file_find(t->ref, "payload_prepared", &prep),
@@ -727,8 +727,8 @@ static void test_bad_pairs(void **state) {
   free(p);
 }
 
-/* §1.2: a b12x_qsrt model directory takes its codebook from config.json;
- * the rank-16 correction stays an "other" tensor. */
+/* FORMAT.md §9.7: a b12x_qsrt model directory takes its codebook from
+ * config.json; the rank-16 correction stays an "other" tensor. */
 static void test_research_container(void **state) {
   (void)state;
   init_scales();

@@ -1,4 +1,4 @@
-/* Codebooks (spec section 3): worked examples, full-table checksums,
+/* Codebooks (FORMAT.md §4): worked examples, full-table checksums,
  * statistics, and the table against the scalar decode. */
 #include <setjmp.h>
 #include <stdarg.h>

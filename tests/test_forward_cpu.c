@@ -1,6 +1,6 @@
-/* CPU forward, dense weight and H128: the spec's end-to-end layers
- * (section 7 item 6), the dense weight of the shipped test vectors to fp32
- * accuracy (test_vectors.c runs the rest of each case), a bit-exact
+/* CPU forward, dense weight and H128: the end-to-end layers of FORMAT.md
+ * §10.2, the dense weight of the shipped test vectors to fp32 accuracy
+ * (test_vectors.c runs the rest of each case), a bit-exact
  * emulation of the documented numerics for every dtype pair, thread-count
  * independence and argument/workspace errors. */
 #include "testutil.h"
@@ -272,7 +272,7 @@ static void test_h128_definition(void **state) {
     assert_float_equal(v[i], in[i], 1e-5);
 }
 
-/* ------------------------------------------------- spec section 7 item 6 */
+/* ------------------------------------ end-to-end layers, FORMAT.md §10.2 */
 
 typedef struct spec_case {
   int bits;
@@ -397,7 +397,7 @@ static void test_spec_layers(void **state) {
       x_f32[i] = trellis_f16_to_f32(l.x[i]);
     double ref[SPEC_M * SPEC_N];
     reference_forward(&l.w, w_hat, x_f32, SPEC_M, ref);
-    /* Our float64 reference reproduces the spec's printed values. */
+    /* Our float64 reference reproduces FORMAT.md §10.2's values. */
     for (int j = 0; j < 6; j++) {
       assert_float_equal(ref[j], sc->y0[j], 1e-6);
       if (sc->has_y1)

@@ -1,4 +1,4 @@
-/* Tile decoding (spec sections 2 and 7 items 1-5): windows, permutation and
+/* Tile decoding (FORMAT.md §3, §10.1): windows, permutation and
  * known-answer tiles for every K and codebook. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +25,7 @@ static void random_tile(int16_t *tile, int bits) {
   synth_words(&rng, tile, (size_t)(16 * bits));
 }
 
-/* Stream bit p, straight from the spec's pseudocode. */
+/* Stream bit p, straight from its definition (FORMAT.md §3.2). */
 static int stream_bit(const int16_t *tile, int bits, int p) {
   const int length = 256 * bits;
   p = ((p % length) + length) % length;
@@ -85,7 +85,7 @@ static void test_positions(void **state) {
     int r, c;
     trellis_tile_position(i, &r, &c);
     const int lane = i / 8, j = i % 8;
-    /* The spec's alternative column formula. */
+    /* The alternative column formula of FORMAT.md §3.5. */
     assert_int_equal(c, 2 * (lane >> 3) + ((lane >> 2) & 1) + 8 * (j >> 2));
     assert_int_equal(r, 2 * (lane % 4) + (j & 1) + 8 * ((j >> 1) & 1));
     seen[16 * r + c]++;
@@ -306,7 +306,7 @@ static void test_fast_f32_decode(void **state) {
   }
 }
 
-/* K=3 example of the spec: weight 0 reads stream bits 755..767 then 0..2;
+/* FORMAT.md §3.3's K=3 example: weight 0 reads stream bits 755..767 then 0..2;
  * weight 5 reads bits 2..17. */
 static void test_window_bits(void **state) {
   (void)state;

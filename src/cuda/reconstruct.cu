@@ -183,7 +183,7 @@ constexpr int kHadWarps = 4;
 constexpr int kHadPitch = 128 + 8; /* halves per staged row */
 
 /* W' = W_hat . Hblk . diag(post): the output rotation folded into the
- * weight (EXL3-FORMAT.md 4.2: y = x~ . W_hat . Hblk . diag(svh)), for the
+ * weight (FORMAT.md §6.3: y = x~ . W_hat . Hblk . diag(svh)), for the
  * dense path when the input rotation stays a pass of its own. One warp per
  * 16 x 128 block, staged in shared memory (fp16) so each row leaves as 256
  * contiguous bytes; dst is [k][n_cols] for columns [n0, n0 + n_cols). */

@@ -1,5 +1,6 @@
-/* Procedural codebooks (spec section 3): 16-bit trellis state -> fp16; the
- * SQG codebooks (their tables live in sqg.c) behind the same entry points. */
+/* Procedural codebooks (FORMAT.md §4): 16-bit trellis state -> fp16; the
+ * SQG codebooks (§9, their tables live in sqg.c) behind the same entry
+ * points. */
 #include "format/codebook.h"
 
 #include "core/internal.h"

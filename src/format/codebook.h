@@ -15,9 +15,9 @@ const float *trellis_codebook_table_f32(trellis_codebook cb);
  * their checks (trellis_sqg_tables_status says why). */
 const float *trellis_codebook_table_f32_bits(trellis_codebook cb, int bits);
 
-/* K range of each codebook (B12X-FORMATS §6): 3INST, MCG and MUL1 1..8;
- * sqg_e4m3 2..6 (5 and 6 are the extension of §3.6); sqg_fp16 5..6. 0 for
- * an unknown codebook. */
+/* K range of each codebook (FORMAT.md §8, §9.3, §9.4): 3INST, MCG and MUL1
+ * 1..8; sqg_e4m3 2..6 (5 and 6 a b12x branch's extension); sqg_fp16 5..6.
+ * 0 for an unknown codebook. */
 static inline int trellis_codebook_min_bits(trellis_codebook cb) {
   switch (cb) {
   case TRELLIS_CB_3INST:

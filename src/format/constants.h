@@ -11,7 +11,7 @@
 /* States of the 16-bit trellis (entries of one codebook table). */
 #define TRELLIS_CODEBOOK_STATES 65536
 
-/* Codebook multipliers (spec section 3): the state times the
+/* Codebook multipliers (FORMAT.md §4.1): the state times the
  * multiplier (plus the increment for 3INST), modulo 2^32. */
 #define TRELLIS_MUL_3INST 89226354u
 #define TRELLIS_ADD_3INST 64248484u
@@ -30,7 +30,7 @@
 #define TRELLIS_MUL1_BIAS 0xC931u  /* -1329/128 */
 
 /* The multipliers the `mcg` / `mul1` marker tensors of a layer hold
- * (spec section 1): the codebook's own. */
+ * (FORMAT.md §2.3): the codebook's own. */
 #define TRELLIS_MCG_MARKER TRELLIS_MUL_MCG
 #define TRELLIS_MUL1_MARKER TRELLIS_MUL_MUL1
 

@@ -8,7 +8,7 @@
 
 /*
  * In place: v = H128 . v * r_scale, all in fp32, in exactly the GPU order
- * (spec 4.3 item 1): lane t holds v[4t..4t+3]; 4-point stage
+ * (FORMAT.md §5.2): lane t holds v[4t..4t+3]; 4-point stage
  * s0=a0+a1, d0=a0-a1, s1=a2+a3, d1=a2-a3, h=(s0+s1, d0+d1, s0-s1, d0-d1);
  * then for stride m = 1, 2, 4, 8, 16:
  *   h_lane = (lane & m ? -h_lane : h_lane) + h_(lane ^ m);

@@ -1,4 +1,4 @@
-/* SQG codebooks (B12X-FORMATS §2-§4): the T12 and D3L tables, their
+/* SQG codebooks (FORMAT.md §9.2-§9.4): the T12 and D3L tables, their
  * SHA-256 checks and the per-K state -> value tables of the CPU decoders. */
 #include "format/sqg.h"
 
@@ -16,7 +16,7 @@
 #define FP16_MIN_BITS 5
 #define FP16_TABLES 2 /* K 5..6 */
 
-/* §3.2: the 77 positive-half offsets where the E4M3 magnitude code steps up
+/* §9.3: the 77 positive-half offsets where the E4M3 magnitude code steps up
  * (frozen constants of the format; the count of entries <= off is the
  * code). */
 static const uint16_t staircase[77] = {
@@ -29,7 +29,7 @@ static const uint16_t staircase[77] = {
     23017, 24229, 25332, 26330, 27637, 29054, 30143, 30957, 31548, 31967,
     32255, 32447, 32617, 32717, 32753, 32764, 32767};
 
-/* §4.1: fp16 bits (base, slope) of the 104 D3L segments. */
+/* §9.4: fp16 bits (base, slope) of the 104 D3L segments. */
 static const uint16_t d3l_table[TRELLIS_SQG_D3L_COUNT][2] = {
     {0x467D, 0x0000}, {0x461D, 0x0000}, {0x45EF, 0x0000}, {0x45D0, 0x0000},
     {0x45B8, 0x0000}, {0x45A5, 0x0000}, {0x4595, 0x0000}, {0x4587, 0x0000},
@@ -77,7 +77,7 @@ uint16_t trellis_e4m3_to_f16(uint8_t code) {
   return (code & 0x80u) ? (uint16_t)(bits | 0x8000u) : bits;
 }
 
-/* §3.2: the exact labels of all ranks, E4M3 codes (zero has no sign). The
+/* §9.3: the exact labels of all ranks, E4M3 codes (zero has no sign). The
  * magnitude code of an offset is the count of staircase entries <= it. */
 static void staircase_labels(uint8_t labels[STATES]) {
   static uint8_t mag[STATES / 2];
@@ -104,7 +104,7 @@ static int hash_is(const void *data, size_t len, const char *want) {
   return strcmp(hex, want) == 0;
 }
 
-/* §3.3: T12[t] = the most frequent label of ranks 16t..16t+15, ties to the
+/* §9.3: T12[t] = the most frequent label of ranks 16t..16t+15, ties to the
  * smaller byte value. */
 static void build_t12(const uint8_t *labels) {
   for (uint32_t t = 0; t < TRELLIS_SQG_T12_SIZE; t++) {
@@ -125,7 +125,7 @@ static void build_t12(const uint8_t *labels) {
   }
 }
 
-/* §4.2: slope * x is exact in fp32 (<= 22 significant bits); adding base in
+/* §9.4: slope * x is exact in fp32 (<= 22 significant bits); adding base in
  * fp32 and rounding once to fp16 gives the single-rounded FMA of the format
  * for every rank (the table hashes in the tests check all of them). */
 static uint16_t d3l_value(uint32_t rank) {

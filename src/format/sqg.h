@@ -1,4 +1,4 @@
-/* SQG codebooks of the b12x formats (B12X-FORMATS §2-§4): the 16-bit trellis
+/* SQG codebooks of the b12x formats (FORMAT.md §9.2-§9.4): the 16-bit trellis
  * state of a weight goes through a bijective "graph" to a 16-bit rank (a
  * quantile position), and the rank to an fp16 value through one small table.
  * Unlike 3INST/MCG/MUL1 the value depends on K (the graph splits the state
@@ -45,15 +45,15 @@ extern "C" {
 #define TRELLIS_SQG_INLINE static inline
 #endif
 
-/* The graph's multiplier and increment (§2). */
+/* The graph's multiplier and increment (§9.2). */
 #define TRELLIS_SQG_A 0x3FA7D929u
 #define TRELLIS_SQG_C 0xC928FD8Eu
 
 #define TRELLIS_SQG_T12_SIZE 4096
 #define TRELLIS_SQG_D3L_COUNT 104
 
-/* SHA-256 of the 65536 exact staircase labels in rank order (§3.2), of T12
- * (§3.3) and of the 416 D3L bytes (§4.1; b12x's descriptor_sha256). */
+/* SHA-256 of the 65536 exact staircase labels in rank order (§9.3), of T12
+ * (§9.3) and of the 416 D3L bytes (§9.4; b12x's descriptor_sha256). */
 #define TRELLIS_SQG_LABELS_SHA256                                              \
   "4ccef33598b9a772a6c48023030d87c46501255858077eab4561657ffe63a4b0"
 #define TRELLIS_SQG_T12_SHA256                                                 \
@@ -69,7 +69,7 @@ TRELLIS_SQG_INLINE uint32_t trellis_sqg_bitrev(uint32_t v, int bits) {
   return r;
 }
 
-/* §2: state -> rank, a permutation of 0..65535 for each K in 2..6. Only the
+/* §9.2: state -> rank, a permutation of 0..65535 for each K in 2..6. Only the
  * low 16 bits of `state` are used. */
 TRELLIS_SQG_INLINE uint32_t trellis_sqg_rank(uint32_t state, int bits) {
   const int width = 16 - bits;
@@ -85,7 +85,7 @@ TRELLIS_SQG_INLINE uint32_t trellis_sqg_rank(uint32_t state, int bits) {
   return (stratum << width) | phase;
 }
 
-/* §4.2: the D3L descriptor of a rank, the offset x (0..2047, exact in fp16)
+/* §9.4: the D3L descriptor of a rank, the offset x (0..2047, exact in fp16)
  * inside its segment and the sign (1 = negative). */
 TRELLIS_SQG_INLINE uint32_t trellis_sqg_d3l_index(uint32_t rank, uint32_t *x,
                                                   uint32_t *negative) {

@@ -1,4 +1,4 @@
-/* Internal tile decoding helpers (spec section 2). */
+/* Internal tile decoding helpers (FORMAT.md §3). */
 #ifndef TRELLIS_FORMAT_TILE_H
 #define TRELLIS_FORMAT_TILE_H
 

@@ -92,7 +92,7 @@ static size_t payload_bytes(int64_t k, int64_t n, int bits) {
   return total / 8;
 }
 
-/* B12X-FORMATS §5-§6: a known kind and axis, 256 channels on the rate axis,
+/* FORMAT.md §9.5, §9.6: a known kind and axis, 256 channels on the rate axis,
  * bits/bits1 equal to the kind's K values, MCG or SQG_E4M3, both records and
  * fp16 scales present. */
 static trellis_status check_pair(const trellis_weight *w) {
@@ -286,7 +286,7 @@ static void scales_f32(const uint16_t *scaled, const int16_t *legacy,
   }
 }
 
-/* B12X-FORMATS §6: a pair's suh and svh are finite. */
+/* FORMAT.md §9.6: a pair's suh and svh are finite. */
 static trellis_status check_pair_finite(const char *what, const uint16_t *v,
                                         int64_t count) {
   for (int64_t i = 0; i < count; i++)

@@ -1,4 +1,4 @@
-/* EXL3 layer discovery (EXL3-FORMAT §1, §5), and b12x layers
+/* EXL3 layer discovery (FORMAT.md §2, §8), and b12x layers
  * (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, checked in io/qsrt.c).
  *
  * A group `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `<p>.mcg|mul1`,

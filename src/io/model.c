@@ -1,6 +1,6 @@
 /* EXL3 models: one .safetensors file, or a directory holding
  * model.safetensors or model.safetensors.index.json shards, plus an optional
- * config.json with a quantization_config (EXL3-FORMAT §1 "Model level").
+ * config.json with a quantization_config (FORMAT.md §2.6).
  *
  * Shard names in the index are plain file names inside the directory, but
  * a directory entry may be a symbolic link to anywhere (the Hugging Face

@@ -1,4 +1,4 @@
-/* b12x layer containers (B12X-FORMATS §1.2, §1.3, §6).
+/* b12x layer containers (FORMAT.md §9.7) and their validation (§9.6).
  *
  * Choices:
  *   - The codebook comes from the payload file's __metadata__ "codebook",
@@ -51,7 +51,7 @@ static trellis_status check_scale(const char *label, const char *prefix,
   return TRELLIS_OK;
 }
 
-/* B12X-FORMATS §6: a pair's suh and svh are finite. The data may be
+/* FORMAT.md §9.6: a pair's suh and svh are finite. The data may be
  * misaligned, so it is read byte by byte. */
 static trellis_status check_finite(const char *label, const char *prefix,
                                    const trellis_tensor *t, const char *what) {

@@ -1,4 +1,4 @@
-/* b12x layer containers (B12X-FORMATS §1.2, §1.3): `<p>.qsrt_trellis`
+/* b12x layer containers (FORMAT.md §9.7): `<p>.qsrt_trellis`
  * (uniform) or `<p>.qsrt_pair` (a pair), with `<p>.qsrt_suh` and
  * `<p>.qsrt_svh`; the codebook (and a pair's kind and rate axis) come from
  * the file's __metadata__, or the codebook from config.json of a
@@ -20,7 +20,7 @@ typedef struct trellis_qsrt_group {
   const trellis_tensor *suh, *svh, *mcg, *mul1;
 } trellis_qsrt_group;
 
-/* Checks the group against B12X-FORMATS §1 and §6 and fills w's k, n,
+/* Checks the group against FORMAT.md §9.6 and §9.7 and fills w's k, n,
  * bits, codebook and pair fields (not its pointers). `meta` is the
  * __metadata__ of the payload's file (may be NULL); `model_codebook` the
  * config.json codebook of a b12x_qsrt model (may be NULL or ""). Errors:

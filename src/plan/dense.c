@@ -2,7 +2,7 @@
  * slices into the workspace and hand the GEMM to cuBLASLt (fp32 compute).
  *  - With an external rotation: W_hat, fp32 output, the caller rotates.
  *  - Otherwise the output rotation is folded into the slice, W' = W_hat .
- *    Hblk . diag(svh) rounded once to fp16/bf16 (EXL3-FORMAT.md 4.2; exllamav3
+ *    Hblk . diag(svh) rounded once to fp16/bf16 (FORMAT.md §6.3; exllamav3
  *    does the same for large m), so no rotation pass over the [m, n] output;
  *    when x is in the compute dtype the input rotation is folded too (W =
  *    diag(suh) . Hblk . W') and the GEMM reads x: no pass over [m, k].
