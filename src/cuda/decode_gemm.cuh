@@ -35,8 +35,8 @@ template <int MB> struct Layout {
 
 /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
  * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
- * stages are 1 KiB-aligned. (MB 1 with 3 stages and registers capped for
- * 4 CTAs/SM measured 9% slower than 4 stages at 3 CTAs/SM: RESULTS.md.) */
+ * stages are 1 KiB-aligned. For MB 1 the deeper ring beats a fourth CTA
+ * per SM (bench/RESULTS.md). */
 template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
   return MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
 }
@@ -206,9 +206,8 @@ template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
- * (Two variants with the weights as the MMA's A operand, which drop the
- * B-fragment pack, measured slower or rounded W_hat differently: see
- * RESULTS.md.) */
+ * The weights are the B operand here: as the A operand (no B-fragment
+ * pack) they were slower or rounded W_hat differently (bench/RESULTS.md). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
 compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
@@ -284,12 +283,10 @@ __device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
   /* Tiles per wgmma group: one fence, commit and wait per two tiles (one
-   * group in flight while the next two decode). On the H200 pairs measured
-   * 3-5% faster than single tiles at m <= 16 and 2-4% at m = 32 and 64;
-   * groups of four 1% slower than pairs. Not for the 8-m-block variant (148
-   * registers with pairs: one CTA per SM) nor for K <= 2, where pairs take
-   * the one-m-block kernel from 42 to 61 registers (5 to 4 CTAs per SM):
-   * +8% on 8192x28672, -7% on 28672x8192, single tiles -2% on both. */
+   * group in flight while the next two decode), which beats single tiles
+   * and groups of four on the H200 (bench/RESULTS.md). Single tiles for the
+   * 8-m-block variant and for K <= 2, where pairs cost enough registers to
+   * lose a CTA per SM. */
   constexpr int kGroup = MB <= 4 && K >= 3 ? 2 : 1;
 #pragma unroll
   for (int kr = 0; kr < kSK; kr += kGroup) {

@@ -29,10 +29,8 @@ using namespace trellis::gemm;
 
 constexpr int K = TRELLIS_FUSED_BITS;
 /* Largest cluster prepare picks (plan/kernel_config.h): the non-portable
- * limit for the one-m-block variant, the portable one for the others.
- * 16-CTA clusters pack into the GPCs badly, but where the model still picks
- * them they measured 5-11% faster at m <= 8 and up to 12% slower at m = 128
- * than 8 (RESULTS.md). */
+ * limit for the one-m-block variant, the portable one for the others, since
+ * 16-CTA clusters help small m and cost m = 128 (bench/RESULTS.md). */
 constexpr int max_cluster(int mb) {
   return mb == 1 ? TRELLIS_FUSED_MAX_CLUSTER : TRELLIS_FUSED_MAX_CLUSTER_WIDE;
 }
@@ -188,10 +186,8 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
 /* Called by every CTA of a claiming launch once make_ready has returned
  * for all its blocks: it reads and writes no flag after this. The last CTA
  * to get here resets the flags (and the counter) for the next launch; no
- * CTA of this launch reads them any more. (Counting here, after the first
- * stages' activations are issued, or at the kernel's end measured the
- * same on the H200; a launch that rotates locally skips the fence and the
- * atomic altogether, which saved ~1 us per launch: RESULTS.md.) */
+ * CTA of this launch reads them any more. A launch that rotates locally
+ * touches no flag and skips this fence and atomic. */
 __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
   if (threadIdx.x != 0)
     return;
@@ -211,12 +207,11 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
  * shared `rotated` buffer and waiting for the CTAs that rotate them. That
  * wait is a fixed cost per CTA (flag reads, CAS, publish: several L2 round
  * trips); re-rotating x in every strip costs ~80 instructions per row and
- * stage against ~3500 for the stage's decode, so short CTAs gain (up to
- * 29% on 512x6144) and long ones lose (8192x28672: +5% at m = 1, +19% at
- * m = 8; RESULTS.md). Row r of stage s is rotated by warp (r + s) % 8: its
- * 8-byte loads are issued before the stage in flight is computed, the
- * result is written to the stage's activation rows after it. Rows m..15
- * are zeroed once: nothing else writes the activation area. */
+ * stage against ~3500 for the stage's decode, so short CTAs gain and long
+ * ones lose (bench/RESULTS.md). Row r of stage s is rotated by warp
+ * (r + s) % 8: its 8-byte loads are issued before the stage in flight is
+ * computed, the result is written to the stage's activation rows after it.
+ * Rows m..15 are zeroed once: nothing else writes the activation area. */
 constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
@@ -285,12 +280,11 @@ struct LocalRotation {
  * kPreRows (the plan decides, trellis_layout_fused_ahead), they are
  * rotated once before the ring by all warps
  * (LocalRotation::rotate_ahead) and each stage only copies its rows from
- * there. Rotating a stage's rows as it enters the ring made one warp per
- * row and stage run ~60 instructions and five shuffle rounds longer than
- * the others, and the stage barrier made everyone wait for it (6-9% at
- * m = 1: RESULTS.md). 20 rows of 256 bytes after the ring keep 3 CTAs per
- * SM. It is a kernel of its own (Ahead): compiled into the same kernel as
- * the other two forms it made the claiming form 2-4% slower. */
+ * there: rotating a stage's rows as it enters the ring keeps one warp per
+ * row longer than the others, and the stage barrier waits for it. 20 rows
+ * of 256 bytes after the ring keep 3 CTAs per SM. It is a kernel of its
+ * own (Ahead), since compiled into one kernel with the other two forms it
+ * slows the claiming form (bench/RESULTS.md). */
 constexpr int kPreRows = TRELLIS_FUSED_PRE_ROWS;
 constexpr int kPreBytes = kPreRows * 256;
 constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
@@ -382,8 +376,8 @@ __global__ void __launch_bounds__(kThreads,
    * Everything else that kernel may write (x, the rotated buffer, the
    * flags) or read (y) is touched only after its grid has completed and
    * flushed. Our dependents may be scheduled once every CTA is past the
-   * wait; they too wait for our completion. (Allowing them before the
-   * wait, or only after the ring, measured slower: RESULTS.md.) */
+   * wait (the fastest point, bench/RESULTS.md); they too wait for our
+   * completion. */
   griddep_wait();
   griddep_launch_dependents();
   AccFor<MB> acc;
@@ -481,9 +475,8 @@ void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
 }
 
 /* Per-CTA fixed cost in units of one k-block's stage: pipeline fill, the
- * rotation claims and the cluster reduce. Measured on the H200 (RESULTS.md):
- * with 2 the model chose 8-CTA clusters for 8192x28672, 3-7% slower than
- * 4-CTA clusters; 5 orders 4 vs 8 as measured on the three shapes tried. */
+ * rotation claims and the cluster reduce. 5 makes the model rank cluster
+ * sizes as the H200's timings do (bench/RESULTS.md). */
 constexpr int kRampStages = 5;
 
 /* Whether the kernel rotates x up front (the Ahead form, see kPreRows). */
@@ -517,7 +510,7 @@ struct Fused {
    * ramp), where a wave is what cudaOccupancyMaxActiveClusters says fits
    * at once. Large clusters split k finely but pack into GPCs less well;
    * sizes that are not powers of two (5, 6) often fit the wave count
-   * better and measured up to 17% faster. */
+   * better. */
   template <int MB, int AHEAD> static int prepare(Args &a) {
     const void *kern = kernel<MB, AHEAD>();
     constexpr size_t kSmem = smem<MB, AHEAD>();

@@ -137,8 +137,9 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
       return st;
     if (d->m >= p->desc.max_m)
       break;
-    /* then powers of two (192 -> 256 -> 512 ...): an algorithm picked for
-     * m = 384 ran m = 256 at half cuBLAS's speed (RESULTS.md) */
+    /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
+     * algorithm of the smallest bucket that holds it: one picked for a
+     * larger m can be far slower (bench/RESULTS.md) */
     int64_t next = 1;
     while (next <= b)
       next *= 2;

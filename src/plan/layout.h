@@ -51,7 +51,7 @@ typedef struct trellis_layout {
 /* Whether the dense path folds the input rotation into its weight at m
  * rows: that skips a pass over x ([m, k]) but the weight's reconstruct
  * (over [k, n]) costs more; on the H200 the pass over x costs more from
- * about m >= 2n/3 (RESULTS.md). */
+ * about m >= 2n/3 (bench/RESULTS.md). */
 static inline int
 trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
   return p->dense_fold_input && 3 * m >= 2 * p->n;
@@ -70,10 +70,7 @@ static inline int64_t trellis_layout_fused_stages(int64_t k, int cluster) {
  * rotation costs every CTA a few percent per row. Local where the grid
  * leaves SMs idle, where the CTAs are short (m x k-blocks per CTA <= 16),
  * or up to 32 when the grid is one wave (TRELLIS_FUSED_CTAS_PER_SM per
- * SM). On the H200 (RESULTS.md, eighth session) the 32 bound took
- * 4096x4096 at m = 8 from 18.6 to 16.3 us and the m = 2 rows of
- * 4096x14336, 14336x4096 and 8192x8192 1-7% down; at m = 4 (44-52) and on
- * 8192x28672 at m = 1 (22, two waves) local was slower. */
+ * SM): the bounds where local wins on the H200 (bench/RESULTS.md). */
 static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                              int cluster, int sm_count) {
   if (m > TRELLIS_FUSED_LOCAL_ROWS || cluster < 1)
@@ -87,8 +84,7 @@ static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
 /* Whether a local rotation (above) is done before the ring: where every
  * CTA's rows x k-blocks fit the kernel's area for them
  * (TRELLIS_FUSED_PRE_ROWS). Rotating each stage's rows as it enters the
- * ring makes one warp per row late to the stage barrier (6-9% at m = 1 on
- * the H200, RESULTS.md, eighth session). */
+ * ring makes one warp per row late to the stage barrier. */
 static inline int trellis_layout_fused_ahead(int64_t m, int64_t k,
                                              int cluster) {
   return cluster >= 1 &&
@@ -97,20 +93,18 @@ static inline int trellis_layout_fused_ahead(int64_t m, int64_t k,
 
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
- * finishes (see griddep_wait). On the H200 that saved 4-13% at m = 1 and 8
- * on every benchmark layer whose CTAs run two or more k-blocks, and cost
- * 5-9% on 512x6144, whose CTAs run one (RESULTS.md, seventh session). */
+ * finishes (see griddep_wait): a gain where its CTAs run two or more
+ * k-blocks, a loss where they run one (bench/RESULTS.md). */
 static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trellis_layout_fused_stages(k, cluster) >= 2;
 }
 
 /* Whether the persistent small-m kernel (one launch, no workspace) runs m
  * rows on `path` rather than the split-K decode-GEMM (generic) or the
- * fused cluster kernel. It is faster on the fused path up to 8 rows on
- * every layer measured, and up to 16 on layers of at most 2^25 weights;
- * the split-K kernel keeps the generic path's larger m on large layers,
- * where its 3 CTAs of 8 warps per SM hide the decode better (H200, see
- * bench/RESULTS.md). */
+ * fused cluster kernel: on the fused path up to 8 rows, and up to 16 on
+ * layers of at most 2^25 weights; the split-K kernel keeps the generic
+ * path's larger m on large layers, where its 3 CTAs of 8 warps per SM hide
+ * the decode better (bench/RESULTS.md). */
 static inline int trellis_layout_stream(const trellis_layout_params *p,
                                         trellis_path path, int64_t m) {
   if (!p->stream || m > TRELLIS_STREAM_MAX_M)

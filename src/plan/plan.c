@@ -190,11 +190,9 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   const int sm90_image = p->cc_major >= 9 && trellis_image_arch() >= 90;
   p->fused_image = sm90_image;
   p->pdl = sm90_image;
-  /* Measured crossover (RESULTS.md). With the mma.sync decode-GEMM the
-   * dense path is faster from m = 192. On Hopper (wgmma) the decode-GEMM
-   * stays faster up to two m-blocks (256 rows) on layers with k >= 1024;
-   * from three m-blocks dense wins on 4 of 5 layers, and on 512x6144 it
-   * wins from 192. */
+  /* The dense path from m = 192; on Hopper from 257 on layers with
+   * k >= 1024, where the wgmma decode-GEMM stays faster up to two m-blocks
+   * (the H200's crossover, bench/RESULTS.md). */
   p->dense_min_m = (p->cc_major == 9 && p->w.k >= 1024) ? 257 : 192;
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
