@@ -55,8 +55,8 @@ const char *trellis_last_error(void) { return last_message; }
 
 void trellis_clear_error(void) { last_message[0] = '\0'; }
 
-trellis_status trellis_failv(trellis_status status, const char *fmt,
-                             va_list ap) {
+static trellis_status failv(trellis_status status, const char *fmt,
+                            va_list ap) {
   vsnprintf(last_message, MSG_CAP, fmt, ap);
   return status;
 }
@@ -64,7 +64,7 @@ trellis_status trellis_failv(trellis_status status, const char *fmt,
 trellis_status trellis_fail(trellis_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  trellis_failv(status, fmt, ap);
+  failv(status, fmt, ap);
   va_end(ap);
   return status;
 }

@@ -23,8 +23,6 @@ extern "C" {
  * `return trellis_fail(TRELLIS_ERR_SHAPE, "k = %lld is not ...", k);` */
 trellis_status trellis_fail(trellis_status status, const char *fmt, ...)
     TRELLIS_PRINTF(2, 3);
-trellis_status trellis_failv(trellis_status status, const char *fmt,
-                             va_list ap);
 /* Prepends "context: " to the current detail message (for callers that add
  * a file or tensor name to an error from below) and returns `status`. */
 trellis_status trellis_fail_prefix(trellis_status status, const char *fmt, ...)

@@ -52,10 +52,6 @@ size_t trellis_tensor_dtype_size(trellis_tensor_dtype dt) {
   return dtype_table[dt].size;
 }
 
-const char *trellis_file_label(const trellis_file *f) {
-  return f && f->label ? f->label : "<null>";
-}
-
 /* ------------------------------------------------------------ parsing -- */
 
 /* One header entry while parsing: its tensor plus the raw offsets. */

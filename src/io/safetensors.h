@@ -44,9 +44,6 @@ struct trellis_file {
   trellis_st_meta meta;
 };
 
-/* The file's path (or "<memory>"), for callers that build messages. */
-const char *trellis_file_label(const trellis_file *f);
-
 /* TRELLIS_ERR_IO when the file is now shorter than when it was opened (its
  * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. */
 trellis_status trellis_file_check_size(const trellis_file *f);

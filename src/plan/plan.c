@@ -63,8 +63,9 @@ static trellis_status check_device_pointer(const void *p, const char *what) {
   return TRELLIS_OK;
 }
 
-trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
-                                   trellis_gate_reason *why) {
+/* Path run() takes for m: the gate, then the dense crossover. */
+static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
+                                  trellis_gate_reason *why) {
   trellis_gate_input g;
   memset(&g, 0, sizeof g);
   g.m = m;
@@ -233,7 +234,7 @@ trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
                         "m = %lld is outside 1..max_m (%lld)", (long long)m,
                         (long long)plan->desc.max_m);
   trellis_layout lay;
-  trellis_path path = trellis_plan_path_for(plan, m, NULL);
+  trellis_path path = plan_path_for(plan, m, NULL);
   if (!trellis_layout_compute(&plan->lp, path, m, &lay))
     return trellis_fail(TRELLIS_ERR_SHAPE,
                         "buffer sizes overflow size_t at m = %lld",
@@ -499,7 +500,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                         (uintptr_t)x % 16 ? "x" : "y");
   cudaStream_t s = (cudaStream_t)stream;
   trellis_layout lay;
-  trellis_path path = trellis_plan_path_for(plan, m, NULL);
+  trellis_path path = plan_path_for(plan, m, NULL);
   if (!trellis_layout_compute(&plan->lp, path, m, &lay))
     return trellis_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
                         (long long)m);

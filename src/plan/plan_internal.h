@@ -44,10 +44,6 @@ struct trellis_plan {
   trellis_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
 
-/* Path run() takes for m: the gate, then the dense crossover. */
-trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
-                                   trellis_gate_reason *why);
-
 /* Fused path (plan/fused.c). */
 size_t trellis_fused_lock_count(const trellis_weight *w);
 trellis_status trellis_fused_prepare(trellis_plan *plan);
