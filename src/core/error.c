@@ -61,7 +61,7 @@ static trellis_status failv(trellis_status status, const char *fmt,
   return status;
 }
 
-trellis_status trellis_fail(trellis_status status, const char *fmt, ...) {
+trellis_status trl_fail(trellis_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   failv(status, fmt, ap);
@@ -69,8 +69,7 @@ trellis_status trellis_fail(trellis_status status, const char *fmt, ...) {
   return status;
 }
 
-trellis_status trellis_fail_prefix(trellis_status status, const char *fmt,
-                                   ...) {
+trellis_status trl_fail_prefix(trellis_status status, const char *fmt, ...) {
   char old[MSG_CAP];
   va_list ap;
   memcpy(old, last_message, MSG_CAP);

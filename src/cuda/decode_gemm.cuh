@@ -6,8 +6,8 @@
  * stages, each 8 tile rows deep (128 k). Warps split the strip along n (WN)
  * and the stage's tile rows along k (WK); k-partners are summed in shared
  * memory at the end, so results are deterministic. */
-#ifndef TRELLIS_CUDA_DECODE_GEMM_CUH
-#define TRELLIS_CUDA_DECODE_GEMM_CUH
+#ifndef TRL_CUDA_DECODE_GEMM_CUH
+#define TRL_CUDA_DECODE_GEMM_CUH
 
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 #include <type_traits>
 
-namespace trellis {
+namespace trl {
 namespace gemm {
 
 constexpr int kThreads = 256;
@@ -46,7 +46,7 @@ template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
  * 16 n x 16 k in the mma A layout), the activations are B in shared memory,
  * 16*MB tokens wide; a warpgroup covers 64 columns. Elsewhere mma.sync with
  * the warps split over n (WN) and k (WK) as Layout says. */
-constexpr bool kWgmma = TRELLIS_WGMMA != 0;
+constexpr bool kWgmma = TRL_WGMMA != 0;
 
 template <int K> __host__ __device__ constexpr int stage_w_bytes() {
   return kSK * kNT * 32 * K;
@@ -251,7 +251,7 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
   }
 }
 
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
 /* The same with wgmma: warp w decodes tile column w of every tile row of
  * the stage; per tile row its warpgroup issues one m64n(16*MB)k16, two
  * tile rows to a wgmma group (kGroup). One group stays in flight while the
@@ -405,7 +405,7 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
     cp_async_wait<kStages - 2>();
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
     fence_proxy_async_smem(); /* the stage is read by the async proxy */
 #endif
     __syncthreads();
@@ -514,6 +514,6 @@ struct Gemm {
 };
 
 } // namespace gemm
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -22,22 +22,22 @@
 
 namespace cg = cooperative_groups;
 
-namespace trellis {
+namespace trl {
 namespace fused {
 
-using namespace trellis::gemm;
+using namespace trl::gemm;
 
-constexpr int K = TRELLIS_FUSED_BITS;
+constexpr int K = TRL_FUSED_BITS;
 /* Largest cluster prepare picks (plan/kernel_config.h): the non-portable
  * limit for the one-m-block variant, the portable one for the others, since
  * 16-CTA clusters help small m and cost m = 128 (bench/RESULTS.md). */
 constexpr int max_cluster(int mb) {
-  return mb == 1 ? TRELLIS_FUSED_MAX_CLUSTER : TRELLIS_FUSED_MAX_CLUSTER_WIDE;
+  return mb == 1 ? TRL_FUSED_MAX_CLUSTER : TRL_FUSED_MAX_CLUSTER_WIDE;
 }
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
 [[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
 [[maybe_unused]] constexpr int CB =
-    TRELLIS_FUSED_CODEBOOK; /* unused where the body is compiled out */
+    TRL_FUSED_CODEBOOK; /* unused where the body is compiled out */
 
 struct FusedParams {
   const int16_t *trellis;
@@ -202,7 +202,7 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
 }
 
 /* Local input rotation (one m-block of at most kLocalRows rows; the plan
- * decides when, trellis_layout_fused_local): each CTA rotates the rows of
+ * decides when, trl_layout_fused_local): each CTA rotates the rows of
  * its own stages as they enter the ring, instead of claiming blocks of the
  * shared `rotated` buffer and waiting for the CTAs that rotate them. That
  * wait is a fixed cost per CTA (flag reads, CAS, publish: several L2 round
@@ -212,7 +212,7 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
  * (r + s) % 8: its 8-byte loads are issued before the stage in flight is
  * computed, the result is written to the stage's activation rows after it.
  * Rows m..15 are zeroed once: nothing else writes the activation area. */
-constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
+constexpr int kLocalRows = TRL_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
 /* This lane's 4 elements of row r, k-block b, of x (TRELLIS_F16 or
@@ -277,7 +277,7 @@ struct LocalRotation {
 };
 
 /* Up-front local rotation: where rows x stages of every CTA are at most
- * kPreRows (the plan decides, trellis_layout_fused_ahead), they are
+ * kPreRows (the plan decides, trl_layout_fused_ahead), they are
  * rotated once before the ring by all warps
  * (LocalRotation::rotate_ahead) and each stage only copies its rows from
  * there: rotating a stage's rows as it enters the ring keeps one warp per
@@ -285,7 +285,7 @@ struct LocalRotation {
  * of 256 bytes after the ring keep 3 CTAs per SM. It is a kernel of its
  * own (Ahead), since compiled into one kernel with the other two forms it
  * slows the claiming form (bench/RESULTS.md). */
-constexpr int kPreRows = TRELLIS_FUSED_PRE_ROWS;
+constexpr int kPreRows = TRL_FUSED_PRE_ROWS;
 constexpr int kPreBytes = kPreRows * 256;
 constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
 
@@ -340,8 +340,7 @@ __device__ __forceinline__ void zero_rows(char *smem, int m) {
 }
 
 template <int MB, bool Ahead>
-__global__ void __launch_bounds__(kThreads,
-                                  MB <= 2 ? TRELLIS_FUSED_CTAS_PER_SM : 2)
+__global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
     fused_k6_kernel(FusedParams p) {
   static_assert(!Ahead || MB == 1, "up-front rotation: one m-block");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -371,7 +370,7 @@ __global__ void __launch_bounds__(kThreads,
       ld.issue_w(ring + s * SB);
   cp_async_commit();
   /* Programmatic dependent launch (where the plan asks for it,
-   * trellis_layout_fused_pdl): the weights are immutable, so their first
+   * trl_layout_fused_pdl): the weights are immutable, so their first
    * stages stream in while the previous kernel of the stream finishes.
    * Everything else that kernel may write (x, the rotated buffer, the
    * flags) or read (y) is touched only after its grid has completed and
@@ -465,7 +464,7 @@ void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
   attr[0].val.clusterDim.x = (unsigned)cs;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  attr[1] = trellis::pdl_attribute();
+  attr[1] = trl::pdl_attribute();
   cfg.gridDim = dim3((unsigned)(strips * cs));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
@@ -562,31 +561,32 @@ int run(dispatch::Op op, int m_blocks, int ahead, Fused::Args &a) {
 }
 
 } // namespace fused
-} // namespace trellis
+} // namespace trl
 
-using namespace trellis::fused;
+using namespace trl::fused;
 
-extern "C" int
-trellis_fused_prepare_kernels(int64_t k, int64_t n,
-                              int cluster_out[TRELLIS_M_BLOCK_COUNT]) {
+extern "C" int trl_fused_prepare_kernels(int64_t k, int64_t n,
+                                         int cluster_out[TRL_M_BLOCK_COUNT]) {
   Fused::Args a = {};
   a.k = k;
   a.n = n;
-  int err = run(trellis::dispatch::Op::kPrepare, 1, 1, a);
-  for (int i = 0; !err && i < TRELLIS_M_BLOCK_COUNT; ++i) {
+  int err = run(trl::dispatch::Op::kPrepare, 1, 1, a);
+  for (int i = 0; !err && i < TRL_M_BLOCK_COUNT; ++i) {
     a.cluster = 1;
-    err = run(trellis::dispatch::Op::kPrepare, trellis_m_block_at(i), 0, a);
+    err = run(trl::dispatch::Op::kPrepare, trl_m_block_at(i), 0, a);
     cluster_out[i] = a.cluster;
   }
   return err;
 }
 
-extern "C" int trellis_launch_fused(
-    const int16_t *trellis, const void *x, trellis_dtype in_dtype,
-    const uint16_t *s_in, const uint16_t *s_out, const uint16_t *bias,
-    uint16_t *rotated, void *y, trellis_dtype out_dtype, unsigned *flags,
-    int64_t m, int64_t k, int64_t n, int m_blocks, int cluster,
-    trellis_fused_rotation rotation, int pdl, void *stream) {
+extern "C" int trl_launch_fused(const int16_t *trellis, const void *x,
+                                trellis_dtype in_dtype, const uint16_t *s_in,
+                                const uint16_t *s_out, const uint16_t *bias,
+                                uint16_t *rotated, void *y,
+                                trellis_dtype out_dtype, unsigned *flags,
+                                int64_t m, int64_t k, int64_t n, int m_blocks,
+                                int cluster, trl_fused_rotation rotation,
+                                int pdl, void *stream) {
   Fused::Args a = {};
   FusedParams &p = a.p;
   p.trellis = trellis;
@@ -606,13 +606,12 @@ extern "C" int trellis_launch_fused(
    * few rows, 16-bit x on 8-byte boundaries */
   const bool can_local = m_blocks == 1 && m <= kLocalRows &&
                          in_dtype != TRELLIS_F32 && ((uintptr_t)x & 7) == 0;
-  const trellis_fused_rotation mode =
-      can_local ? rotation : TRELLIS_FUSED_CLAIMS;
-  p.local = mode != TRELLIS_FUSED_CLAIMS;
+  const trl_fused_rotation mode = can_local ? rotation : TRL_FUSED_CLAIMS;
+  p.local = mode != TRL_FUSED_CLAIMS;
   init_shifts(p.shifts);
   a.cluster = cluster;
   a.pdl = pdl;
   a.stream = (cudaStream_t)stream;
-  return run(trellis::dispatch::Op::kLaunch, m_blocks,
-             mode == TRELLIS_FUSED_LOCAL_AHEAD, a);
+  return run(trl::dispatch::Op::kLaunch, m_blocks,
+             mode == TRL_FUSED_LOCAL_AHEAD, a);
 }

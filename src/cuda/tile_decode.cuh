@@ -5,12 +5,12 @@
  *   j = 2,3 -> rows 2q+8, 2q+9, column L/4
  *   j = 4..7 -> the same rows, column L/4 + 8.
  * The tile's words are read from shared memory. */
-#ifndef TRELLIS_CUDA_TILE_DECODE_CUH
-#define TRELLIS_CUDA_TILE_DECODE_CUH
+#ifndef TRL_CUDA_TILE_DECODE_CUH
+#define TRL_CUDA_TILE_DECODE_CUH
 
 #include "common.cuh"
 
-namespace trellis {
+namespace trl {
 
 /* Shifted words needed to hold the lane's 7K + 16 bits, and raw words. */
 template <int K> struct TileGeom {
@@ -152,6 +152,6 @@ decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
   decode_frags<K, CB, BF16>(w, lw.o, b, LiteralShifts());
 }
 
-} // namespace trellis
+} // namespace trl
 
 #endif
