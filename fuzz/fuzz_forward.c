@@ -69,16 +69,15 @@ static void discovered(const uint8_t *data, size_t size) {
   trellis_file *f = NULL;
   if (trellis_file_open_memory(data, size, &f) != TRELLIS_OK)
     return;
-  trellis_layer_set s;
-  if (trellis_layers_discover(f->tensors, f->count, "<fuzz>", &s) ==
-      TRELLIS_OK) {
+  trl_layer_set s;
+  if (trl_layers_discover(f->tensors, f->count, "<fuzz>", &s) == TRELLIS_OK) {
     for (size_t i = 0; i < s.count && i < 2; i++) {
-      check(trellis_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
+      check(trl_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
       const trellis_weight *w = &s.layers[i].weight;
       check(trellis_weight_check_values(w) == TRELLIS_OK);
       run(w, 1 + (int64_t)(size % 3), (uint32_t)size);
     }
-    trellis_layers_free(&s);
+    trl_layers_free(&s);
   }
   trellis_file_close(f);
 }

@@ -32,15 +32,15 @@ static void check(int ok) {
 }
 
 static void fuzz_layers(const trellis_file *f) {
-  trellis_layer_set s;
-  const trellis_layer_hints hints = {.meta = &f->meta};
-  if (trellis_layers_discover_hinted(f->tensors, f->count, &hints, "<fuzz>",
-                                     &s) != TRELLIS_OK)
+  trl_layer_set s;
+  const trl_layer_hints hints = {.meta = &f->meta};
+  if (trl_layers_discover_hinted(f->tensors, f->count, &hints, "<fuzz>", &s) !=
+      TRELLIS_OK)
     return;
   check(s.count + s.other_count <= f->count);
   for (size_t i = 0; i < s.count; i++) {
     check(!s.extra[i].pending == !s.extra[i].lazy);
-    check(trellis_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
+    check(trl_layers_realign(&s, i, "<fuzz>") == TRELLIS_OK);
     check(s.extra[i].pending == 0);
     const trellis_weight *w = &s.layers[i].weight;
     check((uintptr_t)w->trellis % 2 == 0 && (uintptr_t)w->suh % 2 == 0 &&
@@ -60,7 +60,7 @@ static void fuzz_layers(const trellis_file *f) {
     touch(w->bias, (size_t)w->n * 2);
     touch(s.layers[i].name, strlen(s.layers[i].name) + 1);
   }
-  trellis_layers_free(&s);
+  trl_layers_free(&s);
 }
 
 static void fuzz_safetensors(const uint8_t *data, size_t size) {
@@ -84,29 +84,28 @@ static void fuzz_safetensors(const uint8_t *data, size_t size) {
 }
 
 static void fuzz_npy(const uint8_t *data, size_t size) {
-  trellis_npy a;
-  if (trellis_npy_parse(data, size, &a) != TRELLIS_OK)
+  npy_array a;
+  if (npy_parse(data, size, &a) != TRELLIS_OK)
     return;
-  check(a.nbytes == trellis_npy_count(&a) * trellis_dtype_size(a.dtype));
+  check(a.nbytes == npy_count(&a) * trellis_dtype_size(a.dtype));
   touch(a.data, a.nbytes);
-  trellis_npy_free(&a);
+  npy_free(&a);
 }
 
 static void fuzz_json(const uint8_t *data, size_t size) {
   trellis_quant_config qc;
-  if (trellis_quant_config_parse((const char *)data, size, "<fuzz>", &qc) ==
+  if (trl_quant_config_parse((const char *)data, size, "<fuzz>", &qc) ==
       TRELLIS_OK)
     check(memchr(qc.quant_method, 0, sizeof qc.quant_method) &&
           memchr(qc.codebook, 0, sizeof qc.codebook));
-  trellis_index idx;
-  if (trellis_index_parse((const char *)data, size, "<fuzz>", &idx) !=
-      TRELLIS_OK)
+  trl_index idx;
+  if (trl_index_parse((const char *)data, size, "<fuzz>", &idx) != TRELLIS_OK)
     return;
   for (size_t i = 0; i < idx.count; i++) {
     check(idx.shard[i] < idx.shard_count);
     check(!strchr(idx.shards[idx.shard[i]], '/'));
   }
-  trellis_index_free(&idx);
+  trl_index_free(&idx);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -111,7 +111,7 @@ TRELLIS_API float trellis_bf16_to_f32(uint16_t bits);
 /* ------------------------------------------------------------------------ */
 
 /* 3INST, MCG and MUL1 are EXL3's codebooks (any K 1..8). The SQG codebooks
- * come from the b12x formats (B12X-FORMATS.md): their value of a state
+ * come from the b12x formats (docs/FORMAT.md §9): their value of a state
  * depends on K, and each is defined at some K only. */
 typedef enum trellis_codebook {
   TRELLIS_CB_3INST = 0,
@@ -361,14 +361,14 @@ typedef struct trellis_quant_config {
   char codebook[16]; /* "mcg", "mul1", "3inst" or "" */
   char out_scales[16];
   int64_t calibration_rows, calibration_cols;
-  /* b12x_qsrt models (B12X-FORMATS §1.2): the sqg_fp16 descriptor table's
+  /* b12x_qsrt models (docs/FORMAT.md §9.7): the sqg_fp16 descriptor table's
    * SHA-256, or "" */
   char descriptor_sha256[65];
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
  * model.safetensors or model.safetensors.index.json shards, and config.json.
- * Besides EXL3 layers it finds b12x layers (B12X-FORMATS.md):
+ * Besides EXL3 layers it finds b12x layers (docs/FORMAT.md §9.7):
  * `<p>.qsrt_trellis` (uniform) or `<p>.qsrt_pair` (record0 || record1) with
  * `<p>.qsrt_suh` and `<p>.qsrt_svh`. Their codebook comes from the file's
  * __metadata__ "codebook" (a pair's kind and axis from "pair_kind" and

@@ -34,8 +34,8 @@ static void expect_refused(const trellis_weight *dw, const char *needle) {
 static void test_pair_upload_and_refusal(void **state) {
   (void)state;
   const int64_t orth = 256;
-  const size_t w0 = trellis_pair_record_words(orth, 2);
-  const size_t w1 = trellis_pair_record_words(orth, 4);
+  const size_t w0 = trl_pair_record_words(orth, 2);
+  const size_t w1 = trl_pair_record_words(orth, 4);
   int16_t *rec0 = malloc(w0 * 2), *rec1 = malloc(w1 * 2);
   uint16_t *suh = malloc((size_t)orth * 2), *svh = malloc(256 * 2);
   assert_true(rec0 && rec1 && suh && svh);

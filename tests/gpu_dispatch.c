@@ -12,23 +12,23 @@
 #define UNSUPPORTED(call)                                                      \
   do {                                                                         \
     trellis_clear_error();                                                     \
-    assert_int_equal((call), TRELLIS_KERNEL_UNSUPPORTED);                      \
+    assert_int_equal((call), TRL_KERNEL_UNSUPPORTED);                          \
   } while (0)
 
 static void test_gemm(void **state) {
   (void)state;
-  UNSUPPORTED(trellis_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("decode-GEMM: no kernel variant for bits 9");
   tu_assert_error_has("this build has bits 1, 2, 3, 4, 5, 6, 7, 8");
-  UNSUPPORTED(trellis_gemm_prepare(0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("bits 0");
-  UNSUPPORTED(trellis_gemm_prepare(4, (trellis_codebook)7, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(4, (trellis_codebook)7, TRELLIS_F16));
   tu_assert_error_has("codebook 7");
-  UNSUPPORTED(trellis_gemm_prepare(4, TRELLIS_CB_MUL1, TRELLIS_F32));
+  UNSUPPORTED(trl_gemm_prepare(4, TRELLIS_CB_MUL1, TRELLIS_F32));
   tu_assert_error_has("compute dtype 2");
   tu_assert_error_has("this build has compute dtype 0, 1");
 
-  trellis_gemm_args a;
+  trl_gemm_args a;
   memset(&a, 0, sizeof a);
   a.m = 40;
   a.k = a.n = 256;
@@ -38,53 +38,52 @@ static void test_gemm(void **state) {
   a.splits = 1;
   a.kt_per_split = 16;
   a.m_blocks = 3;
-  UNSUPPORTED(trellis_launch_gemm(&a, NULL));
+  UNSUPPORTED(trl_launch_gemm(&a, NULL));
   tu_assert_error_has("m_blocks 3");
   tu_assert_error_has("this build has m_blocks 1, 2, 4, 8");
   a.m_blocks = 0;
-  UNSUPPORTED(trellis_launch_gemm(&a, NULL));
-  assert_int_equal(trellis_gemm_ctas_per_sm(9, TRELLIS_CB_MCG, TRELLIS_F16, 1),
-                   0);
+  UNSUPPORTED(trl_launch_gemm(&a, NULL));
+  assert_int_equal(trl_gemm_ctas_per_sm(9, TRELLIS_CB_MCG, TRELLIS_F16, 1), 0);
 }
 
 static void test_reconstruct(void **state) {
   (void)state;
-  UNSUPPORTED(trellis_reconstruct_prepare(6, TRELLIS_CB_SQG_E4M3));
+  UNSUPPORTED(trl_reconstruct_prepare(6, TRELLIS_CB_SQG_E4M3));
   tu_assert_error_has("reconstruct: no kernel variant");
   tu_assert_error_has("codebook 3");
   uint16_t dst[8];
-  UNSUPPORTED(trellis_launch_reconstruct(NULL, 6, TRELLIS_CB_MCG, 128, 128, 0,
-                                         128, dst, TRELLIS_F32, NULL));
+  UNSUPPORTED(trl_launch_reconstruct(NULL, 6, TRELLIS_CB_MCG, 128, 128, 0, 128,
+                                     dst, TRELLIS_F32, NULL));
   tu_assert_error_has("compute dtype 2");
-  UNSUPPORTED(trellis_launch_reconstruct_had(
-      NULL, 9, TRELLIS_CB_MCG, 128, 128, 0, 128, NULL, dst, TRELLIS_F16, NULL));
-  UNSUPPORTED(trellis_launch_reconstruct_full(NULL, 2, (trellis_codebook)-1,
-                                              128, 128, 0, 128, NULL, NULL, dst,
-                                              TRELLIS_BF16, NULL));
+  UNSUPPORTED(trl_launch_reconstruct_had(NULL, 9, TRELLIS_CB_MCG, 128, 128, 0,
+                                         128, NULL, dst, TRELLIS_F16, NULL));
+  UNSUPPORTED(trl_launch_reconstruct_full(NULL, 2, (trellis_codebook)-1, 128,
+                                          128, 0, 128, NULL, NULL, dst,
+                                          TRELLIS_BF16, NULL));
 }
 
 static void test_rotations(void **state) {
   (void)state;
   float buf[128];
-  UNSUPPORTED(trellis_launch_h128(buf, (trellis_dtype)3, buf, TRELLIS_F32, NULL,
-                                  NULL, 1, 128, 0, NULL));
+  UNSUPPORTED(trl_launch_h128(buf, (trellis_dtype)3, buf, TRELLIS_F32, NULL,
+                              NULL, 1, 128, 0, NULL));
   tu_assert_error_has("H128 rotation: no kernel variant for input dtype 3");
-  UNSUPPORTED(trellis_launch_h128(buf, TRELLIS_F32, buf, (trellis_dtype)9, NULL,
-                                  NULL, 1, 128, 0, NULL));
+  UNSUPPORTED(trl_launch_h128(buf, TRELLIS_F32, buf, (trellis_dtype)9, NULL,
+                              NULL, 1, 128, 0, NULL));
   tu_assert_error_has("output dtype 9");
-  UNSUPPORTED(trellis_launch_rot_out(buf, 1, NULL, NULL, buf, (trellis_dtype)4,
-                                     1, 128, 0, NULL));
-  UNSUPPORTED(trellis_launch_bias_convert(buf, NULL, buf, (trellis_dtype)4, 1,
-                                          128, NULL));
+  UNSUPPORTED(trl_launch_rot_out(buf, 1, NULL, NULL, buf, (trellis_dtype)4, 1,
+                                 128, 0, NULL));
+  UNSUPPORTED(
+      trl_launch_bias_convert(buf, NULL, buf, (trellis_dtype)4, 1, 128, NULL));
   tu_assert_error_has("bias and conversion");
 }
 
 static void test_fused(void **state) {
   (void)state;
   uint16_t buf[8];
-  UNSUPPORTED(trellis_launch_fused(NULL, buf, TRELLIS_F16, NULL, NULL, NULL,
-                                   buf, buf, TRELLIS_F16, NULL, 40, 128, 128, 3,
-                                   1, TRELLIS_FUSED_CLAIMS, 0, NULL));
+  UNSUPPORTED(trl_launch_fused(NULL, buf, TRELLIS_F16, NULL, NULL, NULL, buf,
+                               buf, TRELLIS_F16, NULL, 40, 128, 128, 3, 1,
+                               TRL_FUSED_CLAIMS, 0, NULL));
   tu_assert_error_has("fused kernel: no kernel variant for m_blocks 3");
 }
 
@@ -92,8 +91,8 @@ static void test_fused(void **state) {
  * and keeps the launcher's detail. */
 static void test_status(void **state) {
   (void)state;
-  UNSUPPORTED(trellis_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
-  tu_assert_status(trellis_cuda_fail(TRELLIS_KERNEL_UNSUPPORTED, "plan"),
+  UNSUPPORTED(trl_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
+  tu_assert_status(trl_cuda_fail(TRL_KERNEL_UNSUPPORTED, "plan"),
                    TRELLIS_ERR_UNSUPPORTED);
   tu_assert_error_has("plan: decode-GEMM: no kernel variant for bits 9");
 }

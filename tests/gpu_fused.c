@@ -20,7 +20,7 @@ static trellis_path path_of(grun *g, int64_t m) {
   return sz.path;
 }
 
-/* SYSTEM.md's validation: fused vs generic within rel L2 < 1.5e-3, cosine >
+/* FORMAT.md §7.2: fused vs generic within rel L2 < 1.5e-3, cosine >
  * 0.999998, max|d|/max|y| < 2e-3 (fp16 outputs, as the reference runs).
  * The generic side is the split-K decode-GEMM (LEGACY_KERNELS), so the
  * fused path is checked against another kernel whatever it runs:

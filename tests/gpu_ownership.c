@@ -104,13 +104,13 @@ static void test_prepare_retry_after_failure(void **state) {
   OK(trellis_weight_upload(&w.w, &dw));
   const trellis_weight *view = trellis_device_weight_view(dw);
   trellis_plan_desc d = gu_desc(kMaxM, TRELLIS_F16, TRELLIS_F32, kFlags);
-  const trellis_prepare_step steps[3] = {TRELLIS_PREPARE_AFTER_MEMORY,
-                                         TRELLIS_PREPARE_AFTER_FUSED,
-                                         TRELLIS_PREPARE_AFTER_DENSE};
+  const trl_prepare_step steps[3] = {TRL_PREPARE_AFTER_MEMORY,
+                                     TRL_PREPARE_AFTER_FUSED,
+                                     TRL_PREPARE_AFTER_DENSE};
   for (int i = 0; i < 3; ++i) {
     trellis_plan *plan;
     OK(trellis_plan_create(view, &d, &plan));
-    trellis_plan_inject_prepare_failure(plan, steps[i]);
+    trl_plan_inject_prepare_failure(plan, steps[i]);
     tu_assert_status(trellis_plan_prepare(plan), TRELLIS_ERR_INTERNAL);
     tu_assert_error_has("injected");
     trellis_buffers b;
@@ -118,7 +118,7 @@ static void test_prepare_retry_after_failure(void **state) {
     tu_assert_status(trellis_run(plan, dummy, 1, dummy, &b, NULL),
                      TRELLIS_ERR_NOT_PREPARED);
     /* twice in a row, then the retry that succeeds */
-    trellis_plan_inject_prepare_failure(plan, steps[i]);
+    trl_plan_inject_prepare_failure(plan, steps[i]);
     tu_assert_status(trellis_plan_prepare(plan), TRELLIS_ERR_INTERNAL);
     OK(trellis_plan_prepare(plan));
     OK(trellis_plan_prepare(plan));
@@ -126,7 +126,7 @@ static void test_prepare_retry_after_failure(void **state) {
     trellis_plan_destroy(plan);
 
     OK(trellis_plan_create(view, &d, &plan));
-    trellis_plan_inject_prepare_failure(plan, steps[i]);
+    trl_plan_inject_prepare_failure(plan, steps[i]);
     tu_assert_status(trellis_plan_prepare(plan), TRELLIS_ERR_INTERNAL);
     trellis_plan_destroy(plan); /* frees what the failed attempt took */
   }

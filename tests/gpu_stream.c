@@ -7,7 +7,7 @@
  * CUDA graph without one. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
-/* The tolerances of SYSTEM.md's contract are rel L2 and max|d|/max|y| of
+/* The tolerances of FORMAT.md §7.2 are rel L2 and max|d|/max|y| of
  * 2e-3. The fp16 W_hat (exact) lands near 1e-6 of the CPU reference; the
  * halves added by the tensor core near 2e-4. */
 #define EXACT_REL 1e-4
@@ -27,14 +27,14 @@ static void dev_open(dev_layer *d, const trellis_weight *host) {
 
 /* One launch of `cfg` (its cluster count overridden by `clusters` when > 0)
  * on m rows; returns y as floats (poisoned with NaN before). */
-static float *launch(const dev_layer *d, trellis_stream_config cfg,
-                     int clusters, const void *dx, trellis_dtype xdt, int64_t m,
-                     void *dy, trellis_dtype ydt) {
+static float *launch(const dev_layer *d, trl_stream_config cfg, int clusters,
+                     const void *dx, trellis_dtype xdt, int64_t m, void *dy,
+                     trellis_dtype ydt) {
   if (clusters > 0)
     cfg.clusters = clusters;
   const size_t yb = (size_t)(m * d->w.n) * trellis_dtype_size(ydt);
   CK(cudaMemset(dy, 0xFF, yb));
-  trellis_stream_args a;
+  trl_stream_args a;
   memset(&a, 0, sizeof a);
   a.trellis = d->w.trellis;
   a.x = dx;
@@ -48,7 +48,7 @@ static float *launch(const dev_layer *d, trellis_stream_config cfg,
   a.k = d->w.k;
   a.n = d->w.n;
   a.pdl = 1;
-  assert_int_equal(trellis_launch_stream(&cfg, &a, NULL), 0);
+  assert_int_equal(trl_launch_stream(&cfg, &a, NULL), 0);
   CK(cudaDeviceSynchronize());
   void *h = malloc(yb);
   CK(cudaMemcpy(h, dy, yb, cudaMemcpyDeviceToHost));
@@ -86,10 +86,9 @@ static void test_every_variant(void **state) {
         for (int halves = 0; halves <= 1; ++halves)
           for (int sync = 0; sync <= 1; ++sync)
             for (int f = 0; f < 5; ++f) {
-              trellis_stream_config cfg;
-              assert_int_equal(trellis_stream_plan(bits, cbs[c], w.w.k, w.w.n,
-                                                   tok, halves, sync, forced[f],
-                                                   &cfg),
+              trl_stream_config cfg;
+              assert_int_equal(trl_stream_plan(bits, cbs[c], w.w.k, w.w.n, tok,
+                                               halves, sync, forced[f], &cfg),
                                0);
               if (forced[f])
                 assert_int_equal(cfg.cluster, forced[f]);
@@ -135,12 +134,12 @@ static void test_every_variant(void **state) {
  * chunks of 2) and a token width the kernel does not have are refused. */
 static void test_refusals(void **state) {
   (void)state;
-  trellis_stream_config cfg;
+  trl_stream_config cfg;
   assert_int_not_equal(
-      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 8, 1, 1, 4, &cfg), 0);
+      trl_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 8, 1, 1, 4, &cfg), 0);
   (void)cudaGetLastError();
   assert_int_not_equal(
-      trellis_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 12, 1, 1, 0, &cfg), 0);
+      trl_stream_plan(6, TRELLIS_CB_MCG, 640, 384, 12, 1, 1, 0, &cfg), 0);
   (void)cudaGetLastError();
   trellis_clear_error();
 }
@@ -153,10 +152,9 @@ static void test_dtypes(void **state) {
   dev_layer d;
   dev_open(&d, &w.w);
   const trellis_dtype dts[3] = {TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32};
-  trellis_stream_config cfg;
+  trl_stream_config cfg;
   assert_int_equal(
-      trellis_stream_plan(4, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1, 1, 0, &cfg),
-      0);
+      trl_stream_plan(4, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1, 1, 0, &cfg), 0);
   void *dy = NULL;
   CK(cudaMalloc(&dy, (size_t)(8 * w.w.n) * 4));
   for (int i = 0; i < 3; ++i)

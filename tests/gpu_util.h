@@ -203,7 +203,7 @@ static inline void gu_dependent_chain(int64_t k, int bits, trellis_codebook cb,
   int dev = 0, major = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  assert_int_equal(trellis_image_arch() >= 90, major >= 9);
+  assert_int_equal(trl_image_arch() >= 90, major >= 9);
   gw wa, wb;
   gw_random(&wa, k, k, bits, cb, 0, 1, 70);
   gw_random(&wb, k, k, bits, cb, 0, 0, 71);

@@ -1,4 +1,4 @@
-/* The b12x formats (B12X-FORMATS.md) without files: the SQG tables and
+/* The b12x formats (FORMAT.md §9) without files: the SQG tables and
  * their hashes, the graph, both SQG decoders (worked examples, full-table
  * hashes, statistics), known-answer tiles and pairs, the staircase
  * regenerated from the normal quantile, and the validation of
@@ -40,14 +40,14 @@ static void expect_hash_u16(const uint16_t *v, size_t count, const char *want) {
 
 static void test_table_hashes(void **state) {
   (void)state;
-  assert_int_equal(trellis_sqg_tables_status(), TRELLIS_OK);
-  const uint8_t *t12 = trellis_sqg_t12();
+  assert_int_equal(trl_sqg_tables_status(), TRELLIS_OK);
+  const uint8_t *t12 = trl_sqg_t12();
   assert_non_null(t12);
   expect_hash(
       t12, 4096,
       "cca11fe5744c9c93a34f4217f342fbc0f74ecc8a007c076582424a505fc9da5e");
-  expect_hash(t12, 4096, TRELLIS_SQG_T12_SHA256);
-  const uint16_t *d3l = trellis_sqg_d3l();
+  expect_hash(t12, 4096, TRL_SQG_T12_SHA256);
+  const uint16_t *d3l = trl_sqg_d3l();
   assert_non_null(d3l);
   expect_hash_u16(d3l, 208,
                   "17cf4ca9ef1e3a07c3354c12f7ac887b4e081b1668bea61eb37d8f2b410"
@@ -61,15 +61,15 @@ static void test_table_hashes(void **state) {
   assert_memory_equal(t12, first, 16);
   assert_memory_equal(t12 + 4080, last, 16);
   /* fp16 form: exact conversions; no -0, no NaN code, largest 5.5 */
-  const uint16_t *t12h = trellis_sqg_t12_f16();
+  const uint16_t *t12h = trl_sqg_t12_f16();
   assert_non_null(t12h);
   for (int t = 0; t < 4096; t++) {
     assert_int_not_equal(t12[t], 0x80);
     assert_int_not_equal(t12[t] & 0x7F, 0x7F);
-    assert_int_equal(t12h[t], trellis_e4m3_to_f16(t12[t]));
+    assert_int_equal(t12h[t], trl_e4m3_to_f16(t12[t]));
     assert_true(fabsf(trellis_f16_to_f32(t12h[t])) <= 5.5f);
   }
-  /* D3L spot checks against the spec's listing */
+  /* D3L spot checks against b12x's published table (FORMAT.md §9.4) */
   assert_int_equal(d3l[0], 0x467D);
   assert_int_equal(d3l[2 * 16 + 1], 0x2600);
   assert_int_equal(d3l[2 * 103], 0x004C);
@@ -86,8 +86,7 @@ static void test_e4m3(void **state) {
             {0x4D, 6.5f},          {0xCD, -6.5f},        {0x00, 0.0f},
             {0x7E, 448.0f}};
   for (size_t i = 0; i < sizeof ex / sizeof *ex; i++)
-    assert_true(trellis_f16_to_f32(trellis_e4m3_to_f16(ex[i].code)) ==
-                ex[i].value);
+    assert_true(trellis_f16_to_f32(trl_e4m3_to_f16(ex[i].code)) == ex[i].value);
 }
 
 /* ------------------------------------------------------------- graph -- */
@@ -99,13 +98,13 @@ typedef struct graph_example {
 } graph_example;
 
 static const graph_example graph_examples[] = {
-    /* §2 (sqg_e4m3) */
+    /* §9.2, §9.3 (sqg_e4m3) */
     {2, 0x0000, 0xFD8E, 0x4300},
     {2, 0xFFFF, 0x3446, 0xBD00},
     {3, 0x1234, 0xC0C4, 0x3C00},
     {3, 0x8001, 0xCFE0, 0x3D80},
     {4, 0xBEEF, 0xD5D5, 0x3E00},
-    /* §4.2 (sqg_fp16) */
+    /* §9.2, §9.4 (sqg_fp16) */
     {5, 0x0000, 0xCD8E, 0x3D1D},
     {5, 0xFFFF, 0x3465, 0xBCF3},
     {6, 0x1234, 0x9D16, 0x36EF},
@@ -118,18 +117,18 @@ static void test_graph_examples(void **state) {
     const graph_example *e = &graph_examples[i];
     const trellis_codebook cb =
         e->bits <= 4 ? TRELLIS_CB_SQG_E4M3 : TRELLIS_CB_SQG_FP16;
-    assert_int_equal(trellis_sqg_rank(e->state, e->bits), e->rank);
+    assert_int_equal(trl_sqg_rank(e->state, e->bits), e->rank);
     assert_int_equal(trellis_codebook_value_bits(cb, e->bits, e->state),
                      e->value);
     assert_int_equal(trellis_codebook_table_bits(cb, e->bits)[e->state],
                      e->value);
   }
-  /* the T12 column of §2 */
-  assert_int_equal(trellis_sqg_t12()[0xFD8], 0x46);
-  assert_int_equal(trellis_sqg_t12()[0x344], 0xBA);
-  assert_int_equal(trellis_sqg_t12()[0xC0C], 0x38);
-  assert_int_equal(trellis_sqg_t12()[0xCFE], 0x3B);
-  assert_int_equal(trellis_sqg_t12()[0xD5D], 0x3C);
+  /* T12 at the ranks above (§9.3) */
+  assert_int_equal(trl_sqg_t12()[0xFD8], 0x46);
+  assert_int_equal(trl_sqg_t12()[0x344], 0xBA);
+  assert_int_equal(trl_sqg_t12()[0xC0C], 0x38);
+  assert_int_equal(trl_sqg_t12()[0xCFE], 0x3B);
+  assert_int_equal(trl_sqg_t12()[0xD5D], 0x3C);
 }
 
 static void test_graph_is_bijection(void **state) {
@@ -138,7 +137,7 @@ static void test_graph_is_bijection(void **state) {
   for (int bits = 2; bits <= 6; bits++) {
     memset(seen, 0, sizeof seen);
     for (uint32_t s = 0; s < STATES; s++) {
-      const uint32_t r = trellis_sqg_rank(s, bits);
+      const uint32_t r = trl_sqg_rank(s, bits);
       assert_true(r < STATES);
       assert_int_equal(seen[r], 0);
       seen[r] = 1;
@@ -146,7 +145,7 @@ static void test_graph_is_bijection(void **state) {
   }
 }
 
-/* §4.2: descriptor index and offset of the worked examples. */
+/* §9.4: descriptor index and offset of the worked examples. */
 static void test_d3l_index(void **state) {
   (void)state;
   static const struct {
@@ -162,10 +161,10 @@ static void test_d3l_index(void **state) {
   static uint16_t by_rank[STATES];
   const uint16_t *k5 = trellis_codebook_table_bits(TRELLIS_CB_SQG_FP16, 5);
   for (uint32_t s = 0; s < STATES; s++)
-    by_rank[trellis_sqg_rank(s, 5)] = k5[s];
+    by_rank[trl_sqg_rank(s, 5)] = k5[s];
   for (size_t i = 0; i < sizeof ex / sizeof *ex; i++) {
     uint32_t x = 99, neg = 99;
-    assert_int_equal(trellis_sqg_d3l_index(ex[i].rank, &x, &neg), ex[i].idx);
+    assert_int_equal(trl_sqg_d3l_index(ex[i].rank, &x, &neg), ex[i].idx);
     assert_int_equal(x, ex[i].x);
     assert_int_equal(neg, ex[i].neg);
     assert_int_equal(by_rank[ex[i].rank], ex[i].value);
@@ -176,12 +175,12 @@ static void test_d3l_index(void **state) {
   /* every index in range, x exact in fp16 */
   for (uint32_t r = 0; r < STATES; r++) {
     uint32_t x, neg;
-    assert_true(trellis_sqg_d3l_index(r, &x, &neg) < TRELLIS_SQG_D3L_COUNT);
+    assert_true(trl_sqg_d3l_index(r, &x, &neg) < TRL_SQG_D3L_COUNT);
     assert_true(x <= 2047);
   }
 }
 
-/* §3.4, §3.6 and §4.2: SHA-256 of every state table. */
+/* §9.3 and §9.4: SHA-256 of every state table. */
 static void test_state_table_hashes(void **state) {
   (void)state;
   static const char *const e4m3_f16[3] = {
@@ -205,8 +204,8 @@ static void test_state_table_hashes(void **state) {
     if (bits <= 4)
       expect_hash_u16(table, STATES, e4m3_f16[bits - 2]);
     for (uint32_t s = 0; s < STATES; s++) {
-      bytes[s] = trellis_sqg_t12()[trellis_sqg_rank(s, bits) >> 4];
-      assert_int_equal(table[s], trellis_e4m3_to_f16(bytes[s]));
+      bytes[s] = trl_sqg_t12()[trl_sqg_rank(s, bits) >> 4];
+      assert_int_equal(table[s], trl_e4m3_to_f16(bytes[s]));
     }
     expect_hash(bytes, STATES, e4m3_bytes[bits - 2]);
   }
@@ -222,7 +221,7 @@ static void test_tables_agree(void **state) {
   for (int c = 0; c < 2; c++)
     for (int bits = 1; bits <= 8; bits++) {
       const uint16_t *t16 = trellis_codebook_table_bits(cbs[c], bits);
-      const float *t32 = trellis_codebook_table_f32_bits(cbs[c], bits);
+      const float *t32 = trl_codebook_table_f32_bits(cbs[c], bits);
       if (!trellis_codebook_bits_valid(cbs[c], bits)) {
         assert_null(t16);
         assert_null(t32);
@@ -246,7 +245,7 @@ static void test_tables_agree(void **state) {
                    0x7C00);
 }
 
-/* §3.4 and §4.2 statistics over the 65536 states. */
+/* §9.3 and §9.4: statistics over the 65536 states. */
 static void test_statistics(void **state) {
   (void)state;
   static const struct {
@@ -282,7 +281,7 @@ static void test_statistics(void **state) {
   }
 }
 
-/* §3.2: the staircase regenerated from 1.5 * Phi^-1 in float64 gives the
+/* §9.3: the staircase regenerated from 1.5 * Phi^-1 in float64 gives the
  * labels whose hash the format pins, and their modal compression is T12. */
 static double normal_quantile(double p) {
   /* Acklam's rational approximation, then one Halley step on erfc */
@@ -325,7 +324,7 @@ static int e4m3_round(double v) {
   double best_d = INFINITY;
   for (int code = 0; code <= 0x7E; code++) {
     const double d =
-        fabs(trellis_f16_to_f32(trellis_e4m3_to_f16((uint8_t)code)) - v);
+        fabs(trellis_f16_to_f32(trl_e4m3_to_f16((uint8_t)code)) - v);
     if (d < best_d || (d == best_d && (code & 1) == 0)) {
       best = code;
       best_d = d;
@@ -352,7 +351,7 @@ static void test_staircase_from_quantiles(void **state) {
   assert_int_equal(labels[0x8011], 0x01);
   assert_int_equal(labels[0xFFFE], 0x4C);
   assert_int_equal(labels[0xFFFF], 0x4D);
-  expect_hash(labels, STATES, TRELLIS_SQG_LABELS_SHA256);
+  expect_hash(labels, STATES, TRL_SQG_LABELS_SHA256);
   int changed = 0;
   for (int t = 0; t < 4096; t++) {
     int best_count = 0, best = 0;
@@ -371,7 +370,7 @@ static void test_staircase_from_quantiles(void **state) {
       changed += labels[16 * t + i] != best;
   }
   assert_int_equal(changed, 590);
-  assert_memory_equal(t12, trellis_sqg_t12(), 4096);
+  assert_memory_equal(t12, trl_sqg_t12(), 4096);
 }
 
 /* ------------------------------------------------- tiles and pairs -- */
@@ -502,17 +501,17 @@ static trellis_weight pair_weight(trellis_pair_kind kind,
   w.k = axis == TRELLIS_RATE_AXIS_N ? orth : 256;
   w.n = axis == TRELLIS_RATE_AXIS_N ? 256 : orth;
   w.codebook = cb;
-  w.bits = trellis_pair_bits0(kind);
-  w.bits1 = trellis_pair_bits1(kind);
+  w.bits = trl_pair_bits0(kind);
+  w.bits1 = trl_pair_bits1(kind);
   w.trellis = payload;
-  w.trellis1 = payload + trellis_pair_record_words(orth, w.bits);
+  w.trellis1 = payload + trl_pair_record_words(orth, w.bits);
   fill_unit_scales();
   w.suh = unit_scales;
   w.svh = unit_scales;
   return w;
 }
 
-/* §5.3: pattern payloads of pairs, W_hat row-major. */
+/* §9.8: pattern payloads of pairs, W_hat row-major. */
 static void test_pair_known_answers(void **state) {
   (void)state;
   static const struct {
@@ -550,10 +549,10 @@ static void test_pair_known_answers(void **state) {
   static int16_t payload[128 / 16 * 128 * 8];
   static uint16_t w_hat[256 * 128];
   for (size_t i = 0; i < sizeof ka / sizeof *ka; i++) {
-    const int k0 = trellis_pair_bits0(ka[i].kind);
-    const int k1 = trellis_pair_bits1(ka[i].kind);
+    const int k0 = trl_pair_bits0(ka[i].kind);
+    const int k1 = trl_pair_bits1(ka[i].kind);
     const size_t words =
-        trellis_pair_record_words(128, k0) + trellis_pair_record_words(128, k1);
+        trl_pair_record_words(128, k0) + trl_pair_record_words(128, k1);
     pattern(payload, words);
     trellis_weight w =
         pair_weight(ka[i].kind, ka[i].axis, 128, ka[i].cb, payload);
@@ -676,7 +675,7 @@ static void test_malformed_pairs(void **state) {
     w = good, w.suh = bad_suh;
     assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
     trellis_clear_error();
-    assert_int_equal(trellis_weight_scales(&w, s_in, s_out),
+    assert_int_equal(trl_weight_scales(&w, s_in, s_out),
                      TRELLIS_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(trellis_last_error(), "weight.suh[77]"));
     assert_int_equal(trellis_dense_weight(&w, dense),
@@ -692,7 +691,7 @@ static void test_malformed_pairs(void **state) {
   w.n = 128;
   w.bits = 3;
   w.suh = bad_suh;
-  assert_int_equal(trellis_weight_scales(&w, s_in, s_out), TRELLIS_OK);
+  assert_int_equal(trl_weight_scales(&w, s_in, s_out), TRELLIS_OK);
 }
 
 /* A weight filled by the header before the pair fields is a uniform layer. */

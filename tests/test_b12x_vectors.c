@@ -1,6 +1,6 @@
 /* The b12x known-answer vectors (testvectors/b12x/manifest.json) through the
  * loader, the CPU decoders and the CLI, and the loader's rejection of
- * malformed b12x containers (B12X-FORMATS §1.2, §1.3, §6):
+ * malformed b12x containers (FORMAT.md §9.6, §9.7):
  *   - the layer the loader finds matches the manifest (k, n, codebook, K or
  *     pair kind and rate axis);
  *   - W_hat from trellis_decode_weight equals w_hat bit for bit;
@@ -160,8 +160,8 @@ static void check_close(const char *what, const bcase *c, const float *got,
 
 /* ---------------------------------------------------- per-case checks -- */
 
-/* §5.2: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles then
- * record1's 8 tiles; the records as the loader sees them give it back. */
+/* FORMAT.md §9.5: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles
+ * then record1's 8 tiles; the records as the loader sees them give it back. */
 static void check_prepared_payload(const loaded *t) {
   trellis_tensor prep;
   tu_assert_status(trellis_file_find(t->ref, "payload_prepared", &prep),
@@ -194,11 +194,11 @@ static void test_layer(void **state) {
     assert_int_equal(w->bits, c->bits);
   } else {
     assert_int_equal(w->rate_axis, c->axis);
-    assert_int_equal(w->bits, trellis_pair_bits0(c->pair));
-    assert_int_equal(w->bits1, trellis_pair_bits1(c->pair));
+    assert_int_equal(w->bits, trl_pair_bits0(c->pair));
+    assert_int_equal(w->bits1, trl_pair_bits1(c->pair));
     const int64_t orth = c->axis == TRELLIS_RATE_AXIS_N ? c->k : c->n;
     assert_ptr_equal(w->trellis1,
-                     w->trellis + trellis_pair_record_words(orth, w->bits));
+                     w->trellis + trl_pair_record_words(orth, w->bits));
     if (c->axis == TRELLIS_RATE_AXIS_N)
       check_prepared_payload(&t);
   }
@@ -270,12 +270,12 @@ static void test_misaligned(void **state) {
   assert_int_equal(info.codebook, a->codebook);
   assert_int_equal(info.pair, a->pair);
   assert_int_equal(info.rate_axis, a->rate_axis);
-  assert_int_equal(trellis_model_copied_bytes(m), 0);
+  assert_int_equal(trl_model_copied_bytes(m), 0);
 
   trellis_layer L;
   tu_assert_status(trellis_model_layer(m, 0, &L), TRELLIS_OK);
   const trellis_weight *w = &L.weight;
-  assert_true(trellis_model_copied_bytes(m) >= trellis_weight_payload_bytes(a));
+  assert_true(trl_model_copied_bytes(m) >= trellis_weight_payload_bytes(a));
   assert_int_equal((uintptr_t)w->trellis % 2, 0);
   assert_ptr_equal(w->trellis1, a->trellis1
                                     ? w->trellis + (a->trellis1 - a->trellis)
@@ -426,29 +426,28 @@ static void test_cli_decode_forward(void **state) {
              w_path);
     if (run_cli(args, out, sizeof out) != 0)
       fail_msg("%s: %s", args, out);
-    trellis_npy a;
-    tu_assert_status(trellis_npy_read(w_path, &a), TRELLIS_OK);
+    npy_array a;
+    tu_assert_status(npy_read(w_path, &a), TRELLIS_OK);
     assert_int_equal(a.dtype, TRELLIS_F16);
     assert_int_equal(a.nbytes, t.w_hat.nbytes);
     assert_memory_equal(a.data, t.w_hat.data, a.nbytes);
-    trellis_npy_free(&a);
+    npy_free(&a);
 
     const int64_t xshape[2] = {c->m, c->k};
-    tu_assert_status(
-        trellis_npy_write(x_path, TRELLIS_F16, 2, xshape, t.x.data),
-        TRELLIS_OK);
+    tu_assert_status(npy_write(x_path, TRELLIS_F16, 2, xshape, t.x.data),
+                     TRELLIS_OK);
     snprintf(args, sizeof args,
              "forward '%s' %s --input '%s' --output '%s' --device cpu", model,
              c->layer, x_path, y_path);
     if (run_cli(args, out, sizeof out) != 0)
       fail_msg("%s: %s", args, out);
-    tu_assert_status(trellis_npy_read(y_path, &a), TRELLIS_OK);
+    tu_assert_status(npy_read(y_path, &a), TRELLIS_OK);
     assert_int_equal(a.dtype, TRELLIS_F32);
     assert_int_equal(a.nbytes, t.y.nbytes);
     float *yref = copy_tensor(&t.y);
     check_close("cli forward", c, a.data, yref, (size_t)(c->m * c->n));
     free(yref);
-    trellis_npy_free(&a);
+    npy_free(&a);
     free(model);
     free(w_path);
     free(x_path);
@@ -727,8 +726,8 @@ static void test_bad_pairs(void **state) {
   free(p);
 }
 
-/* §1.2: a b12x_qsrt model directory takes its codebook from config.json;
- * the rank-16 correction stays an "other" tensor. */
+/* FORMAT.md §9.7: a b12x_qsrt model directory takes its codebook from
+ * config.json; the rank-16 correction stays an "other" tensor. */
 static void test_research_container(void **state) {
   (void)state;
   init_scales();
@@ -746,7 +745,7 @@ static void test_research_container(void **state) {
   static const char good[] =
       "{\"quantization_config\":{\"quant_method\":\"b12x_qsrt\",\"format\":"
       "\"qwen38_dense_mlp_qsrt_k5_rank16\",\"bits\":5,\"codebook\":\"sqg_"
-      "fp16\",\"descriptor_sha256\":\"" TRELLIS_SQG_D3L_SHA256 "\",\"rank\":"
+      "fp16\",\"descriptor_sha256\":\"" TRL_SQG_D3L_SHA256 "\",\"rank\":"
       "16}}";
   tu_write_file(config, good, strlen(good));
   trellis_model *m;
@@ -758,7 +757,7 @@ static void test_research_container(void **state) {
   assert_int_equal(l.weight.bits, 5);
   assert_int_equal(trellis_model_other_count(m), 2);
   assert_string_equal(trellis_model_quant_config(m)->descriptor_sha256,
-                      TRELLIS_SQG_D3L_SHA256);
+                      TRL_SQG_D3L_SHA256);
   trellis_model_close(m);
   static char out[8192];
   char args[512];

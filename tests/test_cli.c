@@ -88,8 +88,8 @@ static void expect_success(const char *what, cli_result *r) {
 
 /* Reads a .npy file the CLI wrote and checks its dtype and shape. */
 static void read_npy(const char *path, trellis_dtype dtype, int ndim,
-                     const int64_t *shape, trellis_npy *out) {
-  tu_assert_status(trellis_npy_read(path, out), TRELLIS_OK);
+                     const int64_t *shape, npy_array *out) {
+  tu_assert_status(npy_read(path, out), TRELLIS_OK);
   assert_int_equal(out->dtype, dtype);
   assert_int_equal(out->ndim, ndim);
   for (int i = 0; i < ndim; i++)
@@ -125,13 +125,13 @@ static void test_decode_every_case(void **state) {
     const char *args[] = {"decode", path, c->layer, "--output", out, NULL};
     cli_result r = run_cli(args);
     expect_success(c->name, &r);
-    trellis_npy w;
+    npy_array w;
     int64_t shape[2] = {c->k, c->n};
     read_npy(out, TRELLIS_F16, 2, shape, &w);
     assert_int_equal(w.nbytes, t.w_hat.nbytes);
     if (memcmp(w.data, t.w_hat.data, w.nbytes) != 0)
       fail_msg("%s: trellis decode differs from w_hat", c->name);
-    trellis_npy_free(&w);
+    npy_free(&w);
     free_result(&r);
     free(path);
     tv_close(&t);
@@ -151,7 +151,7 @@ static void test_decode_dense_every_case(void **state) {
                           "--output", out,  NULL};
     cli_result r = run_cli(args);
     expect_success(c->name, &r);
-    trellis_npy w;
+    npy_array w;
     int64_t shape[2] = {c->k, c->n};
     read_npy(out, TRELLIS_F32, 2, shape, &w);
     size_t count = (size_t)c->k * (size_t)c->n;
@@ -160,7 +160,7 @@ static void test_decode_dense_every_case(void **state) {
     memcpy(ref, t.w_dense.data, count * sizeof *ref);
     check_close("decode --dense", c->name, w.data, ref, count);
     free(ref);
-    trellis_npy_free(&w);
+    npy_free(&w);
     free_result(&r);
     free(path);
     tv_close(&t);
@@ -179,8 +179,8 @@ static void forward_case(const tv_case *c, int64_t m, int ndim,
   char *path = case_path(c);
   char *xin = tu_tmp_path("x.npy"), *yout = tu_tmp_path("y.npy");
   int64_t xshape[2] = {m, c->k};
-  tu_assert_status(trellis_npy_write(xin, TRELLIS_F16, ndim,
-                                     ndim == 1 ? &xshape[1] : xshape, t.x.data),
+  tu_assert_status(npy_write(xin, TRELLIS_F16, ndim,
+                             ndim == 1 ? &xshape[1] : xshape, t.x.data),
                    TRELLIS_OK);
   const char *args[] = {"forward",
                         path,
@@ -202,7 +202,7 @@ static void forward_case(const tv_case *c, int64_t m, int ndim,
   if (strstr(r.err, where) == NULL || strstr(r.err, "path: ") == NULL)
     fail_msg("%s: forward did not report '%s' and its path: %s", c->name, where,
              r.err);
-  trellis_npy y;
+  npy_array y;
   int64_t yshape[2] = {m, c->n};
   read_npy(yout, ydt, ndim, ndim == 1 ? &yshape[1] : yshape, &y);
   size_t count = (size_t)m * (size_t)c->n;
@@ -217,7 +217,7 @@ static void forward_case(const tv_case *c, int64_t m, int ndim,
               c->name, got, ref, count);
   free(got);
   free(ref);
-  trellis_npy_free(&y);
+  npy_free(&y);
   free_result(&r);
   free(xin);
   free(yout);

@@ -1,4 +1,4 @@
-/* Codebooks (spec section 3): worked examples, full-table checksums,
+/* Codebooks (FORMAT.md §4): worked examples, full-table checksums,
  * statistics, and the table against the scalar decode. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -76,7 +76,7 @@ static void test_table_matches_value(void **state) {
   (void)state;
   for (int cb = 0; cb < 3; cb++) {
     const uint16_t *table = trellis_codebook_table((trellis_codebook)cb);
-    const float *table_f32 = trellis_codebook_table_f32((trellis_codebook)cb);
+    const float *table_f32 = trl_codebook_table_f32((trellis_codebook)cb);
     assert_non_null(table_f32);
     assert_ptr_equal(table, trellis_codebook_table((trellis_codebook)cb));
     for (uint32_t s = 0; s < 65536; s++) {
@@ -154,8 +154,8 @@ static void test_names_and_invalid(void **state) {
   assert_null(trellis_codebook_table(TRELLIS_CB_SQG_E4M3));
   assert_null(trellis_codebook_table(TRELLIS_CB_SQG_FP16));
   assert_null(trellis_codebook_table((trellis_codebook)-1));
-  assert_null(trellis_codebook_table_f32((trellis_codebook)5));
-  assert_null(trellis_codebook_table_f32(TRELLIS_CB_SQG_E4M3));
+  assert_null(trl_codebook_table_f32((trellis_codebook)5));
+  assert_null(trl_codebook_table_f32(TRELLIS_CB_SQG_E4M3));
   /* An invalid codebook decodes to NaN rather than a plausible weight. */
   uint16_t nan_bits = trellis_codebook_value((trellis_codebook)7, 0);
   assert_int_equal(nan_bits & 0x7C00, 0x7C00);

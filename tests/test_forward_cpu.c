@@ -1,6 +1,6 @@
-/* CPU forward, dense weight and H128: the spec's end-to-end layers
- * (section 7 item 6), the dense weight of the shipped test vectors to fp32
- * accuracy (test_vectors.c runs the rest of each case), a bit-exact
+/* CPU forward, dense weight and H128: the end-to-end layers of FORMAT.md
+ * §10.2, the dense weight of the shipped test vectors to fp32 accuracy
+ * (test_vectors.c runs the rest of each case), a bit-exact
  * emulation of the documented numerics for every dtype pair, thread-count
  * independence and argument/workspace errors. */
 #include "testutil.h"
@@ -133,7 +133,7 @@ static void emulate_forward(const trellis_weight *w, const void *x,
   float *a = checked_malloc(k * sizeof *a);
   float *z = checked_malloc(n * sizeof *z);
   assert_int_equal(trellis_decode_weight(w, w_hat), TRELLIS_OK);
-  assert_int_equal(trellis_weight_scales(w, s_in, s_out), TRELLIS_OK);
+  assert_int_equal(trl_weight_scales(w, s_in, s_out), TRELLIS_OK);
   for (int64_t r = 0; r < m; r++) {
     for (size_t i = 0; i < k; i++) {
       const float product =
@@ -194,7 +194,7 @@ static float *random_values(size_t count, float scale) {
 
 static void test_h128_scale_constant(void **state) {
   (void)state;
-  const float r_scale = TRELLIS_H128_SCALE;
+  const float r_scale = TRL_H128_SCALE;
   uint32_t bits;
   memcpy(&bits, &r_scale, sizeof bits);
   assert_int_equal(bits, 0x3DB504F3u);
@@ -228,7 +228,7 @@ static void test_h128_matches_gpu_order(void **state) {
     if (trial % 100 == 1) /* infinities and NaN propagate alike */
       v[synth_next(&rng) % 128] = trial % 200 == 1 ? INFINITY : NAN;
     memcpy(lanes, v, sizeof v);
-    trellis_h128_f32(v);
+    trl_h128_f32(v);
     lane_h128(lanes);
     assert_same_floats(v, lanes, 128);
   }
@@ -243,11 +243,11 @@ static void test_h128_columns_identical(void **state) {
   for (int j = 0; j < WIDTH; j++) {
     for (int e = 0; e < 128; e++)
       column[e] = block[e * STRIDE + j];
-    trellis_h128_f32(column);
+    trl_h128_f32(column);
     memcpy(expected[j], column, sizeof column);
   }
   const float untouched = block[STRIDE - 1];
-  trellis_h128_f32_columns(block, STRIDE, WIDTH);
+  trl_h128_f32_columns(block, STRIDE, WIDTH);
   for (int j = 0; j < WIDTH; j++)
     for (int e = 0; e < 128; e++)
       assert_true(block[e * STRIDE + j] == expected[j][e]);
@@ -263,16 +263,16 @@ static void test_h128_definition(void **state) {
     v[i] = random_unit();
     in[i] = v[i];
   }
-  trellis_h128_f32(v);
+  trl_h128_f32(v);
   exact_h128(in, out);
   for (int i = 0; i < 128; i++)
     assert_float_equal(v[i], out[i], 1e-5);
-  trellis_h128_f32(v); /* its own inverse */
+  trl_h128_f32(v); /* its own inverse */
   for (int i = 0; i < 128; i++)
     assert_float_equal(v[i], in[i], 1e-5);
 }
 
-/* ------------------------------------------------- spec section 7 item 6 */
+/* ------------------------------------ end-to-end layers, FORMAT.md §10.2 */
 
 typedef struct spec_case {
   int bits;
@@ -345,7 +345,7 @@ static void reference_forward(const trellis_weight *w, const uint16_t *w_hat,
   double *v = checked_malloc(k * sizeof *v);
   double *z = checked_malloc(n * sizeof *z);
   double *t = checked_malloc(n * sizeof *t);
-  assert_int_equal(trellis_weight_scales(w, s_in, s_out), TRELLIS_OK);
+  assert_int_equal(trl_weight_scales(w, s_in, s_out), TRELLIS_OK);
   for (int64_t r = 0; r < m; r++) {
     for (size_t i = 0; i < k; i++)
       u[i] = (double)x[(size_t)r * k + i] * s_in[i];
@@ -397,7 +397,7 @@ static void test_spec_layers(void **state) {
       x_f32[i] = trellis_f16_to_f32(l.x[i]);
     double ref[SPEC_M * SPEC_N];
     reference_forward(&l.w, w_hat, x_f32, SPEC_M, ref);
-    /* Our float64 reference reproduces the spec's printed values. */
+    /* Our float64 reference reproduces FORMAT.md §10.2's values. */
     for (int j = 0; j < 6; j++) {
       assert_float_equal(ref[j], sc->y0[j], 1e-6);
       if (sc->has_y1)

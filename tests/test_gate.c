@@ -5,8 +5,8 @@
 #include "plan/gate.h"
 #include "plan/layout.h"
 
-static trellis_gate_input open_gate(void) {
-  trellis_gate_input g = {0};
+static trl_gate_input open_gate(void) {
+  trl_gate_input g = {0};
   g.m = 1;
   g.bits = 6;
   g.codebook = TRELLIS_CB_MCG;
@@ -17,41 +17,40 @@ static trellis_gate_input open_gate(void) {
 
 static void test_gate_open(void **state) {
   (void)state;
-  trellis_gate_input g = open_gate();
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+  trl_gate_input g = open_gate();
+  assert_int_equal(trl_gate(&g), TRL_GATE_OPEN);
   g.m = 128;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+  assert_int_equal(trl_gate(&g), TRL_GATE_OPEN);
 }
 
 /* Each condition flipped alone closes the gate with its own reason. */
 static void test_gate_each_condition(void **state) {
   (void)state;
-  trellis_gate_input g;
+  trl_gate_input g;
   g = open_gate(), g.m = 129;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_M_TOO_LARGE);
+  assert_int_equal(trl_gate(&g), TRL_GATE_M_TOO_LARGE);
   g = open_gate(), g.m = 0;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_M_TOO_LARGE);
+  assert_int_equal(trl_gate(&g), TRL_GATE_M_TOO_LARGE);
   for (int bits = 1; bits <= 8; ++bits) {
     g = open_gate(), g.bits = bits;
-    assert_int_equal(trellis_gate(&g),
-                     bits == 6 ? TRELLIS_GATE_OPEN : TRELLIS_GATE_BITS);
+    assert_int_equal(trl_gate(&g), bits == 6 ? TRL_GATE_OPEN : TRL_GATE_BITS);
   }
   g = open_gate(), g.codebook = TRELLIS_CB_3INST;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+  assert_int_equal(trl_gate(&g), TRL_GATE_CODEBOOK);
   g = open_gate(), g.codebook = TRELLIS_CB_MUL1;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+  assert_int_equal(trl_gate(&g), TRL_GATE_CODEBOOK);
   g = open_gate(), g.paired = 1;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_PAIRED);
+  assert_int_equal(trl_gate(&g), TRL_GATE_PAIRED);
   g = open_gate(), g.compute_dtype = TRELLIS_BF16;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_COMPUTE_DTYPE);
+  assert_int_equal(trl_gate(&g), TRL_GATE_COMPUTE_DTYPE);
   g = open_gate(), g.has_external_h128 = 1;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_EXTERNAL_H128);
+  assert_int_equal(trl_gate(&g), TRL_GATE_EXTERNAL_H128);
   g = open_gate(), g.fused_image_present = 0;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_NO_IMAGE);
+  assert_int_equal(trl_gate(&g), TRL_GATE_NO_IMAGE);
   g = open_gate(), g.forced = 1;
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_FORCED);
-  for (int r = TRELLIS_GATE_OPEN; r <= TRELLIS_GATE_FORCED; ++r)
-    assert_true(trellis_gate_reason_text((trellis_gate_reason)r)[0] != '\0');
+  assert_int_equal(trl_gate(&g), TRL_GATE_FORCED);
+  for (int r = TRL_GATE_OPEN; r <= TRL_GATE_FORCED; ++r)
+    assert_true(trl_gate_reason_text((trl_gate_reason)r)[0] != '\0');
 }
 
 /* The b12x formats never take the fused path: the SQG codebooks at the
@@ -59,16 +58,16 @@ static void test_gate_each_condition(void **state) {
  * pair condition closes the gate). */
 static void test_gate_b12x_formats(void **state) {
   (void)state;
-  trellis_gate_input g;
+  trl_gate_input g;
   for (int m = 1; m <= 128; m *= 2) {
     g = open_gate(), g.m = m, g.codebook = TRELLIS_CB_SQG_E4M3;
-    assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+    assert_int_equal(trl_gate(&g), TRL_GATE_CODEBOOK);
     g = open_gate(), g.m = m, g.codebook = TRELLIS_CB_SQG_FP16;
-    assert_int_equal(trellis_gate(&g), TRELLIS_GATE_CODEBOOK);
+    assert_int_equal(trl_gate(&g), TRL_GATE_CODEBOOK);
   }
   for (int bits = 2; bits <= 6; ++bits) {
     g = open_gate(), g.bits = bits, g.codebook = TRELLIS_CB_SQG_E4M3;
-    assert_int_not_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+    assert_int_not_equal(trl_gate(&g), TRL_GATE_OPEN);
   }
   static const trellis_pair_kind kinds[] = {TRELLIS_PAIR_P22, TRELLIS_PAIR_P24,
                                             TRELLIS_PAIR_P33, TRELLIS_PAIR_P43,
@@ -78,15 +77,15 @@ static void test_gate_b12x_formats(void **state) {
     for (int c = 0; c < 2; ++c) {
       g = open_gate(), g.paired = 1, g.codebook = cbs[c];
       g.bits = ((unsigned)kinds[i] >> 4) & 15u; /* record0's K */
-      assert_int_not_equal(trellis_gate(&g), TRELLIS_GATE_OPEN);
+      assert_int_not_equal(trl_gate(&g), TRL_GATE_OPEN);
     }
   }
   g = open_gate(), g.paired = 1; /* K6 MCG otherwise open */
-  assert_int_equal(trellis_gate(&g), TRELLIS_GATE_PAIRED);
+  assert_int_equal(trl_gate(&g), TRL_GATE_PAIRED);
 }
 
-static trellis_layout_params params(int64_t k, int64_t n) {
-  trellis_layout_params p = {0};
+static trl_layout_params params(int64_t k, int64_t n) {
+  trl_layout_params p = {0};
   p.k = k;
   p.n = n;
   p.sm_count = 132;
@@ -95,10 +94,10 @@ static trellis_layout_params params(int64_t k, int64_t n) {
 
 static void test_layout_fused_needs_no_workspace(void **state) {
   (void)state;
-  trellis_layout_params p = params(8192, 28672);
-  trellis_layout l;
+  trl_layout_params p = params(8192, 28672);
+  trl_layout l;
   for (int64_t m = 1; m <= 128; ++m) {
-    assert_true(trellis_layout_compute(&p, TRELLIS_PATH_FUSED, m, &l));
+    assert_true(trl_layout_compute(&p, TRELLIS_PATH_FUSED, m, &l));
     assert_int_equal(l.workspace_bytes, 0);
     assert_int_equal(l.rotated_bytes, (size_t)(m * 8192 * 2));
   }
@@ -126,14 +125,14 @@ static void test_layout_stream(void **state) {
       {512, 6144, TRELLIS_PATH_GENERIC, 8},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    trellis_layout_params p = params(cases[i].k, cases[i].n);
+    trl_layout_params p = params(cases[i].k, cases[i].n);
     for (int on = 0; on <= 1; ++on) {
       p.stream = on;
       for (int64_t m = 1; m <= 128; ++m) {
         const int want = on && m <= cases[i].last;
-        assert_int_equal(trellis_layout_stream(&p, cases[i].path, m), want);
-        trellis_layout l;
-        assert_true(trellis_layout_compute(&p, cases[i].path, m, &l));
+        assert_int_equal(trl_layout_stream(&p, cases[i].path, m), want);
+        trl_layout l;
+        assert_true(trl_layout_compute(&p, cases[i].path, m, &l));
         assert_int_equal(l.rotated_bytes, (size_t)(m * cases[i].k * 2));
         if (want || cases[i].path == TRELLIS_PATH_FUSED)
           assert_int_equal(l.workspace_bytes, 0);
@@ -142,7 +141,7 @@ static void test_layout_stream(void **state) {
       }
     }
     p.stream = 1;
-    assert_false(trellis_layout_stream(&p, TRELLIS_PATH_DENSE, 1));
+    assert_false(trl_layout_stream(&p, TRELLIS_PATH_DENSE, 1));
   }
 }
 
@@ -152,61 +151,61 @@ static void test_layout_stream(void **state) {
 static void test_fused_local_rotation(void **state) {
   (void)state;
   /* 8192x28672, 3-CTA clusters: 22 k-blocks per CTA, 672 CTAs (2 waves) */
-  assert_false(trellis_layout_fused_local(1, 8192, 28672, 3, 132));
+  assert_false(trl_layout_fused_local(1, 8192, 28672, 3, 132));
   /* 4096x4096, 8-CTA clusters: 4 k-blocks per CTA */
-  assert_true(trellis_layout_fused_local(1, 4096, 4096, 8, 132));
-  assert_true(trellis_layout_fused_local(4, 4096, 4096, 8, 132));
+  assert_true(trl_layout_fused_local(1, 4096, 4096, 8, 132));
+  assert_true(trl_layout_fused_local(4, 4096, 4096, 8, 132));
   /* 256 CTAs are one wave (3 per SM): up to 32 rows x k-blocks */
-  assert_true(trellis_layout_fused_local(8, 4096, 4096, 8, 132));
-  assert_false(trellis_layout_fused_local(8, 4096, 4096, 8, 64));
+  assert_true(trl_layout_fused_local(8, 4096, 4096, 8, 132));
+  assert_false(trl_layout_fused_local(8, 4096, 4096, 8, 64));
   /* 14336x4096, 9-CTA clusters: 13 k-blocks per CTA, m = 1 and 2 */
-  assert_true(trellis_layout_fused_local(1, 14336, 4096, 9, 132));
-  assert_true(trellis_layout_fused_local(2, 14336, 4096, 9, 132));
-  assert_false(trellis_layout_fused_local(3, 14336, 4096, 9, 132));
+  assert_true(trl_layout_fused_local(1, 14336, 4096, 9, 132));
+  assert_true(trl_layout_fused_local(2, 14336, 4096, 9, 132));
+  assert_false(trl_layout_fused_local(3, 14336, 4096, 9, 132));
   /* 4096x14336, 3-CTA clusters: 11 k-blocks, 336 CTAs */
-  assert_true(trellis_layout_fused_local(2, 4096, 14336, 3, 132));
-  assert_false(trellis_layout_fused_local(4, 4096, 14336, 3, 132));
+  assert_true(trl_layout_fused_local(2, 4096, 14336, 3, 132));
+  assert_false(trl_layout_fused_local(4, 4096, 14336, 3, 132));
   /* 6144x1024: 64 CTAs leave SMs idle, local up to m = 8 */
-  assert_true(trellis_layout_fused_local(8, 6144, 1024, 8, 132));
-  assert_false(trellis_layout_fused_local(9, 6144, 1024, 8, 132));
+  assert_true(trl_layout_fused_local(8, 6144, 1024, 8, 132));
+  assert_false(trl_layout_fused_local(9, 6144, 1024, 8, 132));
   /* more SMs than the grid needs, a bad cluster size */
-  assert_true(trellis_layout_fused_local(8, 28672, 8192, 6, 512));
-  assert_false(trellis_layout_fused_local(1, 4096, 4096, 0, 132));
+  assert_true(trl_layout_fused_local(8, 28672, 8192, 6, 512));
+  assert_false(trl_layout_fused_local(1, 4096, 4096, 0, 132));
 }
 
 /* A local rotation is done before the ring where every CTA's rows x
- * k-blocks fit the kernel's area (TRELLIS_FUSED_PRE_ROWS = 20). */
+ * k-blocks fit the kernel's area (TRL_FUSED_PRE_ROWS = 20). */
 static void test_fused_rotation_ahead(void **state) {
   (void)state;
-  assert_int_equal(TRELLIS_FUSED_PRE_ROWS, 20);
+  assert_int_equal(TRL_FUSED_PRE_ROWS, 20);
   /* 14336x4096, 9-CTA clusters: 13 k-blocks per CTA */
-  assert_true(trellis_layout_fused_ahead(1, 14336, 9));
-  assert_false(trellis_layout_fused_ahead(2, 14336, 9));
+  assert_true(trl_layout_fused_ahead(1, 14336, 9));
+  assert_false(trl_layout_fused_ahead(2, 14336, 9));
   /* 4096x4096, 8-CTA clusters: 4 k-blocks; 20 and 32 rows x k-blocks */
-  assert_true(trellis_layout_fused_ahead(5, 4096, 8));
-  assert_false(trellis_layout_fused_ahead(8, 4096, 8));
+  assert_true(trl_layout_fused_ahead(5, 4096, 8));
+  assert_false(trl_layout_fused_ahead(8, 4096, 8));
   /* 6144x1024, 16-CTA clusters: 3 k-blocks */
-  assert_true(trellis_layout_fused_ahead(2, 6144, 16));
-  assert_false(trellis_layout_fused_ahead(8, 6144, 16));
+  assert_true(trl_layout_fused_ahead(2, 6144, 16));
+  assert_false(trl_layout_fused_ahead(8, 6144, 16));
   /* 8192x28672, 3-CTA clusters: 22 k-blocks; a bad cluster size */
-  assert_false(trellis_layout_fused_ahead(1, 8192, 3));
-  assert_false(trellis_layout_fused_ahead(1, 4096, 0));
+  assert_false(trl_layout_fused_ahead(1, 8192, 3));
+  assert_false(trl_layout_fused_ahead(1, 4096, 0));
 }
 
 /* Programmatic dependent launch where each CTA runs two or more k-blocks. */
 static void test_fused_dependent_launch(void **state) {
   (void)state;
   /* 512x6144, 4-CTA clusters: one k-block per CTA */
-  assert_false(trellis_layout_fused_pdl(512, 4));
-  assert_false(trellis_layout_fused_pdl(1024, 8));
+  assert_false(trl_layout_fused_pdl(512, 4));
+  assert_false(trl_layout_fused_pdl(1024, 8));
   /* 2048x4096, 8-CTA clusters: two; 8192x28672, 3-CTA clusters: 22 */
-  assert_true(trellis_layout_fused_pdl(2048, 8));
-  assert_true(trellis_layout_fused_pdl(1152, 8));
-  assert_true(trellis_layout_fused_pdl(8192, 3));
+  assert_true(trl_layout_fused_pdl(2048, 8));
+  assert_true(trl_layout_fused_pdl(1152, 8));
+  assert_true(trl_layout_fused_pdl(8192, 3));
   /* no clusters: one CTA runs all of k */
-  assert_true(trellis_layout_fused_pdl(256, 1));
-  assert_false(trellis_layout_fused_pdl(128, 1));
-  assert_false(trellis_layout_fused_pdl(4096, 0));
+  assert_true(trl_layout_fused_pdl(256, 1));
+  assert_false(trl_layout_fused_pdl(128, 1));
+  assert_false(trl_layout_fused_pdl(4096, 0));
 }
 
 static void test_layout_generic(void **state) {
@@ -214,10 +213,10 @@ static void test_layout_generic(void **state) {
   const int64_t shapes[][2] = {
       {128, 128}, {6144, 1024}, {8192, 28672}, {512, 6144}};
   for (size_t i = 0; i < 4; ++i) {
-    trellis_layout_params p = params(shapes[i][0], shapes[i][1]);
+    trl_layout_params p = params(shapes[i][0], shapes[i][1]);
     for (int64_t m = 1; m <= 300; m += 7) {
-      trellis_layout l;
-      assert_true(trellis_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
+      trl_layout l;
+      assert_true(trl_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
       /* splits cover k exactly, in whole 128-k stages */
       assert_true(l.splits >= 1);
       assert_int_equal(l.kt_per_split % 8, 0);
@@ -226,39 +225,39 @@ static void test_layout_generic(void **state) {
       assert_int_equal(l.partial_bytes,
                        (size_t)l.splits * (size_t)(m * p.n) * 4);
       assert_true(l.workspace_bytes >= l.partial_off + l.partial_bytes);
-      assert_int_equal(l.workspace_bytes % TRELLIS_WS_ALIGN, 0);
+      assert_int_equal(l.workspace_bytes % TRL_WS_ALIGN, 0);
     }
   }
 }
 
 static void test_layout_callback_and_dense(void **state) {
   (void)state;
-  trellis_layout_params p = params(4096, 4096);
+  trl_layout_params p = params(4096, 4096);
   p.has_h128 = 1;
-  trellis_layout l;
-  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_GENERIC, 3, &l));
+  trl_layout l;
+  assert_true(trl_layout_compute(&p, TRELLIS_PATH_GENERIC, 3, &l));
   assert_int_equal(l.rotout_bytes, (size_t)(3 * 4096 * 4));
   assert_true(l.rotout_off >= l.partial_off + l.partial_bytes);
-  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
+  assert_true(trl_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
   assert_int_equal(l.splits, 1);
   assert_true(l.slice_n >= 128 && l.slice_n % 128 == 0 && l.slice_n <= 4096);
   assert_int_equal(l.what_bytes, (size_t)(4096 * l.slice_n * 2));
-  assert_int_equal(l.cublas_bytes, TRELLIS_CUBLAS_WS_BYTES);
+  assert_int_equal(l.cublas_bytes, TRL_CUBLAS_WS_BYTES);
   assert_true(l.workspace_bytes >= l.cublas_off + l.cublas_bytes);
   /* slices are equal and as wide as the cap allows */
-  trellis_layout_params big = params(8192, 28672);
-  assert_true(trellis_layout_compute(&big, TRELLIS_PATH_DENSE, 4096, &l));
+  trl_layout_params big = params(8192, 28672);
+  assert_true(trl_layout_compute(&big, TRELLIS_PATH_DENSE, 4096, &l));
   assert_int_equal(l.slice_n, 7168);
   /* a direct dense plan (cuBLASLt writes y) needs no fp32 partials */
   p.has_h128 = 0;
   p.dense_direct = 1;
-  assert_true(trellis_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
+  assert_true(trl_layout_compute(&p, TRELLIS_PATH_DENSE, 512, &l));
   assert_int_equal(l.partial_bytes, 0);
   assert_true(l.workspace_bytes >= l.what_bytes + l.cublas_bytes);
   /* overflow is reported, not wrapped */
-  trellis_layout_params huge = params((int64_t)1 << 40, (int64_t)1 << 40);
-  assert_false(trellis_layout_compute(&huge, TRELLIS_PATH_GENERIC,
-                                      (int64_t)1 << 40, &l));
+  trl_layout_params huge = params((int64_t)1 << 40, (int64_t)1 << 40);
+  assert_false(
+      trl_layout_compute(&huge, TRELLIS_PATH_GENERIC, (int64_t)1 << 40, &l));
 }
 
 int main(void) {

@@ -87,7 +87,7 @@ static void test_fifo_never_blocks(void **state) {
   /* The whole-file reader (config.json, the index, .npy inputs). */
   uint8_t *buf = (uint8_t *)1;
   size_t len = 1;
-  tu_assert_status(trellis_read_file(fifo, 1024, &buf, &len), TRELLIS_ERR_IO);
+  tu_assert_status(trl_read_file(fifo, 1024, &buf, &len), TRELLIS_ERR_IO);
   assert_null(buf);
   tu_assert_error_has(what);
   free(fifo);
@@ -397,8 +397,8 @@ static void test_text_limits(void **state) {
     used += (size_t)snprintf(text + used, cap - used, "%s\"t%zu\":\"s\"",
                              i ? "," : "", i);
   used += (size_t)snprintf(text + used, cap - used, "}}");
-  trellis_index idx;
-  tu_assert_status(trellis_index_parse(text, used, "idx", &idx),
+  trl_index idx;
+  tu_assert_status(trl_index_parse(text, used, "idx", &idx),
                    TRELLIS_ERR_FORMAT);
   tu_assert_error_has("JSON values, more than the limit of 2097152");
   free(text);
@@ -410,11 +410,11 @@ static void test_text_limits(void **state) {
   for (int i = 0; i < 33; i++)
     deep[used++] = ']';
   deep[used++] = '}';
-  tu_assert_status(trellis_index_parse(deep, used, "idx", &idx),
+  tu_assert_status(trl_index_parse(deep, used, "idx", &idx),
                    TRELLIS_ERR_FORMAT);
   tu_assert_error_has("idx: JSON nests 34 levels deep (limit 32)");
   trellis_quant_config qc;
-  tu_assert_status(trellis_quant_config_parse(deep, used, "cfg", &qc),
+  tu_assert_status(trl_quant_config_parse(deep, used, "cfg", &qc),
                    TRELLIS_ERR_FORMAT);
   tu_assert_error_has("cfg: JSON nests 34 levels deep");
 
@@ -424,7 +424,7 @@ static void test_text_limits(void **state) {
   char body[1200];
   used = (size_t)snprintf(body, sizeof body, "{\"weight_map\":{\"%s\":\"s\"}}",
                           name);
-  tu_assert_status(trellis_index_parse(body, used, "idx", &idx),
+  tu_assert_status(trl_index_parse(body, used, "idx", &idx),
                    TRELLIS_ERR_FORMAT);
   tu_assert_error_has("a weight_map name of 1099 bytes exceeds the limit");
 }

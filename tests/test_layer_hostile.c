@@ -153,7 +153,7 @@ static void test_listing_copies_nothing(void **state) {
   assert_int_equal(info.input_signs, TRELLIS_SIGNS_SCALED);
   assert_int_equal(info.output_signs, TRELLIS_SIGNS_SCALED);
   assert_int_equal(info.has_bias, 0);
-  assert_int_equal(trellis_model_copied_bytes(m), 0);
+  assert_int_equal(trl_model_copied_bytes(m), 0);
   long grown_kb = peak_rss_kb() - rss0;
   print_message("open + list of a 256 MiB misaligned layer: peak RSS +%ld "
                 "KiB\n",
@@ -163,14 +163,14 @@ static void test_listing_copies_nothing(void **state) {
   /* Fetching it for computing copies it, once. */
   trellis_layer L, again;
   tu_assert_status(trellis_model_layer(m, 0, &L), TRELLIS_OK);
-  assert_int_equal(trellis_model_copied_bytes(m), payload + scales);
+  assert_int_equal(trl_model_copied_bytes(m), payload + scales);
   assert_int_equal((uintptr_t)L.weight.trellis % 2, 0);
   assert_int_equal((uintptr_t)L.weight.suh % 2, 0);
   assert_int_equal((uintptr_t)L.weight.svh % 2, 0);
   assert_int_equal(L.weight.suh[k - 1], 0x3C00);
   tu_assert_status(trellis_model_find_layer(m, P, &again), TRELLIS_OK);
   assert_memory_equal(&again, &L, sizeof L);
-  assert_int_equal(trellis_model_copied_bytes(m), payload + scales);
+  assert_int_equal(trl_model_copied_bytes(m), payload + scales);
   trellis_model_close(m);
   free(path);
 }
@@ -229,7 +229,7 @@ static void test_misaligned_computes(void **state) {
   trellis_model *aligned, *odd;
   tu_assert_status(open_image(&f, 0, "even.safetensors", &aligned), TRELLIS_OK);
   tu_assert_status(open_image(&f, 1, "odd.safetensors", &odd), TRELLIS_OK);
-  assert_int_equal(trellis_model_copied_bytes(odd), 0);
+  assert_int_equal(trl_model_copied_bytes(odd), 0);
 
   fetch_arg args[4];
   pthread_t ids[4];
@@ -242,7 +242,7 @@ static void test_misaligned_computes(void **state) {
     tu_assert_status(args[i].st, TRELLIS_OK);
     assert_memory_equal(&args[i].layer, &args[0].layer, sizeof args[0].layer);
   }
-  assert_int_equal(trellis_model_copied_bytes(odd),
+  assert_int_equal(trl_model_copied_bytes(odd),
                    words * 2 + (size_t)k / 8 + 4 * (size_t)n);
 
   trellis_layer A, B = args[0].layer;

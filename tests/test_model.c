@@ -377,8 +377,8 @@ static void test_index_parse(void **state) {
   (void)state;
   const char *text = "{\"metadata\": {\"total_size\": 5}, \"weight_map\": {"
                      "\"c\": \"s2\", \"a\": \"s1\", \"b\": \"s2\"}}";
-  trellis_index idx;
-  tu_assert_status(trellis_index_parse(text, strlen(text), "idx", &idx),
+  trl_index idx;
+  tu_assert_status(trl_index_parse(text, strlen(text), "idx", &idx),
                    TRELLIS_OK);
   assert_int_equal(idx.count, 3);
   assert_int_equal(idx.shard_count, 2);
@@ -387,19 +387,19 @@ static void test_index_parse(void **state) {
   assert_string_equal(idx.shards[idx.shard[0]], "s1");
   assert_string_equal(idx.shards[idx.shard[1]], "s2");
   assert_string_equal(idx.shards[idx.shard[2]], "s2");
-  trellis_index_free(&idx);
+  trl_index_free(&idx);
 
   text = "{\"weight_map\": {}}";
-  tu_assert_status(trellis_index_parse(text, strlen(text), "idx", &idx),
+  tu_assert_status(trl_index_parse(text, strlen(text), "idx", &idx),
                    TRELLIS_OK);
   assert_int_equal(idx.count, 0);
-  trellis_index_free(&idx);
+  trl_index_free(&idx);
 
   text = "{\"weight_map\": {\"a\": \"x\\\\..\\\\y\"}}";
-  tu_assert_status(trellis_index_parse(text, strlen(text), "idx", &idx),
+  tu_assert_status(trl_index_parse(text, strlen(text), "idx", &idx),
                    TRELLIS_ERR_FORMAT);
   text = "{\"weight_map\": {}, \"metadata\": 3}";
-  tu_assert_status(trellis_index_parse(text, strlen(text), "idx", &idx),
+  tu_assert_status(trl_index_parse(text, strlen(text), "idx", &idx),
                    TRELLIS_ERR_FORMAT);
   tu_assert_error_has("metadata is not an object");
 }
@@ -409,7 +409,7 @@ static void test_config_parse(void **state) {
   trellis_quant_config qc;
   const char *text = "{\"quantization_config\": {\"bits\": 2, \"head_bits\": "
                      "6, \"calibration\": {\"rows\": 1, \"cols\": 2}}}";
-  tu_assert_status(trellis_quant_config_parse(text, strlen(text), "c", &qc),
+  tu_assert_status(trl_quant_config_parse(text, strlen(text), "c", &qc),
                    TRELLIS_OK);
   assert_int_equal(qc.present, 1);
   assert_float_equal(qc.bits, 2.0, 0);
@@ -419,11 +419,11 @@ static void test_config_parse(void **state) {
   /* quant_method fills its 32-byte buffer at most to 31 characters. */
   text = "{\"quantization_config\": {\"quant_method\": "
          "\"0123456789012345678901234567890\"}}";
-  tu_assert_status(trellis_quant_config_parse(text, strlen(text), "c", &qc),
+  tu_assert_status(trl_quant_config_parse(text, strlen(text), "c", &qc),
                    TRELLIS_OK);
   text = "{\"quantization_config\": {\"quant_method\": "
          "\"01234567890123456789012345678901\"}}";
-  tu_assert_status(trellis_quant_config_parse(text, strlen(text), "c", &qc),
+  tu_assert_status(trl_quant_config_parse(text, strlen(text), "c", &qc),
                    TRELLIS_ERR_FORMAT);
   assert_int_equal(qc.present, 0);
 }

@@ -30,15 +30,15 @@ static void expect_parse(int major, const char *dict, size_t data_size,
                          trellis_status want, const char *needle) {
   size_t size;
   uint8_t *buf = make_npy(major, dict, NULL, data_size, &size);
-  trellis_npy a;
-  tu_assert_status(trellis_npy_parse(buf, size, &a), want);
+  npy_array a;
+  tu_assert_status(npy_parse(buf, size, &a), want);
   if (want != TRELLIS_OK) {
     assert_null(a.data);
     assert_int_equal(a.ndim, 0);
     if (needle)
       tu_assert_error_has(needle);
   }
-  trellis_npy_free(&a);
+  npy_free(&a);
   free(buf);
 }
 
@@ -56,7 +56,7 @@ static void roundtrip(trellis_dtype dt, int ndim, const int64_t *shape) {
   synth_fill_uniform(&rng, data, dt, count, -2, 2);
 
   char *path = tu_tmp_path("rt.npy");
-  tu_assert_status(trellis_npy_write(path, dt, ndim, shape, data), TRELLIS_OK);
+  tu_assert_status(npy_write(path, dt, ndim, shape, data), TRELLIS_OK);
   size_t size;
   uint8_t *file = tu_read_file(path, &size);
   /* numpy's layout: v1.0, header padded to 64 bytes, ending in '\n'. */
@@ -76,17 +76,17 @@ static void roundtrip(trellis_dtype dt, int ndim, const int64_t *shape) {
   snprintf(want + n, sizeof want - (size_t)n, "%s), }", ndim == 1 ? "," : "");
   assert_memory_equal(file + 10, want, strlen(want));
 
-  trellis_npy a;
-  tu_assert_status(trellis_npy_read(path, &a), TRELLIS_OK);
+  npy_array a;
+  tu_assert_status(npy_read(path, &a), TRELLIS_OK);
   assert_int_equal(a.dtype, dt);
   assert_int_equal(a.ndim, ndim);
   for (int i = 0; i < ndim; i++)
     assert_int_equal(a.shape[i], shape[i]);
   assert_int_equal(a.nbytes, bytes);
-  assert_int_equal(trellis_npy_count(&a), count);
+  assert_int_equal(npy_count(&a), count);
   if (bytes)
     assert_memory_equal(a.data, data, bytes);
-  trellis_npy_free(&a);
+  npy_free(&a);
   assert_null(a.data);
   free(file);
   free(path);
@@ -226,48 +226,45 @@ static void test_bad_preamble(void **state) {
   const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,)}";
   size_t size;
   uint8_t *buf = make_npy(1, dict, NULL, 4, &size);
-  trellis_npy a;
+  npy_array a;
   /* Every truncation fails cleanly. */
   for (size_t cut = 0; cut < size; cut++) {
-    trellis_status st = trellis_npy_parse(buf, cut, &a);
+    trellis_status st = npy_parse(buf, cut, &a);
     assert_int_equal(st, TRELLIS_ERR_FORMAT);
     assert_null(a.data);
   }
   buf[0] = 'x';
-  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
   tu_assert_error_has("bad magic");
   buf[0] = 0x93;
   buf[6] = 4;
-  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
   tu_assert_error_has("version 4.0");
   buf[6] = 0;
-  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
   buf[6] = 1;
   buf[8] = 0xff;
   buf[9] = 0xff;
-  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
   tu_assert_error_has("runs past the end");
   free(buf);
   buf = make_npy(2, dict, NULL, 4, &size);
   buf[11] = 0x80; /* 2 GB header */
-  tu_assert_status(trellis_npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(buf, size, &a), TRELLIS_ERR_FORMAT);
   tu_assert_error_has("runs past the end");
   free(buf);
-  tu_assert_status(trellis_npy_parse(NULL, 0, &a), TRELLIS_ERR_FORMAT);
-  tu_assert_status(trellis_npy_parse(NULL, 4, &a),
-                   TRELLIS_ERR_INVALID_ARGUMENT);
-  tu_assert_status(trellis_npy_parse("x", 1, NULL),
-                   TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(npy_parse(NULL, 0, &a), TRELLIS_ERR_FORMAT);
+  tu_assert_status(npy_parse(NULL, 4, &a), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(npy_parse("x", 1, NULL), TRELLIS_ERR_INVALID_ARGUMENT);
 }
 
 static void test_files(void **state) {
   (void)state;
-  trellis_npy a;
-  tu_assert_status(trellis_npy_read("/nonexistent/x.npy", &a),
-                   TRELLIS_ERR_NOT_FOUND);
+  npy_array a;
+  tu_assert_status(npy_read("/nonexistent/x.npy", &a), TRELLIS_ERR_NOT_FOUND);
   tu_assert_error_has("/nonexistent/x.npy");
-  tu_assert_status(trellis_npy_read(tu_tmpdir(), &a), TRELLIS_ERR_IO);
-  tu_assert_status(trellis_npy_read(NULL, &a), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(npy_read(tu_tmpdir(), &a), TRELLIS_ERR_IO);
+  tu_assert_status(npy_read(NULL, &a), TRELLIS_ERR_INVALID_ARGUMENT);
 
   /* Errors from a file name it. */
   char *path = tu_tmp_path("bad.npy");
@@ -276,7 +273,7 @@ static void test_files(void **state) {
       make_npy(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1,)}",
                NULL, 8, &size);
   tu_write_file(path, buf, size);
-  tu_assert_status(trellis_npy_read(path, &a), TRELLIS_ERR_DTYPE);
+  tu_assert_status(npy_read(path, &a), TRELLIS_ERR_DTYPE);
   tu_assert_error_has(path);
   tu_assert_error_has("'<f8'");
   free(buf);
@@ -284,26 +281,24 @@ static void test_files(void **state) {
   float v[2] = {1, 2};
   const int64_t shape[9] = {2, 1, 1, 1, 1, 1, 1, 1, 1};
   const int64_t neg[1] = {-2};
-  tu_assert_status(trellis_npy_write(path, TRELLIS_BF16, 1, shape, v),
+  tu_assert_status(npy_write(path, TRELLIS_BF16, 1, shape, v),
                    TRELLIS_ERR_DTYPE);
-  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 9, shape, v),
+  tu_assert_status(npy_write(path, TRELLIS_F32, 9, shape, v),
                    TRELLIS_ERR_SHAPE);
-  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, -1, shape, v),
+  tu_assert_status(npy_write(path, TRELLIS_F32, -1, shape, v),
                    TRELLIS_ERR_SHAPE);
-  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, neg, v),
-                   TRELLIS_ERR_SHAPE);
-  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, shape, NULL),
+  tu_assert_status(npy_write(path, TRELLIS_F32, 1, neg, v), TRELLIS_ERR_SHAPE);
+  tu_assert_status(npy_write(path, TRELLIS_F32, 1, shape, NULL),
                    TRELLIS_ERR_INVALID_ARGUMENT);
-  tu_assert_status(trellis_npy_write(path, TRELLIS_F32, 1, NULL, v),
-                   TRELLIS_ERR_SHAPE);
-  tu_assert_status(trellis_npy_write(NULL, TRELLIS_F32, 1, shape, v),
+  tu_assert_status(npy_write(path, TRELLIS_F32, 1, NULL, v), TRELLIS_ERR_SHAPE);
+  tu_assert_status(npy_write(NULL, TRELLIS_F32, 1, shape, v),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   tu_assert_status(
-      trellis_npy_write("/nonexistent/dir/x.npy", TRELLIS_F32, 1, shape, v),
+      npy_write("/nonexistent/dir/x.npy", TRELLIS_F32, 1, shape, v),
       TRELLIS_ERR_NOT_FOUND);
   tu_assert_error_has("/nonexistent/dir/x.npy");
   free(path);
-  trellis_npy_free(NULL);
+  npy_free(NULL);
 }
 
 int main(void) {

@@ -1,4 +1,4 @@
-/* Tile decoding (spec sections 2 and 7 items 1-5): windows, permutation and
+/* Tile decoding (FORMAT.md §3, §10.1): windows, permutation and
  * known-answer tiles for every K and codebook. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,7 +25,7 @@ static void random_tile(int16_t *tile, int bits) {
   synth_words(&rng, tile, (size_t)(16 * bits));
 }
 
-/* Stream bit p, straight from the spec's pseudocode. */
+/* Stream bit p, straight from its definition (FORMAT.md §3.2). */
 static int stream_bit(const int16_t *tile, int bits, int p) {
   const int length = 256 * bits;
   p = ((p % length) + length) % length;
@@ -76,16 +76,16 @@ static void test_positions(void **state) {
                                     {8, 2, 0}, {32, 0, 1}, {255, 15, 15}};
   for (size_t e = 0; e < sizeof examples / sizeof *examples; e++) {
     int r = -1, c = -1;
-    trellis_tile_position(examples[e][0], &r, &c);
+    trl_tile_position(examples[e][0], &r, &c);
     assert_int_equal(r, examples[e][1]);
     assert_int_equal(c, examples[e][2]);
   }
   int seen[256] = {0};
   for (int i = 0; i < 256; i++) {
     int r, c;
-    trellis_tile_position(i, &r, &c);
+    trl_tile_position(i, &r, &c);
     const int lane = i / 8, j = i % 8;
-    /* The spec's alternative column formula. */
+    /* The alternative column formula of FORMAT.md §3.5. */
     assert_int_equal(c, 2 * (lane >> 3) + ((lane >> 2) & 1) + 8 * (j >> 2));
     assert_int_equal(r, 2 * (lane % 4) + (j & 1) + 8 * ((j >> 1) & 1));
     seen[16 * r + c]++;
@@ -104,7 +104,7 @@ static void test_all_zero_and_all_ones(void **state) {
     for (int pass = 0; pass < 2; pass++) {
       for (int j = 0; j < 16 * bits; j++)
         tile[j] = pass ? -1 : 0;
-      trellis_tile_states(tile, bits, states);
+      trl_tile_states(tile, bits, states);
       for (int i = 0; i < 256; i++)
         assert_int_equal(states[i], pass ? 0xFFFF : 0x0000);
       for (int cb = 0; cb < 3; cb++) {
@@ -152,7 +152,7 @@ static void test_word_pattern(void **state) {
   for (int bits = 1; bits <= 8; bits++) {
     for (int j = 0; j < 16 * bits; j++)
       tile[j] = (int16_t)(uint16_t)(0x0123u + 0x1111u * (unsigned)j);
-    trellis_tile_states(tile, bits, states);
+    trl_tile_states(tile, bits, states);
     for (int i = 0; i < 4; i++)
       assert_int_equal(states[i], expected[bits - 1].states[i]);
     assert_int_equal(states[255], expected[bits - 1].last);
@@ -189,7 +189,7 @@ static void test_k4_ramp(void **state) {
     assert_int_equal((uint16_t)packed[j], words[j % 4]);
   }
   uint16_t states[256], out[256];
-  trellis_tile_states(tile, 4, states);
+  trl_tile_states(tile, 4, states);
   assert_int_equal(states[0], 0xDEF0);
   assert_int_equal(states[1], 0xEF01);
   assert_int_equal(states[3], 0x0123);
@@ -239,7 +239,7 @@ static void test_k3_lcg(void **state) {
   for (int j = 0; j < 48; j++)
     assert_int_equal((uint16_t)tile[j], words[j]);
   uint16_t states[256], out[256];
-  trellis_tile_states(tile, 3, states);
+  trl_tile_states(tile, 3, states);
   for (int i = 0; i < 256; i++)
     assert_int_equal(states[i] & 7, sym[i]); /* low K bits are symbol i */
   for (int cb = 0; cb < 3; cb++) {
@@ -262,7 +262,7 @@ static void test_random_tiles(void **state) {
     const uint32_t mask = (1u << (16 - bits)) - 1u;
     for (int trial = 0; trial < 40; trial++) {
       random_tile(tile, bits);
-      trellis_tile_states(tile, bits, states);
+      trl_tile_states(tile, bits, states);
       for (int i = 0; i < 256; i++) {
         assert_int_equal(states[i], slow_state(tile, bits, i));
         uint32_t sum = 0;
@@ -278,7 +278,7 @@ static void test_random_tiles(void **state) {
         decode(tile, bits, all_codebooks[cb], out);
         for (int i = 0; i < 256; i++) {
           int r, c;
-          trellis_tile_position(i, &r, &c);
+          trl_tile_position(i, &r, &c);
           assert_int_equal(out[16 * r + c], table[states[i]]);
         }
       }
@@ -297,8 +297,8 @@ static void test_fast_f32_decode(void **state) {
       random_tile(tile, bits);
       for (int cb = 0; cb < 3; cb++) {
         decode(tile, bits, all_codebooks[cb], out);
-        trellis_tile_decode_f32(
-            tile, bits, trellis_codebook_table_f32(all_codebooks[cb]), fast);
+        trl_tile_decode_f32(tile, bits,
+                            trl_codebook_table_f32(all_codebooks[cb]), fast);
         for (int p = 0; p < 256; p++)
           assert_true(fast[p] == trellis_f16_to_f32(out[p]));
       }
@@ -306,7 +306,7 @@ static void test_fast_f32_decode(void **state) {
   }
 }
 
-/* K=3 example of the spec: weight 0 reads stream bits 755..767 then 0..2;
+/* FORMAT.md §3.3's K=3 example: weight 0 reads stream bits 755..767 then 0..2;
  * weight 5 reads bits 2..17. */
 static void test_window_bits(void **state) {
   (void)state;
@@ -316,7 +316,7 @@ static void test_window_bits(void **state) {
     memset(tile, 0, sizeof tile);
     const int q = p / 16;
     tile[q ^ 1] = (int16_t)(uint16_t)(0x8000u >> (p % 16));
-    trellis_tile_states(tile, 3, states);
+    trl_tile_states(tile, 3, states);
     uint16_t expect0 = 0, expect5 = 0;
     if (p >= 755)
       expect0 = (uint16_t)(1u << (15 - (p - 755)));

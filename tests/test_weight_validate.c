@@ -172,7 +172,7 @@ static void test_users_validate(void **state) {
   float f[16];
   assert_int_equal(trellis_decode_weight(&w, out), TRELLIS_ERR_SHAPE);
   assert_int_equal(trellis_dense_weight(&w, f), TRELLIS_ERR_SHAPE);
-  assert_int_equal(trellis_weight_scales(&w, f, f), TRELLIS_ERR_SHAPE);
+  assert_int_equal(trl_weight_scales(&w, f, f), TRELLIS_ERR_SHAPE);
   w = valid_weight();
   assert_int_equal(trellis_decode_weight(&w, NULL),
                    TRELLIS_ERR_INVALID_ARGUMENT);
@@ -180,7 +180,7 @@ static void test_users_validate(void **state) {
   assert_int_equal(trellis_dense_weight(&w, NULL),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(trellis_last_error(), "dense"));
-  assert_int_equal(trellis_weight_scales(&w, NULL, f),
+  assert_int_equal(trl_weight_scales(&w, NULL, f),
                    TRELLIS_ERR_INVALID_ARGUMENT);
 }
 
@@ -194,7 +194,7 @@ static void test_scales(void **state) {
   for (int j = 0; j < 8; j++)
     sv[j] = (int16_t)(uint16_t)(0x1111u * (unsigned)j + 0x8001u);
   float s_in[256], s_out[128];
-  assert_int_equal(trellis_weight_scales(&w, s_in, s_out), TRELLIS_OK);
+  assert_int_equal(trl_weight_scales(&w, s_in, s_out), TRELLIS_OK);
   for (int i = 0; i < 256; i++)
     assert_true(s_in[i] == (float)(i - 100) / 32.0f);
   for (int j = 0; j < 128; j++) {

@@ -34,17 +34,17 @@ int cli_open_layer(const char *path, const char *layer_name,
 
 /* ---- .npy --------------------------------------------------------------- */
 
-int cli_read_npy(const char *path, trellis_npy *out) {
+int cli_read_npy(const char *path, npy_array *out) {
   memset(out, 0, sizeof *out);
   trellis_clear_error();
-  trellis_status st = trellis_npy_read(path, out);
+  trellis_status st = npy_read(path, out);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, path);
 }
 
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data) {
   trellis_clear_error();
-  trellis_status st = trellis_npy_write(path, dtype, ndim, shape, data);
+  trellis_status st = npy_write(path, dtype, ndim, shape, data);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, path);
 }
 

@@ -1,8 +1,8 @@
 /* Helpers shared by the `trellis` subcommands: opening layers, .npy files
  * with one-line errors, devices and the GPU side. Exit codes, errors and the
  * option parser come from the tools library (tools/cli.h). */
-#ifndef TRELLIS_CLI_UTIL_H
-#define TRELLIS_CLI_UTIL_H
+#ifndef CLI_UTIL_H
+#define CLI_UTIL_H
 
 #include "tools/cli.h"
 #include "tools/measure.h"
@@ -28,7 +28,7 @@ int cli_open_layer(const char *path, const char *layer_name,
 
 /* ---- .npy --------------------------------------------------------------- */
 
-int cli_read_npy(const char *path, trellis_npy *out);
+int cli_read_npy(const char *path, npy_array *out);
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);
 

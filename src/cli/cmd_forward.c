@@ -15,7 +15,7 @@ static const char usage[] =
     "present, else the CPU reference (--threads N, 0 = one per core).\n";
 
 /* Checks X against the layer; sets m and whether X was 1-D. */
-static int check_input(const char *path, const trellis_npy *x,
+static int check_input(const char *path, const npy_array *x,
                        const trellis_layer *l, int64_t *m) {
   const int64_t k = l->weight.k;
   if (x->dtype != TRELLIS_F16 && x->dtype != TRELLIS_F32) {
@@ -54,7 +54,7 @@ static int parse_out_dtype(const char *text, trellis_dtype *out) {
   return CLI_OK;
 }
 
-static int run_cuda(const trellis_layer *l, const trellis_npy *x, int64_t m,
+static int run_cuda(const trellis_layer *l, const npy_array *x, int64_t m,
                     void *y, trellis_dtype ydt) {
   char name[256];
   cli_gpu *g = NULL;
@@ -104,7 +104,7 @@ int cmd_forward(int argc, char **argv) {
   trellis_layer layer;
   if ((r = cli_open_layer(pos[0], pos[1], &model, &layer)) != CLI_OK)
     return r;
-  trellis_npy x;
+  npy_array x;
   int64_t m = 0;
   void *y = NULL;
   if ((r = cli_read_npy(input, &x)) != CLI_OK) {
@@ -139,7 +139,7 @@ int cmd_forward(int argc, char **argv) {
   }
 done:
   free(y);
-  trellis_npy_free(&x);
+  npy_free(&x);
   trellis_model_close(model);
   return r;
 }

@@ -55,22 +55,21 @@ const char *trellis_last_error(void) { return last_message; }
 
 void trellis_clear_error(void) { last_message[0] = '\0'; }
 
-trellis_status trellis_failv(trellis_status status, const char *fmt,
-                             va_list ap) {
+static trellis_status failv(trellis_status status, const char *fmt,
+                            va_list ap) {
   vsnprintf(last_message, MSG_CAP, fmt, ap);
   return status;
 }
 
-trellis_status trellis_fail(trellis_status status, const char *fmt, ...) {
+trellis_status trl_fail(trellis_status status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  trellis_failv(status, fmt, ap);
+  failv(status, fmt, ap);
   va_end(ap);
   return status;
 }
 
-trellis_status trellis_fail_prefix(trellis_status status, const char *fmt,
-                                   ...) {
+trellis_status trl_fail_prefix(trellis_status status, const char *fmt, ...) {
   char old[MSG_CAP];
   va_list ap;
   memcpy(old, last_message, MSG_CAP);

@@ -47,7 +47,7 @@ static void compress(uint32_t h[8], const uint8_t p[64]) {
     h[i] += v[i];
 }
 
-void trellis_sha256_hex(const void *data, size_t len, char hex[65]) {
+void trl_sha256_hex(const void *data, size_t len, char hex[65]) {
   uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
   const uint8_t *p = data;

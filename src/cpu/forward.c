@@ -36,23 +36,22 @@ typedef struct workspace_layout {
 
 static int add_section(size_t *cursor, size_t count, size_t *offset) {
   size_t bytes;
-  return trellis_mul_size(count, sizeof(float), &bytes) &&
-         trellis_carve_size(cursor, bytes, WS_ALIGN, offset);
+  return trl_mul_size(count, sizeof(float), &bytes) &&
+         trl_carve_size(cursor, bytes, WS_ALIGN, offset);
 }
 
 static int plan_workspace(int64_t k, int64_t n, int64_t m,
                           workspace_layout *out) {
   size_t mk, mn, cursor = 0;
-  if (k <= 0 || n <= 0 || m <= 0 ||
-      !trellis_mul_size((size_t)m, (size_t)k, &mk) ||
-      !trellis_mul_size((size_t)m, (size_t)n, &mn))
+  if (k <= 0 || n <= 0 || m <= 0 || !trl_mul_size((size_t)m, (size_t)k, &mk) ||
+      !trl_mul_size((size_t)m, (size_t)n, &mn))
     return 0;
   if (!add_section(&cursor, mk, &out->rotated) ||
       !add_section(&cursor, mn, &out->z) ||
       !add_section(&cursor, (size_t)k, &out->s_in) ||
       !add_section(&cursor, (size_t)n, &out->s_out) ||
-      !trellis_align_size(cursor, WS_ALIGN, &cursor) ||
-      !trellis_add_size(cursor, WS_ALIGN - 1, &out->total))
+      !trl_align_size(cursor, WS_ALIGN, &cursor) ||
+      !trl_add_size(cursor, WS_ALIGN - 1, &out->total))
     return 0;
   return 1;
 }
@@ -111,7 +110,7 @@ static void rotate_input(const void *x, trellis_dtype x_dtype, int64_t m,
       a[i] = round_f16(product);
     }
     for (size_t i0 = 0; i0 < k; i0 += TRELLIS_HBLOCK) {
-      trellis_h128_f32(a + i0);
+      trl_h128_f32(a + i0);
       for (size_t i = i0; i < i0 + TRELLIS_HBLOCK; i++)
         a[i] = round_f16(a[i]);
     }
@@ -170,7 +169,7 @@ static void accumulate_tile(const float tile[256], const float *a, size_t lda,
 /* One thread's share: output columns of tiles [nt_begin, nt_end). */
 typedef struct gemm_share {
   const trellis_weight *w;
-  trellis_record rec[2]; /* the weight's records (one unless a pair) */
+  trl_record rec[2];     /* the weight's records (one unless a pair) */
   const float *table[2]; /* their state tables */
   const float *rotated;
   float *z;
@@ -191,9 +190,9 @@ static void gemm_columns(const gemm_share *s) {
              (size_t)(16 * (g1 - g0)) * sizeof(float));
     for (int64_t kt = 0; kt < tiles_k; kt++) {
       for (int64_t nt = g0; nt < g1; nt++) {
-        const int r = trellis_weight_record_of(w, kt, nt);
-        trellis_tile_decode_f32(trellis_record_tile(&s->rec[r], kt, nt),
-                                s->rec[r].bits, s->table[r], tile);
+        const int r = trl_weight_record_of(w, kt, nt);
+        trl_tile_decode_f32(trl_record_tile(&s->rec[r], kt, nt), s->rec[r].bits,
+                            s->table[r], tile);
         accumulate_tile(tile, s->rotated + (size_t)(16 * kt), k,
                         s->z + (size_t)(16 * nt), n, s->m);
       }
@@ -259,7 +258,7 @@ static void finish_output(float *z, int64_t m, size_t n, const float *s_out,
   for (int64_t row = 0; row < m; row++) {
     float *z_row = z + (size_t)row * n;
     for (size_t j0 = 0; j0 < n; j0 += TRELLIS_HBLOCK)
-      trellis_h128_f32(z_row + j0);
+      trl_h128_f32(z_row + j0);
     for (size_t j = 0; j < n; j++) {
       float v = z_row[j] * s_out[j];
       if (bias != NULL)
@@ -271,10 +270,10 @@ static void finish_output(float *z, int64_t m, size_t n, const float *s_out,
 
 static trellis_status check_dtype(const char *what, trellis_dtype dtype) {
   if (trellis_dtype_size(dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "%s: expected TRELLIS_F16, TRELLIS_BF16 or "
-                        "TRELLIS_F32, got %d",
-                        what, (int)dtype);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: expected TRELLIS_F16, TRELLIS_BF16 or "
+                    "TRELLIS_F32, got %d",
+                    what, (int)dtype);
   return TRELLIS_OK;
 }
 
@@ -286,18 +285,18 @@ static trellis_status check_forward_args(const trellis_weight *w, const void *x,
   if (st != TRELLIS_OK)
     return st;
   if (x == NULL || y == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "cpu_forward: %s is NULL",
-                        x ? "y" : "x");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "cpu_forward: %s is NULL",
+                    x ? "y" : "x");
   if ((st = check_dtype("x_dtype", x_dtype)) != TRELLIS_OK ||
       (st = check_dtype("y_dtype", y_dtype)) != TRELLIS_OK)
     return st;
   if (m < 1)
-    return trellis_fail(TRELLIS_ERR_SHAPE, "m: expected >= 1 rows, got %lld",
-                        (long long)m);
+    return trl_fail(TRELLIS_ERR_SHAPE, "m: expected >= 1 rows, got %lld",
+                    (long long)m);
   if (threads < 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "threads: expected >= 0 (0 = one per core), got %d",
-                        threads);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "threads: expected >= 0 (0 = one per core), got %d",
+                    threads);
   return TRELLIS_OK;
 }
 
@@ -311,20 +310,19 @@ trellis_status trellis_cpu_forward(const trellis_weight *caller, const void *x,
     return st;
   trellis_weight full;
   const trellis_weight *w = &full;
-  if ((st = trellis_weight_load(caller, &full)) != TRELLIS_OK)
+  if ((st = trl_weight_load(caller, &full)) != TRELLIS_OK)
     return st;
   workspace_layout layout;
   if (!plan_workspace(w->k, w->n, m, &layout))
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "cpu_forward: m = %lld, k = %lld, n = %lld: "
-                        "workspace size overflows size_t",
-                        (long long)m, (long long)w->k, (long long)w->n);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "cpu_forward: m = %lld, k = %lld, n = %lld: "
+                    "workspace size overflows size_t",
+                    (long long)m, (long long)w->k, (long long)w->n);
   if (workspace == NULL || workspace_bytes < layout.total)
-    return trellis_fail(TRELLIS_ERR_WORKSPACE,
-                        "cpu_forward: workspace needs %zu bytes "
-                        "(trellis_cpu_workspace_size), got %zu%s",
-                        layout.total, workspace_bytes,
-                        workspace ? "" : " (NULL)");
+    return trl_fail(TRELLIS_ERR_WORKSPACE,
+                    "cpu_forward: workspace needs %zu bytes "
+                    "(trellis_cpu_workspace_size), got %zu%s",
+                    layout.total, workspace_bytes, workspace ? "" : " (NULL)");
 
   const uintptr_t raw = (uintptr_t)workspace;
   char *base = (char *)workspace +
@@ -333,15 +331,15 @@ trellis_status trellis_cpu_forward(const trellis_weight *caller, const void *x,
   float *z = (float *)(base + layout.z);
   float *s_in = (float *)(base + layout.s_in);
   float *s_out = (float *)(base + layout.s_out);
-  if ((st = trellis_weight_scales(w, s_in, s_out)) != TRELLIS_OK)
+  if ((st = trl_weight_scales(w, s_in, s_out)) != TRELLIS_OK)
     return st;
 
   gemm_share proto = {.w = w, .rotated = rotated, .z = z, .m = m};
-  const int records = trellis_weight_records(w, proto.rec);
+  const int records = trl_weight_records(w, proto.rec);
   for (int r = 0; r < records; r++)
-    if ((proto.table[r] = trellis_codebook_table_f32_bits(
+    if ((proto.table[r] = trl_codebook_table_f32_bits(
              w->codebook, proto.rec[r].bits)) == NULL)
-      return trellis_sqg_tables_status();
+      return trl_sqg_tables_status();
   rotate_input(x, x_dtype, m, (size_t)w->k, s_in, rotated);
   run_gemm(&proto, resolve_threads(threads, w->n / 16));
   finish_output(z, m, (size_t)w->n, s_out, w->bias, y, y_dtype);

@@ -1,6 +1,6 @@
 /* Device helpers shared by every kernel: the codebooks, fp16 packing, MMA. */
-#ifndef TRELLIS_CUDA_COMMON_CUH
-#define TRELLIS_CUDA_COMMON_CUH
+#ifndef TRL_CUDA_COMMON_CUH
+#define TRL_CUDA_COMMON_CUH
 
 #include "format/constants.h"
 
@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <utility>
 
-namespace trellis {
+namespace trl {
 
 /* r_scale = 1/sqrt(128) as fp32, the constant of the format. */
 __device__ __forceinline__ float r_scale() {
-  return __uint_as_float(TRELLIS_R_SCALE_BITS);
+  return __uint_as_float(TRL_R_SCALE_BITS);
 }
 
 __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
@@ -22,7 +22,7 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
   /* (x & mask) ^ xor as one LOP3 (truth table 0x6a). */
   asm("lop3.b32 %0, %1, %2, %3, 0x6a;"
       : "=r"(y)
-      : "r"(x), "n"(TRELLIS_LOP3_MASK), "n"(TRELLIS_LOP3_XOR));
+      : "r"(x), "n"(TRL_LOP3_MASK), "n"(TRL_LOP3_XOR));
   return y;
 }
 
@@ -31,8 +31,8 @@ __device__ __forceinline__ uint32_t lop3_mask_xor(uint32_t x) {
 template <int CB>
 __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
   static_assert(CB == 0 || CB == 1, "3INST and MCG only");
-  const uint32_t x = (CB == 0) ? state * TRELLIS_MUL_3INST + TRELLIS_ADD_3INST
-                               : state * TRELLIS_MUL_MCG;
+  const uint32_t x =
+      (CB == 0) ? state * TRL_MUL_3INST + TRL_ADD_3INST : state * TRL_MUL_MCG;
   return lop3_mask_xor(x);
 }
 
@@ -42,13 +42,13 @@ __device__ __forceinline__ uint32_t codebook_halves(uint32_t state) {
 template <int CB>
 __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
   if constexpr (CB == 2) {
-    uint32_t x = state * TRELLIS_MUL_MUL1;
+    uint32_t x = state * TRL_MUL_MUL1;
     /* h = fp16 bits ACC + bytesum(x) = 1024 + S exactly. */
-    uint32_t h = __dp4a(x, 0x01010101u, TRELLIS_MUL1_ACC); /* unsigned bytes */
-    const __half2 k_inv = __halves2half2(__ushort_as_half(TRELLIS_MUL1_K_INV),
-                                         __ushort_as_half(TRELLIS_MUL1_K_INV));
-    const __half2 bias = __halves2half2(__ushort_as_half(TRELLIS_MUL1_BIAS),
-                                        __ushort_as_half(TRELLIS_MUL1_BIAS));
+    uint32_t h = __dp4a(x, 0x01010101u, TRL_MUL1_ACC); /* unsigned bytes */
+    const __half2 k_inv = __halves2half2(__ushort_as_half(TRL_MUL1_K_INV),
+                                         __ushort_as_half(TRL_MUL1_K_INV));
+    const __half2 bias = __halves2half2(__ushort_as_half(TRL_MUL1_BIAS),
+                                        __ushort_as_half(TRL_MUL1_BIAS));
     __half2 w = __hfma2(*reinterpret_cast<__half2 *>(&h), k_inv, bias);
     return *reinterpret_cast<uint32_t *>(&w);
   } else {
@@ -251,6 +251,6 @@ __device__ __forceinline__ void h128_warp(float (&h)[4], int lane) {
     h[e] *= r_scale();
 }
 
-} // namespace trellis
+} // namespace trl
 
 #endif

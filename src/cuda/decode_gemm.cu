@@ -2,16 +2,16 @@
  * gemm_k1.cu .. gemm_k8.cu (this file does not include dispatch_unit.cuh). */
 #include "decode_gemm.cuh"
 
-using trellis::dispatch::Op;
-using trellis::gemm::Gemm;
-using trellis::gemm::Params;
+using trl::dispatch::Op;
+using trl::gemm::Gemm;
+using trl::gemm::Params;
 
 /* CTAs of one variant resident per SM, from its registers and shared memory
  * (independent of attributes, so plan create can use it before prepare). */
-extern "C" int trellis_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
-                                        trellis_dtype compute, int m_blocks) {
+extern "C" int trl_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
+                                    trellis_dtype compute, int m_blocks) {
   Gemm::Args a = {};
-  const int err = trellis::dispatch::run<Gemm>(
+  const int err = trl::dispatch::run<Gemm>(
       Op::kQuery, {bits, (int)codebook, (int)compute, m_blocks}, a);
   if (err || a.regs <= 0) {
     (void)cudaGetLastError();
@@ -25,7 +25,7 @@ extern "C" int trellis_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
                              cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev))
     return 0;
   const int warp_regs = (a.regs * 32 + 255) / 256 * 256; /* allocation unit */
-  const int threads = trellis::gemm::kThreads;
+  const int threads = trl::gemm::kThreads;
   const int by_regs = regs_sm / (warp_regs * (threads / 32));
   const int by_smem = smem_sm / (int)(a.smem + 1024);
   const int by_threads = 2048 / threads;
@@ -33,17 +33,17 @@ extern "C" int trellis_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
   return n < by_threads ? n : by_threads;
 }
 
-extern "C" int trellis_gemm_prepare(int bits, trellis_codebook codebook,
-                                    trellis_dtype compute) {
+extern "C" int trl_gemm_prepare(int bits, trellis_codebook codebook,
+                                trellis_dtype compute) {
   Gemm::Args a = {};
-  return trellis::dispatch::for_each_value<trellis::dispatch::MBlocksAxis>(
+  return trl::dispatch::for_each_value<trl::dispatch::MBlocksAxis>(
       [&](auto mb) {
-        return trellis::dispatch::run<Gemm>(
+        return trl::dispatch::run<Gemm>(
             Op::kPrepare, {bits, (int)codebook, (int)compute, mb.value}, a);
       });
 }
 
-extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
+extern "C" int trl_launch_gemm(const trl_gemm_args *a, void *stream) {
   Params p;
   p.trellis = a->trellis;
   p.rotated = a->rotated;
@@ -53,7 +53,7 @@ extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
   p.n = a->n;
   p.kt_per_split = a->kt_per_split;
   p.pdl = a->pdl;
-  trellis::init_shifts(p.shifts);
+  trl::init_shifts(p.shifts);
   /* an m_blocks this build lacks is rejected by the dispatch below */
   const int rows_per_cta = 16 * (a->m_blocks > 0 ? a->m_blocks : 1);
   Gemm::Args g = {};
@@ -61,7 +61,7 @@ extern "C" int trellis_launch_gemm(const trellis_gemm_args *a, void *stream) {
   g.grid = dim3((unsigned)(a->n / 128), (unsigned)a->splits,
                 (unsigned)((a->m + rows_per_cta - 1) / rows_per_cta));
   g.stream = (cudaStream_t)stream;
-  return trellis::dispatch::run<Gemm>(
+  return trl::dispatch::run<Gemm>(
       Op::kLaunch, {a->bits, (int)a->codebook, (int)a->compute, a->m_blocks},
       g);
 }

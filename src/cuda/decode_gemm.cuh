@@ -6,8 +6,8 @@
  * stages, each 8 tile rows deep (128 k). Warps split the strip along n (WN)
  * and the stage's tile rows along k (WK); k-partners are summed in shared
  * memory at the end, so results are deterministic. */
-#ifndef TRELLIS_CUDA_DECODE_GEMM_CUH
-#define TRELLIS_CUDA_DECODE_GEMM_CUH
+#ifndef TRL_CUDA_DECODE_GEMM_CUH
+#define TRL_CUDA_DECODE_GEMM_CUH
 
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -18,7 +18,7 @@
 #include <cuda_runtime.h>
 #include <type_traits>
 
-namespace trellis {
+namespace trl {
 namespace gemm {
 
 constexpr int kThreads = 256;
@@ -35,8 +35,8 @@ template <int MB> struct Layout {
 
 /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
  * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
- * stages are 1 KiB-aligned. (MB 1 with 3 stages and registers capped for
- * 4 CTAs/SM measured 9% slower than 4 stages at 3 CTAs/SM: RESULTS.md.) */
+ * stages are 1 KiB-aligned. For MB 1 the deeper ring beats a fourth CTA
+ * per SM (bench/RESULTS.md). */
 template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
   return MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
 }
@@ -46,7 +46,7 @@ template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
  * 16 n x 16 k in the mma A layout), the activations are B in shared memory,
  * 16*MB tokens wide; a warpgroup covers 64 columns. Elsewhere mma.sync with
  * the warps split over n (WN) and k (WK) as Layout says. */
-constexpr bool kWgmma = TRELLIS_WGMMA != 0;
+constexpr bool kWgmma = TRL_WGMMA != 0;
 
 template <int K> __host__ __device__ constexpr int stage_w_bytes() {
   return kSK * kNT * 32 * K;
@@ -206,9 +206,8 @@ template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
- * (Two variants with the weights as the MMA's A operand, which drop the
- * B-fragment pack, measured slower or rounded W_hat differently: see
- * RESULTS.md.) */
+ * The weights are the B operand here: as the A operand (no B-fragment
+ * pack) they were slower or rounded W_hat differently (bench/RESULTS.md). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
 compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
@@ -252,7 +251,7 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
   }
 }
 
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
 /* The same with wgmma: warp w decodes tile column w of every tile row of
  * the stage; per tile row its warpgroup issues one m64n(16*MB)k16, two
  * tile rows to a wgmma group (kGroup). One group stays in flight while the
@@ -284,12 +283,10 @@ __device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
   /* Tiles per wgmma group: one fence, commit and wait per two tiles (one
-   * group in flight while the next two decode). On the H200 pairs measured
-   * 3-5% faster than single tiles at m <= 16 and 2-4% at m = 32 and 64;
-   * groups of four 1% slower than pairs. Not for the 8-m-block variant (148
-   * registers with pairs: one CTA per SM) nor for K <= 2, where pairs take
-   * the one-m-block kernel from 42 to 61 registers (5 to 4 CTAs per SM):
-   * +8% on 8192x28672, -7% on 28672x8192, single tiles -2% on both. */
+   * group in flight while the next two decode), which beats single tiles
+   * and groups of four on the H200 (bench/RESULTS.md). Single tiles for the
+   * 8-m-block variant and for K <= 2, where pairs cost enough registers to
+   * lose a CTA per SM. */
   constexpr int kGroup = MB <= 4 && K >= 3 ? 2 : 1;
 #pragma unroll
   for (int kr = 0; kr < kSK; kr += kGroup) {
@@ -408,7 +405,7 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
     cp_async_wait<kStages - 2>();
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
     fence_proxy_async_smem(); /* the stage is read by the async proxy */
 #endif
     __syncthreads();
@@ -517,6 +514,6 @@ struct Gemm {
 };
 
 } // namespace gemm
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -1,6 +1,6 @@
 /* The one dispatch layer of the kernel variants: a runtime key (bits,
  * codebook, m-blocks, dtypes, flags) becomes a template instantiation, or
- * TRELLIS_KERNEL_UNSUPPORTED with a message that names the family, the key
+ * TRL_KERNEL_UNSUPPORTED with a message that names the family, the key
  * and what this build has -- never a silent default.
  *
  * Registering a kernel family
@@ -37,14 +37,14 @@
  *      kernels live in a header; unit u is a .cu file of three lines:
  *        #include "my_family.cuh"
  *        #include "dispatch_unit.cuh"
- *        TRELLIS_DISPATCH_UNIT(trellis::my::MyFamily, u)
+ *        TRL_DISPATCH_UNIT(trl::my::MyFamily, u)
  *      The launcher's .cu includes the family header but not
  *      dispatch_unit.cuh, so it compiles no kernel itself. Without kUnits
  *      the launcher's .cu instantiates everything.
  * Adding a bitrate, codebook, dtype or m-block is one edit of its list in
  * plan/kernel_config.h (plus the device code the new value needs). */
-#ifndef TRELLIS_CUDA_DISPATCH_CUH
-#define TRELLIS_CUDA_DISPATCH_CUH
+#ifndef TRL_CUDA_DISPATCH_CUH
+#define TRL_CUDA_DISPATCH_CUH
 
 #include "core/internal.h"
 #include "cuda/kernels.h"
@@ -55,7 +55,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace trellis {
+namespace trl {
 namespace dispatch {
 
 /* ------------------------------------------------------------- axes -- */
@@ -64,26 +64,26 @@ namespace dispatch {
  * it and adds `static constexpr const char *kName`. */
 template <int... V> struct Axis { static constexpr int kCount = sizeof...(V); };
 
-struct BitsAxis : Axis<TRELLIS_GPU_BITS> {
+struct BitsAxis : Axis<TRL_GPU_BITS> {
   static constexpr const char *kName = "bits";
 };
-struct CodebookAxis : Axis<TRELLIS_GPU_CODEBOOKS> {
+struct CodebookAxis : Axis<TRL_GPU_CODEBOOKS> {
   static constexpr const char *kName = "codebook";
 };
-struct ComputeAxis : Axis<TRELLIS_GPU_COMPUTE_DTYPES> {
+struct ComputeAxis : Axis<TRL_GPU_COMPUTE_DTYPES> {
   static constexpr const char *kName = "compute dtype";
 };
-struct InDtypeAxis : Axis<TRELLIS_GPU_IO_DTYPES> {
+struct InDtypeAxis : Axis<TRL_GPU_IO_DTYPES> {
   static constexpr const char *kName = "input dtype";
 };
-struct OutDtypeAxis : Axis<TRELLIS_GPU_IO_DTYPES> {
+struct OutDtypeAxis : Axis<TRL_GPU_IO_DTYPES> {
   static constexpr const char *kName = "output dtype";
 };
-struct MBlocksAxis : Axis<TRELLIS_GPU_M_BLOCKS> {
+struct MBlocksAxis : Axis<TRL_GPU_M_BLOCKS> {
   static constexpr const char *kName = "m_blocks";
 };
-static_assert(MBlocksAxis::kCount == TRELLIS_M_BLOCK_COUNT,
-              "TRELLIS_M_BLOCK_COUNT must count TRELLIS_GPU_M_BLOCKS");
+static_assert(MBlocksAxis::kCount == TRL_M_BLOCK_COUNT,
+              "TRL_M_BLOCK_COUNT must count TRL_GPU_M_BLOCKS");
 
 namespace detail {
 template <int I, class... A> struct Nth;
@@ -212,15 +212,15 @@ template <class F> int unsupported(const int *key, int axis, Op op) {
   if (axis >= 0) {
     char have[128] = "";
     axis_text<F>(axis, have, sizeof have, kAxes);
-    trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                 "%s: no kernel variant for %s (this build has %s %s)",
-                 F::kName, text, F::Axes::kNames[axis], have);
+    trl_fail(TRELLIS_ERR_UNSUPPORTED,
+             "%s: no kernel variant for %s (this build has %s %s)", F::kName,
+             text, F::Axes::kNames[axis], have);
   } else {
-    trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                 "%s: no kernel variant for the combination %s%s", F::kName,
-                 text, op == Op::kQuery ? " (no query)" : "");
+    trl_fail(TRELLIS_ERR_UNSUPPORTED,
+             "%s: no kernel variant for the combination %s%s", F::kName, text,
+             op == Op::kQuery ? " (no query)" : "");
   }
-  return TRELLIS_KERNEL_UNSUPPORTED;
+  return TRL_KERNEL_UNSUPPORTED;
 }
 
 /* One complete variant: the operation itself. */
@@ -288,7 +288,7 @@ bool run_position(Op op, const int *key, typename F::Args &a, int &r) {
 } // namespace detail
 
 /* Entry of unit U of a family with kUnits > 1: defined by
- * TRELLIS_DISPATCH_UNIT in the unit's own translation unit. */
+ * TRL_DISPATCH_UNIT in the unit's own translation unit. */
 template <class F, int U> int unit(Op op, const int *key, typename F::Args &a);
 
 namespace detail {
@@ -302,7 +302,7 @@ int run_unit(int u, Op op, const int *key, typename F::Args &a,
 } // namespace detail
 
 /* Runs `op` on the variant `key` names (one value per axis, in the order
- * of F::Axes): 0, a cudaError_t, or TRELLIS_KERNEL_UNSUPPORTED. */
+ * of F::Axes): 0, a cudaError_t, or TRL_KERNEL_UNSUPPORTED. */
 template <class F>
 int run(Op op, const int (&key)[F::Axes::kCount], typename F::Args &a) {
   constexpr int kUnits = detail::Units<F>::value;
@@ -319,6 +319,6 @@ int run(Op op, const int (&key)[F::Axes::kCount], typename F::Args &a) {
 }
 
 } // namespace dispatch
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -1,15 +1,15 @@
 /* The body of one translation unit of a family spread over kUnits units
  * (see dispatch.cuh): include the family's header, then this one, then
- * TRELLIS_DISPATCH_UNIT(Family, u). Only unit files include it, so the
+ * TRL_DISPATCH_UNIT(Family, u). Only unit files include it, so the
  * launcher's translation unit compiles no kernel of the family. */
-#ifndef TRELLIS_CUDA_DISPATCH_UNIT_CUH
-#define TRELLIS_CUDA_DISPATCH_UNIT_CUH
+#ifndef TRL_CUDA_DISPATCH_UNIT_CUH
+#define TRL_CUDA_DISPATCH_UNIT_CUH
 
 #include "cuda/dispatch.cuh"
 
 #include <utility>
 
-namespace trellis {
+namespace trl {
 namespace dispatch {
 namespace detail {
 template <class F, int U, int... P>
@@ -28,11 +28,11 @@ template <class F, int U> int unit(Op op, const int *key, typename F::Args &a) {
       std::make_integer_sequence<int, F::Axes::template At<0>::kCount>{});
 }
 } // namespace dispatch
-} // namespace trellis
+} // namespace trl
 
 /* The explicit instantiation of unit U of family F (its variants). */
-#define TRELLIS_DISPATCH_UNIT(F, U)                                            \
-  template int trellis::dispatch::unit<F, U>(trellis::dispatch::Op,            \
-                                             const int *, F::Args &);
+#define TRL_DISPATCH_UNIT(F, U)                                                \
+  template int trl::dispatch::unit<F, U>(trl::dispatch::Op, const int *,       \
+                                         F::Args &);
 
 #endif

@@ -22,24 +22,22 @@
 
 namespace cg = cooperative_groups;
 
-namespace trellis {
+namespace trl {
 namespace fused {
 
-using namespace trellis::gemm;
+using namespace trl::gemm;
 
-constexpr int K = TRELLIS_FUSED_BITS;
+constexpr int K = TRL_FUSED_BITS;
 /* Largest cluster prepare picks (plan/kernel_config.h): the non-portable
- * limit for the one-m-block variant, the portable one for the others.
- * 16-CTA clusters pack into the GPCs badly, but where the model still picks
- * them they measured 5-11% faster at m <= 8 and up to 12% slower at m = 128
- * than 8 (RESULTS.md). */
+ * limit for the one-m-block variant, the portable one for the others, since
+ * 16-CTA clusters help small m and cost m = 128 (bench/RESULTS.md). */
 constexpr int max_cluster(int mb) {
-  return mb == 1 ? TRELLIS_FUSED_MAX_CLUSTER : TRELLIS_FUSED_MAX_CLUSTER_WIDE;
+  return mb == 1 ? TRL_FUSED_MAX_CLUSTER : TRL_FUSED_MAX_CLUSTER_WIDE;
 }
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
 [[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
 [[maybe_unused]] constexpr int CB =
-    TRELLIS_FUSED_CODEBOOK; /* unused where the body is compiled out */
+    TRL_FUSED_CODEBOOK; /* unused where the body is compiled out */
 
 struct FusedParams {
   const int16_t *trellis;
@@ -188,10 +186,8 @@ __device__ void make_ready(const FusedParams &p, int64_t b_begin, int64_t b_end,
 /* Called by every CTA of a claiming launch once make_ready has returned
  * for all its blocks: it reads and writes no flag after this. The last CTA
  * to get here resets the flags (and the counter) for the next launch; no
- * CTA of this launch reads them any more. (Counting here, after the first
- * stages' activations are issued, or at the kernel's end measured the
- * same on the H200; a launch that rotates locally skips the fence and the
- * atomic altogether, which saved ~1 us per launch: RESULTS.md.) */
+ * CTA of this launch reads them any more. A launch that rotates locally
+ * touches no flag and skips this fence and atomic. */
 __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
   if (threadIdx.x != 0)
     return;
@@ -206,18 +202,17 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
 }
 
 /* Local input rotation (one m-block of at most kLocalRows rows; the plan
- * decides when, trellis_layout_fused_local): each CTA rotates the rows of
+ * decides when, trl_layout_fused_local): each CTA rotates the rows of
  * its own stages as they enter the ring, instead of claiming blocks of the
  * shared `rotated` buffer and waiting for the CTAs that rotate them. That
  * wait is a fixed cost per CTA (flag reads, CAS, publish: several L2 round
  * trips); re-rotating x in every strip costs ~80 instructions per row and
- * stage against ~3500 for the stage's decode, so short CTAs gain (up to
- * 29% on 512x6144) and long ones lose (8192x28672: +5% at m = 1, +19% at
- * m = 8; RESULTS.md). Row r of stage s is rotated by warp (r + s) % 8: its
- * 8-byte loads are issued before the stage in flight is computed, the
- * result is written to the stage's activation rows after it. Rows m..15
- * are zeroed once: nothing else writes the activation area. */
-constexpr int kLocalRows = TRELLIS_FUSED_LOCAL_ROWS;
+ * stage against ~3500 for the stage's decode, so short CTAs gain and long
+ * ones lose (bench/RESULTS.md). Row r of stage s is rotated by warp
+ * (r + s) % 8: its 8-byte loads are issued before the stage in flight is
+ * computed, the result is written to the stage's activation rows after it.
+ * Rows m..15 are zeroed once: nothing else writes the activation area. */
+constexpr int kLocalRows = TRL_FUSED_LOCAL_ROWS;
 static_assert(kLocalRows <= kThreads / 32, "one row per warp and stage");
 
 /* This lane's 4 elements of row r, k-block b, of x (TRELLIS_F16 or
@@ -282,16 +277,15 @@ struct LocalRotation {
 };
 
 /* Up-front local rotation: where rows x stages of every CTA are at most
- * kPreRows (the plan decides, trellis_layout_fused_ahead), they are
+ * kPreRows (the plan decides, trl_layout_fused_ahead), they are
  * rotated once before the ring by all warps
  * (LocalRotation::rotate_ahead) and each stage only copies its rows from
- * there. Rotating a stage's rows as it enters the ring made one warp per
- * row and stage run ~60 instructions and five shuffle rounds longer than
- * the others, and the stage barrier made everyone wait for it (6-9% at
- * m = 1: RESULTS.md). 20 rows of 256 bytes after the ring keep 3 CTAs per
- * SM. It is a kernel of its own (Ahead): compiled into the same kernel as
- * the other two forms it made the claiming form 2-4% slower. */
-constexpr int kPreRows = TRELLIS_FUSED_PRE_ROWS;
+ * there: rotating a stage's rows as it enters the ring keeps one warp per
+ * row longer than the others, and the stage barrier waits for it. 20 rows
+ * of 256 bytes after the ring keep 3 CTAs per SM. It is a kernel of its
+ * own (Ahead), since compiled into one kernel with the other two forms it
+ * slows the claiming form (bench/RESULTS.md). */
+constexpr int kPreRows = TRL_FUSED_PRE_ROWS;
 constexpr int kPreBytes = kPreRows * 256;
 constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
 
@@ -346,8 +340,7 @@ __device__ __forceinline__ void zero_rows(char *smem, int m) {
 }
 
 template <int MB, bool Ahead>
-__global__ void __launch_bounds__(kThreads,
-                                  MB <= 2 ? TRELLIS_FUSED_CTAS_PER_SM : 2)
+__global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
     fused_k6_kernel(FusedParams p) {
   static_assert(!Ahead || MB == 1, "up-front rotation: one m-block");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -377,13 +370,13 @@ __global__ void __launch_bounds__(kThreads,
       ld.issue_w(ring + s * SB);
   cp_async_commit();
   /* Programmatic dependent launch (where the plan asks for it,
-   * trellis_layout_fused_pdl): the weights are immutable, so their first
+   * trl_layout_fused_pdl): the weights are immutable, so their first
    * stages stream in while the previous kernel of the stream finishes.
    * Everything else that kernel may write (x, the rotated buffer, the
    * flags) or read (y) is touched only after its grid has completed and
    * flushed. Our dependents may be scheduled once every CTA is past the
-   * wait; they too wait for our completion. (Allowing them before the
-   * wait, or only after the ring, measured slower: RESULTS.md.) */
+   * wait (the fastest point, bench/RESULTS.md); they too wait for our
+   * completion. */
   griddep_wait();
   griddep_launch_dependents();
   AccFor<MB> acc;
@@ -471,7 +464,7 @@ void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
   attr[0].val.clusterDim.x = (unsigned)cs;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  attr[1] = trellis::pdl_attribute();
+  attr[1] = trl::pdl_attribute();
   cfg.gridDim = dim3((unsigned)(strips * cs));
   cfg.blockDim = dim3(kThreads);
   cfg.dynamicSmemBytes = smem;
@@ -481,9 +474,8 @@ void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
 }
 
 /* Per-CTA fixed cost in units of one k-block's stage: pipeline fill, the
- * rotation claims and the cluster reduce. Measured on the H200 (RESULTS.md):
- * with 2 the model chose 8-CTA clusters for 8192x28672, 3-7% slower than
- * 4-CTA clusters; 5 orders 4 vs 8 as measured on the three shapes tried. */
+ * rotation claims and the cluster reduce. 5 makes the model rank cluster
+ * sizes as the H200's timings do (bench/RESULTS.md). */
 constexpr int kRampStages = 5;
 
 /* Whether the kernel rotates x up front (the Ahead form, see kPreRows). */
@@ -517,7 +509,7 @@ struct Fused {
    * ramp), where a wave is what cudaOccupancyMaxActiveClusters says fits
    * at once. Large clusters split k finely but pack into GPCs less well;
    * sizes that are not powers of two (5, 6) often fit the wave count
-   * better and measured up to 17% faster. */
+   * better. */
   template <int MB, int AHEAD> static int prepare(Args &a) {
     const void *kern = kernel<MB, AHEAD>();
     constexpr size_t kSmem = smem<MB, AHEAD>();
@@ -569,31 +561,32 @@ int run(dispatch::Op op, int m_blocks, int ahead, Fused::Args &a) {
 }
 
 } // namespace fused
-} // namespace trellis
+} // namespace trl
 
-using namespace trellis::fused;
+using namespace trl::fused;
 
-extern "C" int
-trellis_fused_prepare_kernels(int64_t k, int64_t n,
-                              int cluster_out[TRELLIS_M_BLOCK_COUNT]) {
+extern "C" int trl_fused_prepare_kernels(int64_t k, int64_t n,
+                                         int cluster_out[TRL_M_BLOCK_COUNT]) {
   Fused::Args a = {};
   a.k = k;
   a.n = n;
-  int err = run(trellis::dispatch::Op::kPrepare, 1, 1, a);
-  for (int i = 0; !err && i < TRELLIS_M_BLOCK_COUNT; ++i) {
+  int err = run(trl::dispatch::Op::kPrepare, 1, 1, a);
+  for (int i = 0; !err && i < TRL_M_BLOCK_COUNT; ++i) {
     a.cluster = 1;
-    err = run(trellis::dispatch::Op::kPrepare, trellis_m_block_at(i), 0, a);
+    err = run(trl::dispatch::Op::kPrepare, trl_m_block_at(i), 0, a);
     cluster_out[i] = a.cluster;
   }
   return err;
 }
 
-extern "C" int trellis_launch_fused(
-    const int16_t *trellis, const void *x, trellis_dtype in_dtype,
-    const uint16_t *s_in, const uint16_t *s_out, const uint16_t *bias,
-    uint16_t *rotated, void *y, trellis_dtype out_dtype, unsigned *flags,
-    int64_t m, int64_t k, int64_t n, int m_blocks, int cluster,
-    trellis_fused_rotation rotation, int pdl, void *stream) {
+extern "C" int trl_launch_fused(const int16_t *trellis, const void *x,
+                                trellis_dtype in_dtype, const uint16_t *s_in,
+                                const uint16_t *s_out, const uint16_t *bias,
+                                uint16_t *rotated, void *y,
+                                trellis_dtype out_dtype, unsigned *flags,
+                                int64_t m, int64_t k, int64_t n, int m_blocks,
+                                int cluster, trl_fused_rotation rotation,
+                                int pdl, void *stream) {
   Fused::Args a = {};
   FusedParams &p = a.p;
   p.trellis = trellis;
@@ -613,13 +606,12 @@ extern "C" int trellis_launch_fused(
    * few rows, 16-bit x on 8-byte boundaries */
   const bool can_local = m_blocks == 1 && m <= kLocalRows &&
                          in_dtype != TRELLIS_F32 && ((uintptr_t)x & 7) == 0;
-  const trellis_fused_rotation mode =
-      can_local ? rotation : TRELLIS_FUSED_CLAIMS;
-  p.local = mode != TRELLIS_FUSED_CLAIMS;
+  const trl_fused_rotation mode = can_local ? rotation : TRL_FUSED_CLAIMS;
+  p.local = mode != TRL_FUSED_CLAIMS;
   init_shifts(p.shifts);
   a.cluster = cluster;
   a.pdl = pdl;
   a.stream = (cudaStream_t)stream;
-  return run(trellis::dispatch::Op::kLaunch, m_blocks,
-             mode == TRELLIS_FUSED_LOCAL_AHEAD, a);
+  return run(trl::dispatch::Op::kLaunch, m_blocks,
+             mode == TRL_FUSED_LOCAL_AHEAD, a);
 }

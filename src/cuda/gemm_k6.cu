@@ -1,6 +1,6 @@
 /* Decode-GEMM unit 5: the variants of the bitrate at position 5 of
- * TRELLIS_GPU_BITS (K = 6), see decode_gemm.cuh and dispatch.cuh. */
+ * TRL_GPU_BITS (K = 6), see decode_gemm.cuh and dispatch.cuh. */
 #include "decode_gemm.cuh"
 #include "dispatch_unit.cuh"
 
-TRELLIS_DISPATCH_UNIT(trellis::gemm::Gemm, 5)
+TRL_DISPATCH_UNIT(trl::gemm::Gemm, 5)

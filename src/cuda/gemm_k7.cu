@@ -1,6 +1,6 @@
 /* Decode-GEMM unit 6: the variants of the bitrate at position 6 of
- * TRELLIS_GPU_BITS (K = 7), see decode_gemm.cuh and dispatch.cuh. */
+ * TRL_GPU_BITS (K = 7), see decode_gemm.cuh and dispatch.cuh. */
 #include "decode_gemm.cuh"
 #include "dispatch_unit.cuh"
 
-TRELLIS_DISPATCH_UNIT(trellis::gemm::Gemm, 6)
+TRL_DISPATCH_UNIT(trl::gemm::Gemm, 6)

@@ -1,10 +1,10 @@
 /* Host-callable launchers of the CUDA kernels (C linkage). Each launches on
  * `stream` and returns a cudaError_t as int (0 = success), or
- * TRELLIS_KERNEL_UNSUPPORTED when this build has no kernel variant for the
+ * TRL_KERNEL_UNSUPPORTED when this build has no kernel variant for the
  * combination asked (the detail message names it). None allocates or
  * synchronises. */
-#ifndef TRELLIS_CUDA_KERNELS_H
-#define TRELLIS_CUDA_KERNELS_H
+#ifndef TRL_CUDA_KERNELS_H
+#define TRL_CUDA_KERNELS_H
 
 #include "plan/kernel_config.h"
 #include "trellis.h"
@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-#define TRELLIS_KERNEL_UNSUPPORTED (-1)
+#define TRL_KERNEL_UNSUPPORTED (-1)
 
 /* The architecture this build's kernel image for the current device was
  * compiled for (cudaFuncAttributes::binaryVersion: 90 for sm_90/sm_90a),
@@ -24,7 +24,7 @@ extern "C" {
  * one stands for all. An older image (sm_80 running on Hopper) loads but
  * lacks what the newer kernels need: the fused kernel's body is compiled
  * out and there is no griddepcontrol.wait. */
-int trellis_image_arch(void);
+int trl_image_arch(void);
 
 /* Launchers taking `pdl` launch with programmatic stream serialisation when
  * it is set (only on an sm_90 device running an sm_90 image): the kernel
@@ -32,35 +32,34 @@ int trellis_image_arch(void);
 
 /* out[r][c] = RNE(H128blk(in[r][:] * pre)[c] * post[c]). pre/post fp16 or
  * NULL. cols % 128 == 0. */
-int trellis_launch_h128(const void *in, trellis_dtype in_dtype, void *out,
-                        trellis_dtype out_dtype, const uint16_t *pre,
-                        const uint16_t *post, int64_t rows, int64_t cols,
-                        int pdl, void *stream);
+int trl_launch_h128(const void *in, trellis_dtype in_dtype, void *out,
+                    trellis_dtype out_dtype, const uint16_t *pre,
+                    const uint16_t *post, int64_t rows, int64_t cols, int pdl,
+                    void *stream);
 
 /* y[r][c] = RNE(H128blk(sum_s partial[s][r][:])[c] * svh[c] + bias[c]) --
  * the generic path's output stage: reduces split-K partials (fixed order),
  * rotates, scales and converts. bias may be NULL. */
-int trellis_launch_rot_out(const float *partial, int splits,
-                           const uint16_t *svh, const uint16_t *bias, void *y,
-                           trellis_dtype y_dtype, int64_t m, int64_t n, int pdl,
-                           void *stream);
+int trl_launch_rot_out(const float *partial, int splits, const uint16_t *svh,
+                       const uint16_t *bias, void *y, trellis_dtype y_dtype,
+                       int64_t m, int64_t n, int pdl, void *stream);
 
 /* sums[r][c] = sum_s partial[s][r][c]  (before an external rotation). */
-int trellis_launch_reduce(const float *partial, int splits, float *sums,
-                          int64_t m, int64_t n, void *stream);
+int trl_launch_reduce(const float *partial, int splits, float *sums, int64_t m,
+                      int64_t n, void *stream);
 
 /* y = RNE(v + bias), v fp32 [m][n] (after an external rotation). */
-int trellis_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
-                                trellis_dtype y_dtype, int64_t m, int64_t n,
-                                void *stream);
+int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
+                            trellis_dtype y_dtype, int64_t m, int64_t n,
+                            void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
-int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,
-                                int64_t count, void *stream);
+int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
+                            void *stream);
 
 /* Decode-GEMM of the generic path. Partial sums for k-split s go to
  * partial[s][m][n] (fp32). rotated is [m][k] in the compute dtype. */
-typedef struct trellis_gemm_args {
+typedef struct trl_gemm_args {
   const int16_t *trellis;
   const uint16_t *rotated;
   float *partial;
@@ -70,68 +69,66 @@ typedef struct trellis_gemm_args {
   trellis_dtype compute; /* F16 or BF16 */
   int splits;            /* k-splits (grid.y) */
   int kt_per_split;      /* tile rows per split, multiple of 8 */
-  int m_blocks;          /* 16-row blocks per CTA: TRELLIS_GPU_M_BLOCKS */
+  int m_blocks;          /* 16-row blocks per CTA: TRL_GPU_M_BLOCKS */
   int pdl;               /* dependent launch (see the launchers above) */
-} trellis_gemm_args;
+} trl_gemm_args;
 
 /* Sets the kernel attributes of every m-block variant of (bits, codebook,
  * compute) and returns 0, or the CUDA error (cudaErrorNoKernelImageForDevice
  * when this build has no image for the device). */
-int trellis_gemm_prepare(int bits, trellis_codebook codebook,
-                         trellis_dtype compute);
-int trellis_launch_gemm(const trellis_gemm_args *a, void *stream);
+int trl_gemm_prepare(int bits, trellis_codebook codebook,
+                     trellis_dtype compute);
+int trl_launch_gemm(const trl_gemm_args *a, void *stream);
 /* Resident CTAs per SM of one decode-GEMM variant (0 when unknown). */
-int trellis_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
-                             trellis_dtype compute, int m_blocks);
+int trl_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
+                         trellis_dtype compute, int m_blocks);
 
 /* Decodes W_hat columns [n0, n0 + n_cols) into dst [k][n_cols] of dst_dtype
  * (F16 or BF16). n0 and n_cols multiples of 128. */
-int trellis_launch_reconstruct(const int16_t *trellis, int bits,
-                               trellis_codebook codebook, int64_t k, int64_t n,
-                               int64_t n0, int64_t n_cols, uint16_t *dst,
-                               trellis_dtype dst_dtype, void *stream);
+int trl_launch_reconstruct(const int16_t *trellis, int bits,
+                           trellis_codebook codebook, int64_t k, int64_t n,
+                           int64_t n0, int64_t n_cols, uint16_t *dst,
+                           trellis_dtype dst_dtype, void *stream);
 /* The same with the output rotation folded in: dst = RNE(W_hat[:, n0..] .
  * H128blk . diag(post)) (the dense path with its own rotations). */
-int trellis_launch_reconstruct_had(const int16_t *trellis, int bits,
-                                   trellis_codebook codebook, int64_t k,
-                                   int64_t n, int64_t n0, int64_t n_cols,
-                                   const uint16_t *post, uint16_t *dst,
-                                   trellis_dtype dst_dtype, void *stream);
+int trl_launch_reconstruct_had(const int16_t *trellis, int bits,
+                               trellis_codebook codebook, int64_t k, int64_t n,
+                               int64_t n0, int64_t n_cols, const uint16_t *post,
+                               uint16_t *dst, trellis_dtype dst_dtype,
+                               void *stream);
 /* Both rotations folded: dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] .
  * H128blk . diag(post)), so the GEMM takes x itself. */
-int trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
-                                    trellis_codebook codebook, int64_t k,
-                                    int64_t n, int64_t n0, int64_t n_cols,
-                                    const uint16_t *pre, const uint16_t *post,
-                                    uint16_t *dst, trellis_dtype dst_dtype,
-                                    void *stream);
+int trl_launch_reconstruct_full(const int16_t *trellis, int bits,
+                                trellis_codebook codebook, int64_t k, int64_t n,
+                                int64_t n0, int64_t n_cols, const uint16_t *pre,
+                                const uint16_t *post, uint16_t *dst,
+                                trellis_dtype dst_dtype, void *stream);
 /* Checks the images and sets the attributes of the reconstruct kernels of
  * (bits, codebook), every form and dst dtype. */
-int trellis_reconstruct_prepare(int bits, trellis_codebook codebook);
+int trl_reconstruct_prepare(int bits, trellis_codebook codebook);
 
 /* Fused K6/MCG path (fused_k6.cu); its limits and the rotation modes are
  * in plan/kernel_config.h. With `pdl` it is launched with programmatic
  * stream serialisation. */
 /* Sets the attributes of every variant and picks the cluster size of each
- * m-block variant (cluster_out[i] for trellis_m_block_at(i)). */
-int trellis_fused_prepare_kernels(int64_t k, int64_t n,
-                                  int cluster_out[TRELLIS_M_BLOCK_COUNT]);
-int trellis_launch_fused(const int16_t *trellis, const void *x,
-                         trellis_dtype in_dtype, const uint16_t *s_in,
-                         const uint16_t *s_out, const uint16_t *bias,
-                         uint16_t *rotated, void *y, trellis_dtype out_dtype,
-                         unsigned *flags, int64_t m, int64_t k, int64_t n,
-                         int m_blocks, int cluster,
-                         trellis_fused_rotation rotation, int pdl,
-                         void *stream);
+ * m-block variant (cluster_out[i] for trl_m_block_at(i)). */
+int trl_fused_prepare_kernels(int64_t k, int64_t n,
+                              int cluster_out[TRL_M_BLOCK_COUNT]);
+int trl_launch_fused(const int16_t *trellis, const void *x,
+                     trellis_dtype in_dtype, const uint16_t *s_in,
+                     const uint16_t *s_out, const uint16_t *bias,
+                     uint16_t *rotated, void *y, trellis_dtype out_dtype,
+                     unsigned *flags, int64_t m, int64_t k, int64_t n,
+                     int m_blocks, int cluster, trl_fused_rotation rotation,
+                     int pdl, void *stream);
 
 /* Persistent small-m decode-GEMM (stream_gemm.cuh): the whole layer in one
- * launch without workspace, for m <= TRELLIS_STREAM_MAX_M rows on sm_90a
- * with fp16 compute. trellis_stream_plan sets the variant's attributes and
+ * launch without workspace, for m <= TRL_STREAM_MAX_M rows on sm_90a
+ * with fp16 compute. trl_stream_plan sets the variant's attributes and
  * picks its cluster size (force_cluster > 0: that size) for a layer and a
  * token width (8 or 16); halves: 3INST/MCG codebook halves added by the
  * tensor core (no effect for MUL1); sync: mma.sync rather than wgmma. */
-typedef struct trellis_stream_config {
+typedef struct trl_stream_config {
   int bits;
   trellis_codebook codebook;
   int tokens;       /* 8 or 16: rows per wgmma N */
@@ -141,8 +138,8 @@ typedef struct trellis_stream_config {
   int clusters;     /* clusters launched (persistent) */
   int chunk_blocks; /* 128-k blocks per CTA */
   size_t smem;      /* dynamic shared memory per CTA */
-} trellis_stream_config;
-typedef struct trellis_stream_args {
+} trl_stream_config;
+typedef struct trl_stream_args {
   const int16_t *trellis;
   const void *x;
   trellis_dtype in_dtype;
@@ -151,12 +148,12 @@ typedef struct trellis_stream_args {
   trellis_dtype out_dtype;
   int64_t m, k, n;
   int pdl;
-} trellis_stream_args;
-int trellis_stream_plan(int bits, trellis_codebook codebook, int64_t k,
-                        int64_t n, int tokens, int halves, int sync,
-                        int force_cluster, trellis_stream_config *out);
-int trellis_launch_stream(const trellis_stream_config *config,
-                          const trellis_stream_args *args, void *stream);
+} trl_stream_args;
+int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k, int64_t n,
+                    int tokens, int halves, int sync, int force_cluster,
+                    trl_stream_config *out);
+int trl_launch_stream(const trl_stream_config *config,
+                      const trl_stream_args *args, void *stream);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-using namespace trellis;
+using namespace trl;
 
 namespace {
 
@@ -183,7 +183,7 @@ constexpr int kHadWarps = 4;
 constexpr int kHadPitch = 128 + 8; /* halves per staged row */
 
 /* W' = W_hat . Hblk . diag(post): the output rotation folded into the
- * weight (EXL3-FORMAT.md 4.2: y = x~ . W_hat . Hblk . diag(svh)), for the
+ * weight (FORMAT.md §6.3: y = x~ . W_hat . Hblk . diag(svh)), for the
  * dense path when the input rotation stays a pass of its own. One warp per
  * 16 x 128 block, staged in shared memory (fp16) so each row leaves as 256
  * contiguous bytes; dst is [k][n_cols] for columns [n0, n0 + n_cols). */
@@ -452,8 +452,7 @@ int run_form(int form, int bits, trellis_codebook cb, trellis_dtype dt,
 
 } // namespace
 
-extern "C" int trellis_reconstruct_prepare(int bits,
-                                           trellis_codebook codebook) {
+extern "C" int trl_reconstruct_prepare(int bits, trellis_codebook codebook) {
   Reconstruct::Args a = {};
   return dispatch::for_each_value<dispatch::ComputeAxis>([&](auto dt) {
     return dispatch::for_each_value<FormAxis>([&](auto form) {
@@ -463,32 +462,34 @@ extern "C" int trellis_reconstruct_prepare(int bits,
   });
 }
 
-extern "C" int trellis_launch_reconstruct(const int16_t *trellis, int bits,
-                                          trellis_codebook codebook, int64_t k,
-                                          int64_t n, int64_t n0, int64_t n_cols,
-                                          uint16_t *dst,
-                                          trellis_dtype dst_dtype,
-                                          void *stream) {
+extern "C" int trl_launch_reconstruct(const int16_t *trellis, int bits,
+                                      trellis_codebook codebook, int64_t k,
+                                      int64_t n, int64_t n0, int64_t n_cols,
+                                      uint16_t *dst, trellis_dtype dst_dtype,
+                                      void *stream) {
   Reconstruct::Args a = {
       trellis, k, n, n0, n_cols, nullptr, nullptr, dst, (cudaStream_t)stream};
   return run_form(0, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
 }
 
-extern "C" int trellis_launch_reconstruct_had(
-    const int16_t *trellis, int bits, trellis_codebook codebook, int64_t k,
-    int64_t n, int64_t n0, int64_t n_cols, const uint16_t *post, uint16_t *dst,
-    trellis_dtype dst_dtype, void *stream) {
+extern "C" int trl_launch_reconstruct_had(const int16_t *trellis, int bits,
+                                          trellis_codebook codebook, int64_t k,
+                                          int64_t n, int64_t n0, int64_t n_cols,
+                                          const uint16_t *post, uint16_t *dst,
+                                          trellis_dtype dst_dtype,
+                                          void *stream) {
   Reconstruct::Args a = {
       trellis, k, n, n0, n_cols, nullptr, post, dst, (cudaStream_t)stream};
   return run_form(1, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
 }
 
-extern "C" int
-trellis_launch_reconstruct_full(const int16_t *trellis, int bits,
-                                trellis_codebook codebook, int64_t k, int64_t n,
-                                int64_t n0, int64_t n_cols, const uint16_t *pre,
-                                const uint16_t *post, uint16_t *dst,
-                                trellis_dtype dst_dtype, void *stream) {
+extern "C" int trl_launch_reconstruct_full(const int16_t *trellis, int bits,
+                                           trellis_codebook codebook, int64_t k,
+                                           int64_t n, int64_t n0,
+                                           int64_t n_cols, const uint16_t *pre,
+                                           const uint16_t *post, uint16_t *dst,
+                                           trellis_dtype dst_dtype,
+                                           void *stream) {
   Reconstruct::Args a = {
       trellis, k, n, n0, n_cols, pre, post, dst, (cudaStream_t)stream};
   return run_form(2, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);

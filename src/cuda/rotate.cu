@@ -7,7 +7,7 @@
 
 #include <cuda_runtime.h>
 
-using namespace trellis;
+using namespace trl;
 
 namespace {
 
@@ -183,7 +183,7 @@ struct BiasConvert {
 
 } // namespace
 
-extern "C" int trellis_image_arch(void) {
+extern "C" int trl_image_arch(void) {
   cudaFuncAttributes attr;
   if (cudaFuncGetAttributes(&attr, &h128_kernel<TRELLIS_F16, TRELLIS_F16>) !=
       cudaSuccess) {
@@ -195,11 +195,11 @@ extern "C" int trellis_image_arch(void) {
   return attr.binaryVersion;
 }
 
-extern "C" int trellis_launch_h128(const void *in, trellis_dtype in_dtype,
-                                   void *out, trellis_dtype out_dtype,
-                                   const uint16_t *pre, const uint16_t *post,
-                                   int64_t rows, int64_t cols, int pdl,
-                                   void *stream) {
+extern "C" int trl_launch_h128(const void *in, trellis_dtype in_dtype,
+                               void *out, trellis_dtype out_dtype,
+                               const uint16_t *pre, const uint16_t *post,
+                               int64_t rows, int64_t cols, int pdl,
+                               void *stream) {
   if (rows <= 0)
     return 0;
   H128::Args a = {in, out, pre, post, rows, cols, pdl, (cudaStream_t)stream};
@@ -207,32 +207,31 @@ extern "C" int trellis_launch_h128(const void *in, trellis_dtype in_dtype,
                              {(int)in_dtype, (int)out_dtype}, a);
 }
 
-extern "C" int trellis_launch_rot_out(const float *partial, int splits,
-                                      const uint16_t *svh, const uint16_t *bias,
-                                      void *y, trellis_dtype y_dtype, int64_t m,
-                                      int64_t n, int pdl, void *stream) {
+extern "C" int trl_launch_rot_out(const float *partial, int splits,
+                                  const uint16_t *svh, const uint16_t *bias,
+                                  void *y, trellis_dtype y_dtype, int64_t m,
+                                  int64_t n, int pdl, void *stream) {
   RotOut::Args a = {
       partial, splits, svh, bias, y, m, n, pdl, (cudaStream_t)stream};
   return dispatch::run<RotOut>(dispatch::Op::kLaunch, {(int)y_dtype}, a);
 }
 
-extern "C" int trellis_launch_reduce(const float *partial, int splits,
-                                     float *sums, int64_t m, int64_t n,
-                                     void *stream) {
+extern "C" int trl_launch_reduce(const float *partial, int splits, float *sums,
+                                 int64_t m, int64_t n, void *stream) {
   reduce_kernel<<<grid_for(m * n, 256), 256, 0, (cudaStream_t)stream>>>(
       partial, splits, sums, m * n);
   return (int)cudaGetLastError();
 }
 
-extern "C" int trellis_launch_bias_convert(const float *v, const uint16_t *bias,
-                                           void *y, trellis_dtype y_dtype,
-                                           int64_t m, int64_t n, void *stream) {
+extern "C" int trl_launch_bias_convert(const float *v, const uint16_t *bias,
+                                       void *y, trellis_dtype y_dtype,
+                                       int64_t m, int64_t n, void *stream) {
   BiasConvert::Args a = {v, bias, y, m, n, (cudaStream_t)stream};
   return dispatch::run<BiasConvert>(dispatch::Op::kLaunch, {(int)y_dtype}, a);
 }
 
-extern "C" int trellis_launch_expand_signs(const int16_t *packed, uint16_t *out,
-                                           int64_t count, void *stream) {
+extern "C" int trl_launch_expand_signs(const int16_t *packed, uint16_t *out,
+                                       int64_t count, void *stream) {
   expand_signs_kernel<<<grid_for(count, 256), 256, 0, (cudaStream_t)stream>>>(
       packed, out, count);
   return (int)cudaGetLastError();

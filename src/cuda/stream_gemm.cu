@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-using trellis::stream::Params;
-using trellis::stream::Stream;
+using trl::stream::Params;
+using trl::stream::Stream;
 
 /* Costs in eighths of a stage (one k-block of a strip): the ring's first
  * fill, the end of a strip (partial sums out, the owner's reduce), and the
@@ -16,17 +16,16 @@ using trellis::stream::Stream;
 static const int64_t kFillCost = 24;
 static const int64_t kStripCost = 4;
 
-static int run(trellis::dispatch::Op op, const trellis_stream_config *c,
+static int run(trl::dispatch::Op op, const trl_stream_config *c,
                Stream::Args &a) {
-  return trellis::dispatch::run<Stream>(
+  return trl::dispatch::run<Stream>(
       op, {c->bits, (int)c->codebook, c->tokens, c->halves, c->sync}, a);
 }
 
-extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
-                                   int64_t k, int64_t n, int tokens, int halves,
-                                   int sync, int force_cluster,
-                                   trellis_stream_config *out) {
-  using trellis::dispatch::Op;
+extern "C" int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k,
+                               int64_t n, int tokens, int halves, int sync,
+                               int force_cluster, trl_stream_config *out) {
+  using trl::dispatch::Op;
   memset(out, 0, sizeof *out);
   out->bits = bits;
   out->codebook = codebook;
@@ -45,8 +44,8 @@ extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
     return (int)e;
   const int64_t kblocks = k / 128, strips = n / 128;
   int64_t best_cost = INT64_MAX;
-  trellis_stream_config best = *out;
-  for (int c = 1; c <= trellis::stream::kMaxCluster && c <= kblocks; ++c) {
+  trl_stream_config best = *out;
+  for (int c = 1; c <= trl::stream::kMaxCluster && c <= kblocks; ++c) {
     const int64_t per = (kblocks + c - 1) / c;
     if ((int64_t)(c - 1) * per >= kblocks)
       continue; /* a rank would get no k-block */
@@ -69,7 +68,7 @@ extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
     attr.val.clusterDim.y = 1;
     attr.val.clusterDim.z = 1;
     cfg.gridDim = dim3((unsigned)c);
-    cfg.blockDim = dim3(trellis::stream::kThreads);
+    cfg.blockDim = dim3(trl::stream::kThreads);
     cfg.dynamicSmemBytes = a.smem;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
@@ -105,9 +104,8 @@ extern "C" int trellis_stream_plan(int bits, trellis_codebook codebook,
       a.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)best.smem);
 }
 
-extern "C" int trellis_launch_stream(const trellis_stream_config *c,
-                                     const trellis_stream_args *x,
-                                     void *stream) {
+extern "C" int trl_launch_stream(const trl_stream_config *c,
+                                 const trl_stream_args *x, void *stream) {
   if (x->m < 1 || x->m > c->tokens || c->cluster < 1)
     return (int)cudaErrorInvalidValue;
   Params p;
@@ -124,12 +122,12 @@ extern "C" int trellis_launch_stream(const trellis_stream_config *c,
   p.clusters = c->clusters;
   p.in_dtype = x->in_dtype;
   p.out_dtype = x->out_dtype;
-  trellis::init_shifts(p.shifts);
+  trl::init_shifts(p.shifts);
   Stream::Args a = {};
   a.p = &p;
   a.cluster = c->cluster;
   a.smem = c->smem;
   a.stream = (cudaStream_t)stream;
   a.pdl = x->pdl;
-  return run(trellis::dispatch::Op::kLaunch, c, a);
+  return run(trl::dispatch::Op::kLaunch, c, a);
 }

@@ -31,8 +31,8 @@
  *
  * Only sm_90a has the body (wgmma, bulk copies); elsewhere it is empty and
  * the plan never selects it. */
-#ifndef TRELLIS_CUDA_STREAM_GEMM_CUH
-#define TRELLIS_CUDA_STREAM_GEMM_CUH
+#ifndef TRL_CUDA_STREAM_GEMM_CUH
+#define TRL_CUDA_STREAM_GEMM_CUH
 
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -43,7 +43,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-namespace trellis {
+namespace trl {
 namespace stream {
 
 namespace cg = cooperative_groups;
@@ -115,7 +115,7 @@ struct Params {
 };
 
 /* ---- mbarriers and bulk copies (sm_90) ---------------------------------- */
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
@@ -209,7 +209,7 @@ __device__ __forceinline__ void cluster_sync_all() {
                    : "memory");
 }
 
-#endif /* TRELLIS_WGMMA */
+#endif /* TRL_WGMMA */
 
 /* ---- the input: x * s_in, rotated, into the resident activations -------- */
 
@@ -316,11 +316,11 @@ decode_tile(const uint32_t (&w)[TileGeom<K>::kNW], int o,
     uint32_t h[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-      h[j] = __dp4a(st[j] * TRELLIS_MUL_MUL1, 0x01010101u, TRELLIS_MUL1_ACC);
-    const __half2 k_inv = __halves2half2(__ushort_as_half(TRELLIS_MUL1_K_INV),
-                                         __ushort_as_half(TRELLIS_MUL1_K_INV));
-    const __half2 bias = __halves2half2(__ushort_as_half(TRELLIS_MUL1_BIAS),
-                                        __ushort_as_half(TRELLIS_MUL1_BIAS));
+      h[j] = __dp4a(st[j] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
+    const __half2 k_inv = __halves2half2(__ushort_as_half(TRL_MUL1_K_INV),
+                                         __ushort_as_half(TRL_MUL1_K_INV));
+    const __half2 bias = __halves2half2(__ushort_as_half(TRL_MUL1_BIAS),
+                                        __ushort_as_half(TRL_MUL1_BIAS));
     uint32_t b[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -339,7 +339,7 @@ decode_tile(const uint32_t (&w)[TileGeom<K>::kNW], int o,
 /* ---- the cluster's sums of one strip -> y ---------------------------------
  */
 
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
 /* The mbarriers of one CTA: the ring's, and per inbox buffer "full" (the
  * owner's own expect_tx plus the peers' pushed bytes) and "free" (one
  * arrival from every CTA of the cluster once it has read its inbox). */
@@ -445,7 +445,7 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
 template <int K, int CB, int NTOK, bool Halves, bool Sync>
 __global__ void __launch_bounds__(kThreads, 3)
     stream_kernel(const __grid_constant__ Params p) {
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
   constexpr bool Dup = Halves && CB != TRELLIS_CB_MUL1;
   constexpr int S = ring_stages<K>(), SB = stage_bytes<K>();
   constexpr int kRowBytes = 8 * 32 * K; /* one tile row of the strip */
@@ -707,7 +707,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 /* ---- the dispatch family --------------------------------------------------
  */
 
-struct TokensAxis : dispatch::Axis<TRELLIS_GPU_STREAM_TOKENS> {
+struct TokensAxis : dispatch::Axis<TRL_GPU_STREAM_TOKENS> {
   static constexpr const char *kName = "tokens";
 };
 struct HalvesAxis : dispatch::Axis<0, 1> {
@@ -777,6 +777,6 @@ struct Stream {
 };
 
 } // namespace stream
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -1,6 +1,6 @@
 /* Persistent decode-GEMM unit 6: the variants of the bitrate at position
- * 6 of TRELLIS_GPU_BITS (K = 7), see stream_gemm.cuh and dispatch.cuh. */
+ * 6 of TRL_GPU_BITS (K = 7), see stream_gemm.cuh and dispatch.cuh. */
 #include "dispatch_unit.cuh"
 #include "stream_gemm.cuh"
 
-TRELLIS_DISPATCH_UNIT(trellis::stream::Stream, 6)
+TRL_DISPATCH_UNIT(trl::stream::Stream, 6)

@@ -5,12 +5,12 @@
  *   j = 2,3 -> rows 2q+8, 2q+9, column L/4
  *   j = 4..7 -> the same rows, column L/4 + 8.
  * The tile's words are read from shared memory. */
-#ifndef TRELLIS_CUDA_TILE_DECODE_CUH
-#define TRELLIS_CUDA_TILE_DECODE_CUH
+#ifndef TRL_CUDA_TILE_DECODE_CUH
+#define TRL_CUDA_TILE_DECODE_CUH
 
 #include "common.cuh"
 
-namespace trellis {
+namespace trl {
 
 /* Shifted words needed to hold the lane's 7K + 16 bits, and raw words. */
 template <int K> struct TileGeom {
@@ -44,8 +44,8 @@ template <int K> struct LaneWords {
  * the powers of two as a parameter, so v * pow2[r] stays an IMAD on the
  * FMA pipe with its operand read from the constant bank. The decode is
  * bound by the ALU pipe (window shifts, codebook LOP3), so the hot kernels
- * (HotShifts) move these shifts to the lightly used FMA pipe: 5% faster on
- * the H200 (RESULTS.md). */
+ * (HotShifts) move these shifts to the lightly used FMA pipe (faster on the
+ * H200, bench/RESULTS.md). */
 struct LiteralShifts {
   __device__ __forceinline__ uint32_t shl(uint32_t v, int r) const {
     return v << r;
@@ -74,8 +74,8 @@ inline void init_shifts(Pow2Table &t) {
  *    window that straddles two v words lies inside one h word;
  *  - each window then costs one op where it is byte-aligned in its word
  *    (r = 0: shift down; 8: byte permute; 16: mask) and otherwise a left
- *    shift (`sh`, see above) plus the shift down by 16.
- * (Multiply-high by 2^16 for the shift down measured 7% slower: RESULTS.md.) */
+ *    shift (`sh`, see above) plus the shift down by 16, which stays on the
+ *    ALU pipe (a multiply-high by 2^16 was slower, bench/RESULTS.md). */
 template <int K, class Shifts>
 __device__ __forceinline__ void
 states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,
@@ -152,6 +152,6 @@ decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
   decode_frags<K, CB, BF16>(w, lw.o, b, LiteralShifts());
 }
 
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -2,21 +2,21 @@
  * accumulators in registers, A from registers (one 16x16 slice per warp in
  * the mma.m16n8k16 A layout), B from shared memory through a descriptor.
  * Compiled only where the arch-specific sm_90a features exist; everywhere
- * else TRELLIS_WGMMA is 0 and the kernels use mma.sync. */
-#ifndef TRELLIS_CUDA_WGMMA_CUH
-#define TRELLIS_CUDA_WGMMA_CUH
+ * else TRL_WGMMA is 0 and the kernels use mma.sync. */
+#ifndef TRL_CUDA_WGMMA_CUH
+#define TRL_CUDA_WGMMA_CUH
 
 #include <stdint.h>
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define TRELLIS_WGMMA 1
+#define TRL_WGMMA 1
 #else
-#define TRELLIS_WGMMA 0
+#define TRL_WGMMA 0
 #endif
 
-namespace trellis {
+namespace trl {
 
-#if TRELLIS_WGMMA
+#if TRL_WGMMA
 /* Shared-memory matrix descriptor of a K-major operand in the 128-byte
  * swizzle layout (rows of 128 B, 16-byte chunk j of row r stored at chunk
  * j ^ (r % 8), 8-row groups 1024-byte aligned): start address and the byte
@@ -56,7 +56,7 @@ __device__ __forceinline__ void wgmma_pin(float &r) {
 
 /* One m64nNk16 with fp32 accumulators d (N/2 per thread) += A(a) . B(desc);
  * T is the element type's PTX name. scale-d is a predicate set from 1. */
-#define TRELLIS_WGMMA_ASM(N, T, DREGS, AREGS, DESC, ONE, ...)                  \
+#define TRL_WGMMA_ASM(N, T, DREGS, AREGS, DESC, ONE, ...)                      \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " ONE ", 0;\n"                \
                "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." T "." T " "   \
                "{" DREGS "}, {" AREGS "}, " DESC ", p, 1, 1, 0;\n}\n"          \
@@ -68,52 +68,52 @@ template <int N, bool BF16> struct Wgmma;
 template <bool BF16> struct Wgmma<8, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[4], const uint32_t (&a)[4], uint64_t desc) {
-#define TRELLIS_WGMMA_8(T)                                                     \
-  TRELLIS_WGMMA_ASM(8, T, "%0,%1,%2,%3", "%4,%5,%6,%7", "%8", "%9",            \
-                    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]))
+#define TRL_WGMMA_8(T)                                                         \
+  TRL_WGMMA_ASM(8, T, "%0,%1,%2,%3", "%4,%5,%6,%7", "%8", "%9", "+f"(d[0]),    \
+                "+f"(d[1]), "+f"(d[2]), "+f"(d[3]))
     if constexpr (BF16)
-      TRELLIS_WGMMA_8("bf16");
+      TRL_WGMMA_8("bf16");
     else
-      TRELLIS_WGMMA_8("f16");
-#undef TRELLIS_WGMMA_8
+      TRL_WGMMA_8("f16");
+#undef TRL_WGMMA_8
   }
 };
 template <bool BF16> struct Wgmma<16, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[8], const uint32_t (&a)[4], uint64_t desc) {
-#define TRELLIS_WGMMA_16(T)                                                    \
-  TRELLIS_WGMMA_ASM(16, T, "%0,%1,%2,%3,%4,%5,%6,%7", "%8,%9,%10,%11", "%12",  \
-                    "%13", "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),     \
-                    "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]))
+#define TRL_WGMMA_16(T)                                                        \
+  TRL_WGMMA_ASM(16, T, "%0,%1,%2,%3,%4,%5,%6,%7", "%8,%9,%10,%11", "%12",      \
+                "%13", "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),         \
+                "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]))
     if constexpr (BF16)
-      TRELLIS_WGMMA_16("bf16");
+      TRL_WGMMA_16("bf16");
     else
-      TRELLIS_WGMMA_16("f16");
-#undef TRELLIS_WGMMA_16
+      TRL_WGMMA_16("f16");
+#undef TRL_WGMMA_16
   }
 };
 template <bool BF16> struct Wgmma<32, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
-#define TRELLIS_WGMMA_32(T)                                                    \
-  TRELLIS_WGMMA_ASM(                                                           \
-      32, T, "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15",          \
-      "%16,%17,%18,%19", "%20", "%21", "+f"(d[0]), "+f"(d[1]), "+f"(d[2]),     \
-      "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),          \
-      "+f"(d[14]), "+f"(d[15]))
+#define TRL_WGMMA_32(T)                                                        \
+  TRL_WGMMA_ASM(32, T,                                                         \
+                "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15",       \
+                "%16,%17,%18,%19", "%20", "%21", "+f"(d[0]), "+f"(d[1]),       \
+                "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),    \
+                "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),  \
+                "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]))
     if constexpr (BF16)
-      TRELLIS_WGMMA_32("bf16");
+      TRL_WGMMA_32("bf16");
     else
-      TRELLIS_WGMMA_32("f16");
-#undef TRELLIS_WGMMA_32
+      TRL_WGMMA_32("f16");
+#undef TRL_WGMMA_32
   }
 };
 template <bool BF16> struct Wgmma<64, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
-#define TRELLIS_WGMMA_64(T)                                                    \
-  TRELLIS_WGMMA_ASM(                                                           \
+#define TRL_WGMMA_64(T)                                                        \
+  TRL_WGMMA_ASM(                                                               \
       64, T,                                                                   \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19," \
       "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31",                       \
@@ -125,17 +125,17 @@ template <bool BF16> struct Wgmma<64, BF16> {
       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),         \
       "+f"(d[29]), "+f"(d[30]), "+f"(d[31]))
     if constexpr (BF16)
-      TRELLIS_WGMMA_64("bf16");
+      TRL_WGMMA_64("bf16");
     else
-      TRELLIS_WGMMA_64("f16");
-#undef TRELLIS_WGMMA_64
+      TRL_WGMMA_64("f16");
+#undef TRL_WGMMA_64
   }
 };
 template <bool BF16> struct Wgmma<128, BF16> {
   __device__ __forceinline__ static void
   run(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-#define TRELLIS_WGMMA_128(T)                                                   \
-  TRELLIS_WGMMA_ASM(                                                           \
+#define TRL_WGMMA_128(T)                                                       \
+  TRL_WGMMA_ASM(                                                               \
       128, T,                                                                  \
       "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19," \
       "%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%"  \
@@ -155,15 +155,15 @@ template <bool BF16> struct Wgmma<128, BF16> {
       "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]),         \
       "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]))
     if constexpr (BF16)
-      TRELLIS_WGMMA_128("bf16");
+      TRL_WGMMA_128("bf16");
     else
-      TRELLIS_WGMMA_128("f16");
-#undef TRELLIS_WGMMA_128
+      TRL_WGMMA_128("f16");
+#undef TRL_WGMMA_128
   }
 };
-#undef TRELLIS_WGMMA_ASM
-#endif /* TRELLIS_WGMMA */
+#undef TRL_WGMMA_ASM
+#endif /* TRL_WGMMA */
 
-} // namespace trellis
+} // namespace trl
 
 #endif

@@ -1,5 +1,6 @@
-/* Procedural codebooks (spec section 3): 16-bit trellis state -> fp16; the
- * SQG codebooks (their tables live in sqg.c) behind the same entry points. */
+/* Procedural codebooks (FORMAT.md §4): 16-bit trellis state -> fp16; the
+ * SQG codebooks (§9, their tables live in sqg.c) behind the same entry
+ * points. */
 #include "format/codebook.h"
 
 #include "core/internal.h"
@@ -27,14 +28,14 @@ const char *trellis_codebook_name(trellis_codebook cb) {
 }
 
 int trellis_codebook_bits_valid(trellis_codebook cb, int bits) {
-  const int lo = trellis_codebook_min_bits(cb);
-  return lo > 0 && bits >= lo && bits <= trellis_codebook_max_bits(cb);
+  const int lo = trl_codebook_min_bits(cb);
+  return lo > 0 && bits >= lo && bits <= trl_codebook_max_bits(cb);
 }
 
 /* Both fp16 halves lie in [0.125, 2) with exponents at most 3 apart, so the
  * fp32 sum is exact and one RNE to fp16 equals the GPU's __hadd. */
 static uint16_t lop3_pair_sum(uint32_t x) {
-  uint32_t y = (x & TRELLIS_LOP3_MASK) ^ TRELLIS_LOP3_XOR;
+  uint32_t y = (x & TRL_LOP3_MASK) ^ TRL_LOP3_XOR;
   float lo = trellis_f16_to_f32((uint16_t)(y & 0xFFFFu));
   float hi = trellis_f16_to_f32((uint16_t)(y >> 16));
   float sum = lo + hi;
@@ -46,9 +47,9 @@ static uint16_t lop3_pair_sum(uint32_t x) {
 static uint16_t mul1_value(uint32_t x) {
   uint32_t byte_sum =
       (x & 0xFFu) + ((x >> 8) & 0xFFu) + ((x >> 16) & 0xFFu) + (x >> 24);
-  float h = trellis_f16_to_f32((uint16_t)(TRELLIS_MUL1_ACC + byte_sum));
-  float product = h * trellis_f16_to_f32(TRELLIS_MUL1_K_INV);
-  float value = product + trellis_f16_to_f32(TRELLIS_MUL1_BIAS);
+  float h = trellis_f16_to_f32((uint16_t)(TRL_MUL1_ACC + byte_sum));
+  float product = h * trellis_f16_to_f32(TRL_MUL1_K_INV);
+  float value = product + trellis_f16_to_f32(TRL_MUL1_BIAS);
   return trellis_f32_to_f16(value);
 }
 
@@ -57,11 +58,11 @@ uint16_t trellis_codebook_value(trellis_codebook cb, uint32_t state) {
   uint32_t idx = state & 0xFFFFu;
   switch (cb) {
   case TRELLIS_CB_3INST:
-    return lop3_pair_sum(idx * TRELLIS_MUL_3INST + TRELLIS_ADD_3INST);
+    return lop3_pair_sum(idx * TRL_MUL_3INST + TRL_ADD_3INST);
   case TRELLIS_CB_MCG:
-    return lop3_pair_sum(idx * TRELLIS_MUL_MCG);
+    return lop3_pair_sum(idx * TRL_MUL_MCG);
   case TRELLIS_CB_MUL1:
-    return mul1_value(idx * TRELLIS_MUL_MUL1);
+    return mul1_value(idx * TRL_MUL_MUL1);
   case TRELLIS_CB_SQG_E4M3:
   case TRELLIS_CB_SQG_FP16:
     break; /* the value depends on K */
@@ -69,13 +70,13 @@ uint16_t trellis_codebook_value(trellis_codebook cb, uint32_t state) {
   return 0x7E00u; /* invalid codebook: fp16 NaN */
 }
 
-static uint16_t table_f16[CB_COUNT][TRELLIS_CODEBOOK_STATES];
-static float table_f32[CB_COUNT][TRELLIS_CODEBOOK_STATES];
+static uint16_t table_f16[CB_COUNT][TRL_CODEBOOK_STATES];
+static float table_f32[CB_COUNT][TRL_CODEBOOK_STATES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void) {
   for (int cb = 0; cb < CB_COUNT; cb++) {
-    for (uint32_t s = 0; s < TRELLIS_CODEBOOK_STATES; s++) {
+    for (uint32_t s = 0; s < TRL_CODEBOOK_STATES; s++) {
       uint16_t v = trellis_codebook_value((trellis_codebook)cb, s);
       table_f16[cb][s] = v;
       table_f32[cb][s] = trellis_f16_to_f32(v);
@@ -95,7 +96,7 @@ const uint16_t *trellis_codebook_table(trellis_codebook cb) {
   return table_f16[cb];
 }
 
-const float *trellis_codebook_table_f32(trellis_codebook cb) {
+const float *trl_codebook_table_f32(trellis_codebook cb) {
   if (!valid_codebook(cb))
     return NULL;
   pthread_once(&tables_once, build_tables);
@@ -106,25 +107,25 @@ uint16_t trellis_codebook_value_bits(trellis_codebook cb, int bits,
                                      uint32_t state) {
   if (!trellis_codebook_bits_valid(cb, bits))
     return 0x7E00u;
-  if (!trellis_codebook_is_sqg(cb))
+  if (!trl_codebook_is_sqg(cb))
     return trellis_codebook_value(cb, state);
-  if (trellis_sqg_tables_status() != TRELLIS_OK)
+  if (trl_sqg_tables_status() != TRELLIS_OK)
     return 0x7E00u;
-  return trellis_sqg_value(cb, bits, state);
+  return trl_sqg_value(cb, bits, state);
 }
 
 const uint16_t *trellis_codebook_table_bits(trellis_codebook cb, int bits) {
   if (!trellis_codebook_bits_valid(cb, bits))
     return NULL;
-  if (trellis_codebook_is_sqg(cb))
-    return trellis_sqg_state_table(cb, bits);
+  if (trl_codebook_is_sqg(cb))
+    return trl_sqg_state_table(cb, bits);
   return trellis_codebook_table(cb);
 }
 
-const float *trellis_codebook_table_f32_bits(trellis_codebook cb, int bits) {
+const float *trl_codebook_table_f32_bits(trellis_codebook cb, int bits) {
   if (!trellis_codebook_bits_valid(cb, bits))
     return NULL;
-  if (trellis_codebook_is_sqg(cb))
-    return trellis_sqg_state_table_f32(cb, bits);
-  return trellis_codebook_table_f32(cb);
+  if (trl_codebook_is_sqg(cb))
+    return trl_sqg_state_table_f32(cb, bits);
+  return trl_codebook_table_f32(cb);
 }

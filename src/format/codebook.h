@@ -1,7 +1,7 @@
 /* Internal codebook tables (the public ones live in trellis.h) and the
  * (codebook, K) rules, header-only so the loader shares them. */
-#ifndef TRELLIS_FORMAT_CODEBOOK_H
-#define TRELLIS_FORMAT_CODEBOOK_H
+#ifndef TRL_FORMAT_CODEBOOK_H
+#define TRL_FORMAT_CODEBOOK_H
 
 #include "trellis.h"
 
@@ -9,16 +9,16 @@
  * trellis_codebook_table), 65536 entries indexed by state; built once,
  * thread-safe. NULL for an invalid codebook. Used by the CPU decode loops so
  * they skip the fp16 -> fp32 conversion. */
-const float *trellis_codebook_table_f32(trellis_codebook cb);
+const float *trl_codebook_table_f32(trellis_codebook cb);
 /* The same for any codebook at `bits` (the per-K tables of the SQG
  * codebooks); NULL for an invalid (cb, bits) or when the SQG tables failed
- * their checks (trellis_sqg_tables_status says why). */
-const float *trellis_codebook_table_f32_bits(trellis_codebook cb, int bits);
+ * their checks (trl_sqg_tables_status says why). */
+const float *trl_codebook_table_f32_bits(trellis_codebook cb, int bits);
 
-/* K range of each codebook (B12X-FORMATS §6): 3INST, MCG and MUL1 1..8;
- * sqg_e4m3 2..6 (5 and 6 are the extension of §3.6); sqg_fp16 5..6. 0 for
- * an unknown codebook. */
-static inline int trellis_codebook_min_bits(trellis_codebook cb) {
+/* K range of each codebook (FORMAT.md §8, §9.3, §9.4): 3INST, MCG and MUL1
+ * 1..8; sqg_e4m3 2..6 (5 and 6 a b12x branch's extension); sqg_fp16 5..6.
+ * 0 for an unknown codebook. */
+static inline int trl_codebook_min_bits(trellis_codebook cb) {
   switch (cb) {
   case TRELLIS_CB_3INST:
   case TRELLIS_CB_MCG:
@@ -32,7 +32,7 @@ static inline int trellis_codebook_min_bits(trellis_codebook cb) {
   return 0;
 }
 
-static inline int trellis_codebook_max_bits(trellis_codebook cb) {
+static inline int trl_codebook_max_bits(trellis_codebook cb) {
   switch (cb) {
   case TRELLIS_CB_3INST:
   case TRELLIS_CB_MCG:
@@ -45,7 +45,7 @@ static inline int trellis_codebook_max_bits(trellis_codebook cb) {
   return 0;
 }
 
-static inline int trellis_codebook_is_sqg(trellis_codebook cb) {
+static inline int trl_codebook_is_sqg(trellis_codebook cb) {
   return cb == TRELLIS_CB_SQG_E4M3 || cb == TRELLIS_CB_SQG_FP16;
 }
 

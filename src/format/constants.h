@@ -3,40 +3,40 @@
  * macros: the header is C and CUDA alike. The bitrate range
  * (TRELLIS_MIN_BITS..TRELLIS_MAX_BITS), the tile edge (TRELLIS_TILE) and the
  * Hadamard block (TRELLIS_HBLOCK) are public and live in trellis.h. */
-#ifndef TRELLIS_FORMAT_CONSTANTS_H
-#define TRELLIS_FORMAT_CONSTANTS_H
+#ifndef TRL_FORMAT_CONSTANTS_H
+#define TRL_FORMAT_CONSTANTS_H
 
 #include "trellis.h"
 
 /* States of the 16-bit trellis (entries of one codebook table). */
-#define TRELLIS_CODEBOOK_STATES 65536
+#define TRL_CODEBOOK_STATES 65536
 
-/* Codebook multipliers (spec section 3): the state times the
+/* Codebook multipliers (FORMAT.md §4.1): the state times the
  * multiplier (plus the increment for 3INST), modulo 2^32. */
-#define TRELLIS_MUL_3INST 89226354u
-#define TRELLIS_ADD_3INST 64248484u
-#define TRELLIS_MUL_MCG 0xCBAC1FEDu
-#define TRELLIS_MUL_MUL1 0x83DCD12Du
+#define TRL_MUL_3INST 89226354u
+#define TRL_ADD_3INST 64248484u
+#define TRL_MUL_MCG 0xCBAC1FEDu
+#define TRL_MUL_MUL1 0x83DCD12Du
 
 /* 3INST and MCG: (x & mask) ^ xor gives two fp16 halves in [0.125, 2)
  * whose sum is the weight (one LOP3 on the GPU). */
-#define TRELLIS_LOP3_MASK 0x8FFF8FFFu
-#define TRELLIS_LOP3_XOR 0x3B603B60u
+#define TRL_LOP3_MASK 0x8FFF8FFFu
+#define TRL_LOP3_XOR 0x3B603B60u
 
 /* MUL1: fp16(ACC + bytesum(x)) * K_INV + BIAS, all fp16 bit patterns
  * (ACC = 1024.0, so ACC + S is exactly 1024 + S). */
-#define TRELLIS_MUL1_ACC 0x6400u
-#define TRELLIS_MUL1_K_INV 0x1EEEu /* 887/131072 */
-#define TRELLIS_MUL1_BIAS 0xC931u  /* -1329/128 */
+#define TRL_MUL1_ACC 0x6400u
+#define TRL_MUL1_K_INV 0x1EEEu /* 887/131072 */
+#define TRL_MUL1_BIAS 0xC931u  /* -1329/128 */
 
 /* The multipliers the `mcg` / `mul1` marker tensors of a layer hold
- * (spec section 1): the codebook's own. */
-#define TRELLIS_MCG_MARKER TRELLIS_MUL_MCG
-#define TRELLIS_MUL1_MARKER TRELLIS_MUL_MUL1
+ * (FORMAT.md §2.3): the codebook's own. */
+#define TRL_MCG_MARKER TRL_MUL_MCG
+#define TRL_MUL1_MARKER TRL_MUL_MUL1
 
 /* r_scale = 1/sqrt(128) rounded to fp32 (bits and value): the H128 rotation
  * is the Sylvester Hadamard matrix times r_scale. */
-#define TRELLIS_R_SCALE_BITS 0x3DB504F3u
-#define TRELLIS_H128_SCALE 0.088388347648f
+#define TRL_R_SCALE_BITS 0x3DB504F3u
+#define TRL_H128_SCALE 0.088388347648f
 
 #endif

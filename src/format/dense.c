@@ -23,17 +23,16 @@
 static int decode_into(const trellis_weight *w, float *dense) {
   const size_t n = (size_t)w->n;
   float tile_values[256];
-  trellis_record rec[2];
-  const int count = trellis_weight_records(w, rec);
+  trl_record rec[2];
+  const int count = trl_weight_records(w, rec);
   for (int r = 0; r < count; r++) {
-    const float *table =
-        trellis_codebook_table_f32_bits(w->codebook, rec[r].bits);
+    const float *table = trl_codebook_table_f32_bits(w->codebook, rec[r].bits);
     if (table == NULL)
       return 0;
     for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
       for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
-        trellis_tile_decode_f32(trellis_record_tile(&rec[r], kt, nt),
-                                rec[r].bits, table, tile_values);
+        trl_tile_decode_f32(trl_record_tile(&rec[r], kt, nt), rec[r].bits,
+                            table, tile_values);
         float *corner = dense + (size_t)(16 * kt) * n + (size_t)(16 * nt);
         for (int row = 0; row < 16; row++)
           for (int c = 0; c < 16; c++)
@@ -48,26 +47,26 @@ trellis_status trellis_dense_weight(const trellis_weight *caller,
                                     float *dense) {
   trellis_weight full;
   const trellis_weight *w = &full;
-  trellis_status st = trellis_weight_load(caller, &full);
+  trellis_status st = trl_weight_load(caller, &full);
   if (st != TRELLIS_OK)
     return st;
   if (dense == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "dense_weight: dense is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "dense_weight: dense is NULL");
   const size_t k = (size_t)w->k, n = (size_t)w->n;
   float *s_in = malloc(k * sizeof *s_in);
   float *s_out = malloc(n * sizeof *s_out);
   if (s_in == NULL || s_out == NULL) {
     free(s_in);
     free(s_out);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "dense_weight: cannot allocate %zu bytes for the "
-                        "scales",
-                        (k + n) * sizeof *s_out);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "dense_weight: cannot allocate %zu bytes for the "
+                    "scales",
+                    (k + n) * sizeof *s_out);
   }
-  st = trellis_weight_scales(w, s_in, s_out);
+  st = trl_weight_scales(w, s_in, s_out);
   if (st == TRELLIS_OK && !decode_into(w, dense))
-    st = trellis_sqg_tables_status();
+    st = trl_sqg_tables_status();
   if (st != TRELLIS_OK) {
     free(s_in);
     free(s_out);
@@ -78,7 +77,7 @@ trellis_status trellis_dense_weight(const trellis_weight *caller,
     float *block = dense + row0 * n;
     for (size_t j0 = 0; j0 < n; j0 += LEFT_CHUNK) {
       const size_t width = n - j0 < LEFT_CHUNK ? n - j0 : LEFT_CHUNK;
-      trellis_h128_f32_columns(block + j0, n, width);
+      trl_h128_f32_columns(block + j0, n, width);
     }
   }
   for (size_t i = 0; i < k; i++) {
@@ -86,7 +85,7 @@ trellis_status trellis_dense_weight(const trellis_weight *caller,
     for (size_t j = 0; j < n; j++)
       row[j] *= s_in[i];
     for (size_t j0 = 0; j0 < n; j0 += TRELLIS_HBLOCK)
-      trellis_h128_f32(row + j0);
+      trl_h128_f32(row + j0);
     for (size_t j = 0; j < n; j++)
       row[j] *= s_out[j];
   }

@@ -6,7 +6,7 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-void trellis_h128_f32(float v[128]) {
+void trl_h128_f32(float v[128]) {
   /* Strides 1 and 2 are the in-lane 4-point stage; 4..64 are the
    * cross-lane shuffle stages m = 1..16. */
   for (int stride = 1; stride < 128; stride <<= 1) {
@@ -19,10 +19,10 @@ void trellis_h128_f32(float v[128]) {
     }
   }
   for (int e = 0; e < 128; e++)
-    v[e] *= TRELLIS_H128_SCALE;
+    v[e] *= TRL_H128_SCALE;
 }
 
-void trellis_h128_f32_columns(float *base, size_t stride, size_t width) {
+void trl_h128_f32_columns(float *base, size_t stride, size_t width) {
   for (size_t s = 1; s < 128; s <<= 1) {
     for (size_t group = 0; group < 128; group += 2 * s) {
       for (size_t e = group; e < group + s; e++) {
@@ -39,6 +39,6 @@ void trellis_h128_f32_columns(float *base, size_t stride, size_t width) {
   for (size_t e = 0; e < 128; e++) {
     float *row = base + e * stride;
     for (size_t j = 0; j < width; j++)
-      row[j] *= TRELLIS_H128_SCALE;
+      row[j] *= TRL_H128_SCALE;
   }
 }

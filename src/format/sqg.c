@@ -1,4 +1,4 @@
-/* SQG codebooks (B12X-FORMATS §2-§4): the T12 and D3L tables, their
+/* SQG codebooks (FORMAT.md §9.2-§9.4): the T12 and D3L tables, their
  * SHA-256 checks and the per-K state -> value tables of the CPU decoders. */
 #include "format/sqg.h"
 
@@ -16,7 +16,7 @@
 #define FP16_MIN_BITS 5
 #define FP16_TABLES 2 /* K 5..6 */
 
-/* §3.2: the 77 positive-half offsets where the E4M3 magnitude code steps up
+/* §9.3: the 77 positive-half offsets where the E4M3 magnitude code steps up
  * (frozen constants of the format; the count of entries <= off is the
  * code). */
 static const uint16_t staircase[77] = {
@@ -29,8 +29,8 @@ static const uint16_t staircase[77] = {
     23017, 24229, 25332, 26330, 27637, 29054, 30143, 30957, 31548, 31967,
     32255, 32447, 32617, 32717, 32753, 32764, 32767};
 
-/* §4.1: fp16 bits (base, slope) of the 104 D3L segments. */
-static const uint16_t d3l_table[TRELLIS_SQG_D3L_COUNT][2] = {
+/* §9.4: fp16 bits (base, slope) of the 104 D3L segments. */
+static const uint16_t d3l_table[TRL_SQG_D3L_COUNT][2] = {
     {0x467D, 0x0000}, {0x461D, 0x0000}, {0x45EF, 0x0000}, {0x45D0, 0x0000},
     {0x45B8, 0x0000}, {0x45A5, 0x0000}, {0x4595, 0x0000}, {0x4587, 0x0000},
     {0x457B, 0x0000}, {0x4570, 0x0000}, {0x4566, 0x0000}, {0x455D, 0x0000},
@@ -59,8 +59,8 @@ static const uint16_t d3l_table[TRELLIS_SQG_D3L_COUNT][2] = {
     {0x35B1, 0x03E9}, {0x338C, 0x03D6}, {0x2F86, 0x03C9}, {0x004C, 0x03C3},
 };
 
-static uint8_t t12_codes[TRELLIS_SQG_T12_SIZE];
-static uint16_t t12_f16[TRELLIS_SQG_T12_SIZE];
+static uint8_t t12_codes[TRL_SQG_T12_SIZE];
+static uint16_t t12_f16[TRL_SQG_T12_SIZE];
 static uint16_t e4m3_f16[E4M3_TABLES][STATES];
 static float e4m3_f32[E4M3_TABLES][STATES];
 static uint16_t fp16_f16[FP16_TABLES][STATES];
@@ -68,7 +68,7 @@ static float fp16_f32[FP16_TABLES][STATES];
 static const char *tables_error; /* NULL once every check passed */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
-uint16_t trellis_e4m3_to_f16(uint8_t code) {
+uint16_t trl_e4m3_to_f16(uint8_t code) {
   const int e = (code >> 3) & 15, m = code & 7;
   /* m * 2^-9 (subnormal) or (1 + m/8) * 2^(e-7): both exact in fp16 */
   const float mag =
@@ -77,7 +77,7 @@ uint16_t trellis_e4m3_to_f16(uint8_t code) {
   return (code & 0x80u) ? (uint16_t)(bits | 0x8000u) : bits;
 }
 
-/* §3.2: the exact labels of all ranks, E4M3 codes (zero has no sign). The
+/* §9.3: the exact labels of all ranks, E4M3 codes (zero has no sign). The
  * magnitude code of an offset is the count of staircase entries <= it. */
 static void staircase_labels(uint8_t labels[STATES]) {
   static uint8_t mag[STATES / 2];
@@ -100,14 +100,14 @@ static void staircase_labels(uint8_t labels[STATES]) {
  * and every supported host are. */
 static int hash_is(const void *data, size_t len, const char *want) {
   char hex[65];
-  trellis_sha256_hex(data, len, hex);
+  trl_sha256_hex(data, len, hex);
   return strcmp(hex, want) == 0;
 }
 
-/* §3.3: T12[t] = the most frequent label of ranks 16t..16t+15, ties to the
+/* §9.3: T12[t] = the most frequent label of ranks 16t..16t+15, ties to the
  * smaller byte value. */
 static void build_t12(const uint8_t *labels) {
-  for (uint32_t t = 0; t < TRELLIS_SQG_T12_SIZE; t++) {
+  for (uint32_t t = 0; t < TRL_SQG_T12_SIZE; t++) {
     const uint8_t *group = labels + 16u * t;
     int best_count = 0;
     uint8_t best = 0;
@@ -121,16 +121,16 @@ static void build_t12(const uint8_t *labels) {
       }
     }
     t12_codes[t] = best;
-    t12_f16[t] = trellis_e4m3_to_f16(best);
+    t12_f16[t] = trl_e4m3_to_f16(best);
   }
 }
 
-/* §4.2: slope * x is exact in fp32 (<= 22 significant bits); adding base in
+/* §9.4: slope * x is exact in fp32 (<= 22 significant bits); adding base in
  * fp32 and rounding once to fp16 gives the single-rounded FMA of the format
  * for every rank (the table hashes in the tests check all of them). */
 static uint16_t d3l_value(uint32_t rank) {
   uint32_t x, negative;
-  const uint32_t idx = trellis_sqg_d3l_index(rank, &x, &negative);
+  const uint32_t idx = trl_sqg_d3l_index(rank, &x, &negative);
   const float base = trellis_f16_to_f32(d3l_table[idx][0]);
   const float slope = trellis_f16_to_f32(d3l_table[idx][1]);
   const float product = slope * (float)x;
@@ -141,28 +141,28 @@ static uint16_t d3l_value(uint32_t rank) {
 static void build_tables(void) {
   static uint8_t labels[STATES];
   staircase_labels(labels);
-  if (!hash_is(labels, sizeof labels, TRELLIS_SQG_LABELS_SHA256)) {
+  if (!hash_is(labels, sizeof labels, TRL_SQG_LABELS_SHA256)) {
     tables_error = "the staircase labels do not match their SHA-256";
     return;
   }
   build_t12(labels);
-  if (!hash_is(t12_codes, sizeof t12_codes, TRELLIS_SQG_T12_SHA256)) {
+  if (!hash_is(t12_codes, sizeof t12_codes, TRL_SQG_T12_SHA256)) {
     tables_error = "the T12 table does not match its SHA-256";
     return;
   }
-  if (!hash_is(d3l_table, sizeof d3l_table, TRELLIS_SQG_D3L_SHA256)) {
+  if (!hash_is(d3l_table, sizeof d3l_table, TRL_SQG_D3L_SHA256)) {
     tables_error = "the D3L descriptor table does not match its SHA-256";
     return;
   }
   for (int b = 0; b < E4M3_TABLES; b++)
     for (uint32_t s = 0; s < STATES; s++) {
-      const uint32_t rank = trellis_sqg_rank(s, E4M3_MIN_BITS + b);
+      const uint32_t rank = trl_sqg_rank(s, E4M3_MIN_BITS + b);
       e4m3_f16[b][s] = t12_f16[rank >> 4];
       e4m3_f32[b][s] = trellis_f16_to_f32(e4m3_f16[b][s]);
     }
   for (int b = 0; b < FP16_TABLES; b++)
     for (uint32_t s = 0; s < STATES; s++) {
-      fp16_f16[b][s] = d3l_value(trellis_sqg_rank(s, FP16_MIN_BITS + b));
+      fp16_f16[b][s] = d3l_value(trl_sqg_rank(s, FP16_MIN_BITS + b));
       fp16_f32[b][s] = trellis_f16_to_f32(fp16_f16[b][s]);
     }
 }
@@ -172,50 +172,47 @@ static int tables_ready(void) {
   return tables_error == NULL;
 }
 
-trellis_status trellis_sqg_tables_status(void) {
+trellis_status trl_sqg_tables_status(void) {
   if (tables_ready())
     return TRELLIS_OK;
-  return trellis_fail(TRELLIS_ERR_INTERNAL, "sqg tables: %s", tables_error);
+  return trl_fail(TRELLIS_ERR_INTERNAL, "sqg tables: %s", tables_error);
 }
 
-const uint8_t *trellis_sqg_t12(void) {
-  return tables_ready() ? t12_codes : NULL;
-}
+const uint8_t *trl_sqg_t12(void) { return tables_ready() ? t12_codes : NULL; }
 
-const uint16_t *trellis_sqg_t12_f16(void) {
+const uint16_t *trl_sqg_t12_f16(void) {
   return tables_ready() ? t12_f16 : NULL;
 }
 
-const uint16_t *trellis_sqg_d3l(void) {
+const uint16_t *trl_sqg_d3l(void) {
   return tables_ready() ? &d3l_table[0][0] : NULL;
 }
 
 /* The state table of a valid SQG (cb, bits), or NULL. */
 static int table_slot(trellis_codebook cb, int bits) {
-  if (bits < trellis_codebook_min_bits(cb) ||
-      bits > trellis_codebook_max_bits(cb) || !trellis_codebook_is_sqg(cb) ||
-      !tables_ready())
+  if (bits < trl_codebook_min_bits(cb) || bits > trl_codebook_max_bits(cb) ||
+      !trl_codebook_is_sqg(cb) || !tables_ready())
     return -1;
   return cb == TRELLIS_CB_SQG_E4M3 ? bits - E4M3_MIN_BITS
                                    : bits - FP16_MIN_BITS;
 }
 
-const uint16_t *trellis_sqg_state_table(trellis_codebook cb, int bits) {
+const uint16_t *trl_sqg_state_table(trellis_codebook cb, int bits) {
   const int slot = table_slot(cb, bits);
   if (slot < 0)
     return NULL;
   return cb == TRELLIS_CB_SQG_E4M3 ? e4m3_f16[slot] : fp16_f16[slot];
 }
 
-const float *trellis_sqg_state_table_f32(trellis_codebook cb, int bits) {
+const float *trl_sqg_state_table_f32(trellis_codebook cb, int bits) {
   const int slot = table_slot(cb, bits);
   if (slot < 0)
     return NULL;
   return cb == TRELLIS_CB_SQG_E4M3 ? e4m3_f32[slot] : fp16_f32[slot];
 }
 
-uint16_t trellis_sqg_value(trellis_codebook cb, int bits, uint32_t state) {
-  const uint32_t rank = trellis_sqg_rank(state, bits);
+uint16_t trl_sqg_value(trellis_codebook cb, int bits, uint32_t state) {
+  const uint32_t rank = trl_sqg_rank(state, bits);
   if (cb == TRELLIS_CB_SQG_E4M3)
     return t12_f16[rank >> 4];
   return d3l_value(rank);

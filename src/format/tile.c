@@ -33,7 +33,7 @@ static inline uint32_t window_state(const uint32_t *ext, int bits, int i) {
   return (uint32_t)(pair >> (48u - offset)) & 0xFFFFu;
 }
 
-void trellis_tile_states(const int16_t *tile, int bits, uint16_t states[256]) {
+void trl_tile_states(const int16_t *tile, int bits, uint16_t states[256]) {
   uint32_t ext[MAX_W32 + 2] = {
       0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
@@ -50,7 +50,7 @@ static inline int tile_offset(int i) {
   return 16 * row + col;
 }
 
-void trellis_tile_position(int i, int *row, int *col) {
+void trl_tile_position(int i, int *row, int *col) {
   const int offset = tile_offset(i & 255);
   *row = offset >> 4;
   *col = offset & 15;
@@ -84,8 +84,8 @@ static ALWAYS_INLINE void decode_f32_fixed(const uint32_t *ext, const int bits,
   }
 }
 
-void trellis_tile_decode_f32(const int16_t *tile, int bits, const float *table,
-                             float out[256]) {
+void trl_tile_decode_f32(const int16_t *tile, int bits, const float *table,
+                         float out[256]) {
   uint32_t ext[MAX_W32 + 2] = {
       0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
@@ -119,33 +119,33 @@ void trellis_tile_decode_f32(const int16_t *tile, int bits, const float *table,
 
 static trellis_status check_bits(int bits) {
   if (bits < TRELLIS_MIN_BITS || bits > TRELLIS_MAX_BITS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "bits: expected %d..%d bits per weight, got %d",
-                        TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, bits);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "bits: expected %d..%d bits per weight, got %d",
+                    TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, bits);
   return TRELLIS_OK;
 }
 
 trellis_status trellis_decode_tile(const int16_t *tile, int bits,
                                    trellis_codebook cb, uint16_t out[256]) {
   if (tile == NULL || out == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "decode_tile: %s is NULL",
-                        tile ? "out" : "tile");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "decode_tile: %s is NULL",
+                    tile ? "out" : "tile");
   trellis_status st = check_bits(bits);
   if (st != TRELLIS_OK)
     return st;
-  if (trellis_codebook_min_bits(cb) == 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "codebook: expected 0 (3inst), 1 (mcg), 2 (mul1), "
-                        "3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
-                        (int)cb);
+  if (trl_codebook_min_bits(cb) == 0)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "codebook: expected 0 (3inst), 1 (mcg), 2 (mul1), "
+                    "3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
+                    (int)cb);
   if (!trellis_codebook_bits_valid(cb, bits))
-    return trellis_fail(
-        TRELLIS_ERR_SHAPE, "bits: codebook %s is defined for K %d..%d, got %d",
-        trellis_codebook_name(cb), trellis_codebook_min_bits(cb),
-        trellis_codebook_max_bits(cb), bits);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "bits: codebook %s is defined for K %d..%d, got %d",
+                    trellis_codebook_name(cb), trl_codebook_min_bits(cb),
+                    trl_codebook_max_bits(cb), bits);
   const uint16_t *table = trellis_codebook_table_bits(cb, bits);
   if (table == NULL)
-    return trellis_sqg_tables_status();
+    return trl_sqg_tables_status();
   uint32_t ext[MAX_W32 + 2] = {
       0}; /* zeroed: keeps gcc 13 -Wmaybe-uninitialized quiet */
   load_extended_words(tile, bits, ext);
@@ -157,12 +157,12 @@ trellis_status trellis_decode_tile(const int16_t *tile, int bits,
 trellis_status trellis_expand_signs(const int16_t *packed, int64_t count,
                                     uint16_t *out) {
   if (count < 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "expand_signs: count must be >= 0, got %lld",
-                        (long long)count);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "expand_signs: count must be >= 0, got %lld",
+                    (long long)count);
   if (count > 0 && (packed == NULL || out == NULL))
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "expand_signs: %s is NULL", packed ? "out" : "packed");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "expand_signs: %s is NULL",
+                    packed ? "out" : "packed");
   for (int64_t e = 0; e < count; e++) {
     const uint16_t word = (uint16_t)packed[e >> 4];
     out[e] = ((word >> (e & 15)) & 1u) ? 0xBC00u : 0x3C00u;

@@ -61,10 +61,10 @@ static void copy_weight(const trellis_weight *w, trellis_weight *full) {
 
 static trellis_status check_dim(const char *name, int64_t value) {
   if (value <= 0 || value % TRELLIS_HBLOCK != 0)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight.%s: expected a positive multiple of %d, got "
-                        "%lld",
-                        name, TRELLIS_HBLOCK, (long long)value);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight.%s: expected a positive multiple of %d, got "
+                    "%lld",
+                    name, TRELLIS_HBLOCK, (long long)value);
   return TRELLIS_OK;
 }
 
@@ -72,71 +72,71 @@ static trellis_status check_dim(const char *name, int64_t value) {
 static trellis_status check_sign_pair(const char *scaled, const void *h,
                                       const char *legacy, const void *bits) {
   if (h != NULL && bits != NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight: expected exactly one of %s and %s, got both",
-                        scaled, legacy);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight: expected exactly one of %s and %s, got both",
+                    scaled, legacy);
   if (h == NULL && bits == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight: expected exactly one of %s and %s, got "
-                        "neither",
-                        scaled, legacy);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight: expected exactly one of %s and %s, got "
+                    "neither",
+                    scaled, legacy);
   return TRELLIS_OK;
 }
 
 /* k*n*bits/8 without overflow; 0 if it does not fit in size_t. */
 static size_t payload_bytes(int64_t k, int64_t n, int bits) {
   size_t kn, total;
-  if (!trellis_mul_size((size_t)k, (size_t)n, &kn) ||
-      !trellis_mul_size(kn, (size_t)bits, &total))
+  if (!trl_mul_size((size_t)k, (size_t)n, &kn) ||
+      !trl_mul_size(kn, (size_t)bits, &total))
     return 0;
   return total / 8;
 }
 
-/* B12X-FORMATS §5-§6: a known kind and axis, 256 channels on the rate axis,
+/* FORMAT.md §9.5, §9.6: a known kind and axis, 256 channels on the rate axis,
  * bits/bits1 equal to the kind's K values, MCG or SQG_E4M3, both records and
  * fp16 scales present. */
 static trellis_status check_pair(const trellis_weight *w) {
   const char *kind = trellis_pair_kind_name(w->pair);
-  if (!trellis_pair_kind_known(w->pair))
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.pair: expected TRELLIS_PAIR_NONE or a pair "
-                        "kind P22, P24, P33, P43 or P44, got 0x%x",
-                        (unsigned)w->pair);
+  if (!trl_pair_kind_known(w->pair))
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.pair: expected TRELLIS_PAIR_NONE or a pair "
+                    "kind P22, P24, P33, P43 or P44, got 0x%x",
+                    (unsigned)w->pair);
   if (w->rate_axis != TRELLIS_RATE_AXIS_N &&
       w->rate_axis != TRELLIS_RATE_AXIS_K)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.rate_axis: expected TRELLIS_RATE_AXIS_N or "
-                        "TRELLIS_RATE_AXIS_K, got %d",
-                        (int)w->rate_axis);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.rate_axis: expected TRELLIS_RATE_AXIS_N or "
+                    "TRELLIS_RATE_AXIS_K, got %d",
+                    (int)w->rate_axis);
   if (w->codebook != TRELLIS_CB_MCG && w->codebook != TRELLIS_CB_SQG_E4M3)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight: pair %s needs the mcg or sqg_e4m3 codebook, "
-                        "got %s",
-                        kind, trellis_codebook_name(w->codebook));
-  const int k0 = trellis_pair_bits0(w->pair), k1 = trellis_pair_bits1(w->pair);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight: pair %s needs the mcg or sqg_e4m3 codebook, "
+                    "got %s",
+                    kind, trellis_codebook_name(w->codebook));
+  const int k0 = trl_pair_bits0(w->pair), k1 = trl_pair_bits1(w->pair);
   if (w->bits != k0 || w->bits1 != k1)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight: pair %s needs bits = %d and bits1 = %d (K of "
-                        "record0 and record1), got %d and %d",
-                        kind, k0, k1, w->bits, w->bits1);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight: pair %s needs bits = %d and bits1 = %d (K of "
+                    "record0 and record1), got %d and %d",
+                    kind, k0, k1, w->bits, w->bits1);
   const int axis_n = w->rate_axis == TRELLIS_RATE_AXIS_N;
   const int64_t rate = axis_n ? w->n : w->k;
-  if (rate != TRELLIS_PAIR_CHANNELS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight.%s: a pair on rate axis %s has exactly %d "
-                        "channels there, got %lld",
-                        axis_n ? "n" : "k", axis_n ? "n" : "k",
-                        TRELLIS_PAIR_CHANNELS, (long long)rate);
+  if (rate != TRL_PAIR_CHANNELS)
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight.%s: a pair on rate axis %s has exactly %d "
+                    "channels there, got %lld",
+                    axis_n ? "n" : "k", axis_n ? "n" : "k", TRL_PAIR_CHANNELS,
+                    (long long)rate);
   if (w->trellis1 == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.trellis1: pair %s needs record1's tiles, got "
-                        "NULL",
-                        kind);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.trellis1: pair %s needs record1's tiles, got "
+                    "NULL",
+                    kind);
   if (w->suh == NULL || w->svh == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight: pair %s needs fp16 suh and svh, not legacy "
-                        "%s",
-                        kind, w->suh == NULL ? "su" : "sv");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight: pair %s needs fp16 suh and svh, not legacy "
+                    "%s",
+                    kind, w->suh == NULL ? "su" : "sv");
   return TRELLIS_OK;
 }
 
@@ -146,30 +146,29 @@ static trellis_status validate_full(const trellis_weight *w) {
       (st = check_dim("n", w->n)) != TRELLIS_OK)
     return st;
   if (w->bits < TRELLIS_MIN_BITS || w->bits > TRELLIS_MAX_BITS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight.bits: expected %d..%d, got %d",
-                        TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, w->bits);
+    return trl_fail(TRELLIS_ERR_SHAPE, "weight.bits: expected %d..%d, got %d",
+                    TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, w->bits);
   if (payload_bytes(w->k, w->n, w->bits) == 0)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight: k = %lld, n = %lld, bits = %d: payload size "
-                        "overflows size_t",
-                        (long long)w->k, (long long)w->n, w->bits);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight: k = %lld, n = %lld, bits = %d: payload size "
+                    "overflows size_t",
+                    (long long)w->k, (long long)w->n, w->bits);
   if ((unsigned)w->codebook > (unsigned)TRELLIS_CB_SQG_FP16)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.codebook: expected 0 (3inst), 1 (mcg), 2 "
-                        "(mul1), 3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
-                        (int)w->codebook);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.codebook: expected 0 (3inst), 1 (mcg), 2 "
+                    "(mul1), 3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
+                    (int)w->codebook);
   if (!trellis_codebook_bits_valid(w->codebook, w->bits))
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight.bits: codebook %s is defined for K %d..%d, "
-                        "got %d",
-                        trellis_codebook_name(w->codebook),
-                        trellis_codebook_min_bits(w->codebook),
-                        trellis_codebook_max_bits(w->codebook), w->bits);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight.bits: codebook %s is defined for K %d..%d, "
+                    "got %d",
+                    trellis_codebook_name(w->codebook),
+                    trl_codebook_min_bits(w->codebook),
+                    trl_codebook_max_bits(w->codebook), w->bits);
   if (w->trellis == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight.trellis: expected a [k/16][n/16][16*bits] "
-                        "int16 payload, got NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.trellis: expected a [k/16][n/16][16*bits] "
+                    "int16 payload, got NULL");
   if ((st = check_sign_pair("suh", w->suh, "su", w->su)) != TRELLIS_OK ||
       (st = check_sign_pair("svh", w->svh, "sv", w->sv)) != TRELLIS_OK)
     return st;
@@ -178,27 +177,26 @@ static trellis_status validate_full(const trellis_weight *w) {
   return TRELLIS_OK;
 }
 
-trellis_status trellis_weight_load(const trellis_weight *w,
-                                   trellis_weight *full) {
+trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full) {
   if (w == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight is NULL");
   if (!size_accepted(w->struct_size))
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight: struct_size %u is neither %zu (before the "
-                        "pair fields) nor >= %zu (call the *_init function "
-                        "first)",
-                        (unsigned)w->struct_size,
-                        (size_t)TRELLIS_WEIGHT_SIZE_V1, sizeof *w);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight: struct_size %u is neither %zu (before the "
+                    "pair fields) nor >= %zu (call the *_init function "
+                    "first)",
+                    (unsigned)w->struct_size, (size_t)TRELLIS_WEIGHT_SIZE_V1,
+                    sizeof *w);
   copy_weight(w, full);
   return validate_full(full);
 }
 
 trellis_status trellis_weight_validate(const trellis_weight *w) {
   trellis_weight full;
-  return trellis_weight_load(w, &full);
+  return trl_weight_load(w, &full);
 }
 
-size_t trellis_f16_first_nonfinite(const void *bytes, size_t count) {
+size_t trl_f16_first_nonfinite(const void *bytes, size_t count) {
   const uint8_t *b = bytes;
   for (size_t i = 0; i < count; i++) {
     uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
@@ -213,13 +211,13 @@ static trellis_status check_finite(const char *what, const uint16_t *v,
                                    int64_t count) {
   if (v == NULL)
     return TRELLIS_OK;
-  size_t i = trellis_f16_first_nonfinite(v, (size_t)count);
+  size_t i = trl_f16_first_nonfinite(v, (size_t)count);
   if (i == (size_t)count)
     return TRELLIS_OK;
-  return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                      "weight.%s[%zu] is %s (a finite EXL3 layer has finite "
-                      "scales and bias)",
-                      what, i, (v[i] & 0x3FFu) ? "NaN" : "infinite");
+  return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                  "weight.%s[%zu] is %s (a finite EXL3 layer has finite "
+                  "scales and bias)",
+                  what, i, (v[i] & 0x3FFu) ? "NaN" : "infinite");
 }
 
 trellis_status trellis_weight_check_values(const trellis_weight *w) {
@@ -243,16 +241,15 @@ size_t trellis_weight_payload_bytes(const trellis_weight *w) {
     return 0;
   if (full.pair == TRELLIS_PAIR_NONE)
     return payload_bytes(full.k, full.n, full.bits);
-  if (!trellis_pair_kind_known(full.pair))
+  if (!trl_pair_kind_known(full.pair))
     return 0;
   /* record r holds k*n/2 weights at K_r */
   return payload_bytes(full.k, full.n,
-                       trellis_pair_bits0(full.pair) +
-                           trellis_pair_bits1(full.pair)) /
+                       trl_pair_bits0(full.pair) + trl_pair_bits1(full.pair)) /
          2;
 }
 
-int trellis_weight_records(const trellis_weight *w, trellis_record rec[2]) {
+int trl_weight_records(const trellis_weight *w, trl_record rec[2]) {
   memset(rec, 0, 2 * sizeof *rec);
   rec[0].trellis = w->trellis;
   rec[0].bits = w->bits;
@@ -266,11 +263,11 @@ int trellis_weight_records(const trellis_weight *w, trellis_record rec[2]) {
   rec[1].bits = w->bits1;
   for (int r = 0; r < 2; r++) {
     if (axis_n) {
-      rec[r].n = TRELLIS_PAIR_RECORD;
-      rec[r].nt0 = r * (TRELLIS_PAIR_RECORD / 16);
+      rec[r].n = TRL_PAIR_RECORD;
+      rec[r].nt0 = r * (TRL_PAIR_RECORD / 16);
     } else {
-      rec[r].k = TRELLIS_PAIR_RECORD;
-      rec[r].kt0 = r * (TRELLIS_PAIR_RECORD / 16);
+      rec[r].k = TRL_PAIR_RECORD;
+      rec[r].kt0 = r * (TRL_PAIR_RECORD / 16);
     }
   }
   return 2;
@@ -286,27 +283,27 @@ static void scales_f32(const uint16_t *scaled, const int16_t *legacy,
   }
 }
 
-/* B12X-FORMATS §6: a pair's suh and svh are finite. */
+/* FORMAT.md §9.6: a pair's suh and svh are finite. */
 static trellis_status check_pair_finite(const char *what, const uint16_t *v,
                                         int64_t count) {
   for (int64_t i = 0; i < count; i++)
     if ((v[i] & 0x7C00u) == 0x7C00u)
-      return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                          "weight.%s[%lld] = 0x%04X is not finite (a pair's "
-                          "scales must be)",
-                          what, (long long)i, (unsigned)v[i]);
+      return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                      "weight.%s[%lld] = 0x%04X is not finite (a pair's "
+                      "scales must be)",
+                      what, (long long)i, (unsigned)v[i]);
   return TRELLIS_OK;
 }
 
-trellis_status trellis_weight_scales(const trellis_weight *w, float *s_in,
-                                     float *s_out) {
+trellis_status trl_weight_scales(const trellis_weight *w, float *s_in,
+                                 float *s_out) {
   trellis_weight full;
-  trellis_status st = trellis_weight_load(w, &full);
+  trellis_status st = trl_weight_load(w, &full);
   if (st != TRELLIS_OK)
     return st;
   if (s_in == NULL || s_out == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight_scales: %s is NULL", s_in ? "s_out" : "s_in");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight_scales: %s is NULL",
+                    s_in ? "s_out" : "s_in");
   if (full.pair != TRELLIS_PAIR_NONE &&
       ((st = check_pair_finite("suh", full.suh, full.k)) != TRELLIS_OK ||
        (st = check_pair_finite("svh", full.svh, full.n)) != TRELLIS_OK))
@@ -318,29 +315,28 @@ trellis_status trellis_weight_scales(const trellis_weight *w, float *s_in,
 
 trellis_status trellis_decode_weight(const trellis_weight *w, uint16_t *w_hat) {
   trellis_weight full;
-  trellis_status st = trellis_weight_load(w, &full);
+  trellis_status st = trl_weight_load(w, &full);
   if (st != TRELLIS_OK)
     return st;
   if (w_hat == NULL)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "decode_weight: w_hat is NULL");
-  trellis_record rec[2];
-  const int count = trellis_weight_records(&full, rec);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "decode_weight: w_hat is NULL");
+  trl_record rec[2];
+  const int count = trl_weight_records(&full, rec);
   uint16_t states[256];
   for (int r = 0; r < count; r++) {
     const uint16_t *table =
         trellis_codebook_table_bits(full.codebook, rec[r].bits);
     if (table == NULL)
-      return trellis_sqg_tables_status();
+      return trl_sqg_tables_status();
     for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
       for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
-        trellis_tile_states(trellis_record_tile(&rec[r], kt, nt), rec[r].bits,
-                            states);
+        trl_tile_states(trl_record_tile(&rec[r], kt, nt), rec[r].bits, states);
         uint16_t *corner =
             w_hat + (size_t)(16 * kt) * (size_t)full.n + (size_t)(16 * nt);
         for (int i = 0; i < 256; i++) {
           int row, col;
-          trellis_tile_position(i, &row, &col);
+          trl_tile_position(i, &row, &col);
           corner[(size_t)row * (size_t)full.n + (size_t)col] = table[states[i]];
         }
       }

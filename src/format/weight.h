@@ -1,48 +1,46 @@
 /* Internal helpers around trellis_weight. */
-#ifndef TRELLIS_FORMAT_WEIGHT_H
-#define TRELLIS_FORMAT_WEIGHT_H
+#ifndef TRL_FORMAT_WEIGHT_H
+#define TRL_FORMAT_WEIGHT_H
 
 #include "trellis.h"
 
 /* A caller's weight (any accepted struct_size) as a full-size copy: the
  * fields past its struct_size read as zero, i.e. a uniform layer. Validates
  * first; every internal user of a public weight works on such a copy. */
-trellis_status trellis_weight_load(const trellis_weight *w,
-                                   trellis_weight *full);
+trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full);
 
 /* Input and output scales as fp32: suh/svh converted, or legacy su/sv bits
  * expanded to +-1. Validates `w` first; a pair's scales must be finite. */
-trellis_status trellis_weight_scales(const trellis_weight *w,
-                                     float *s_in /* [k] */,
-                                     float *s_out /* [n] */);
+trellis_status trl_weight_scales(const trellis_weight *w, float *s_in /* [k] */,
+                                 float *s_out /* [n] */);
 
 /* Index of the first of `count` fp16 values at `bytes` (any alignment)
  * that is NaN or infinite; `count` when every value is finite. */
-size_t trellis_f16_first_nonfinite(const void *bytes, size_t count);
+size_t trl_f16_first_nonfinite(const void *bytes, size_t count);
 
 /* One ordinary tile array of a weight: a uniform layer is one record, a pair
  * two (see format/pair.h). */
-typedef struct trellis_record {
+typedef struct trl_record {
   const int16_t *trellis; /* [k/16][n/16][16*bits] */
   int bits;
   int64_t k, n;     /* the record's own shape */
   int64_t kt0, nt0; /* its first tile row and column in W_hat */
-} trellis_record;
+} trl_record;
 
 /* The records of a full-size, valid weight; returns their count (1 or 2). */
-int trellis_weight_records(const trellis_weight *w, trellis_record rec[2]);
+int trl_weight_records(const trellis_weight *w, trl_record rec[2]);
 
 /* Which record holds tile (kt, nt) of W_hat. */
-static inline int trellis_weight_record_of(const trellis_weight *w, int64_t kt,
-                                           int64_t nt) {
+static inline int trl_weight_record_of(const trellis_weight *w, int64_t kt,
+                                       int64_t nt) {
   if (w->pair == TRELLIS_PAIR_NONE)
     return 0;
   return w->rate_axis == TRELLIS_RATE_AXIS_N ? nt >= 8 : kt >= 8;
 }
 
 /* The words of tile (kt, nt) of W_hat, which lies in record `r`. */
-static inline const int16_t *trellis_record_tile(const trellis_record *r,
-                                                 int64_t kt, int64_t nt) {
+static inline const int16_t *trl_record_tile(const trl_record *r, int64_t kt,
+                                             int64_t nt) {
   return r->trellis +
          ((size_t)(kt - r->kt0) * (size_t)(r->n / 16) + (size_t)(nt - r->nt0)) *
              16u * (size_t)r->bits;

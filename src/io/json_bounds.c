@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-void trellis_json_scan(const char *text, size_t len, trellis_json_bounds *out) {
+void trl_json_scan(const char *text, size_t len, trl_json_bounds *out) {
   memset(out, 0, sizeof *out);
   size_t depth = 0;
   for (size_t i = 0; i < len; i++) {
@@ -35,7 +35,7 @@ void trellis_json_scan(const char *text, size_t len, trellis_json_bounds *out) {
   }
 }
 
-void trellis_json_error_text(const json_error_t *err, char *buf, size_t cap) {
+void trl_json_error_text(const json_error_t *err, char *buf, size_t cap) {
   if (cap == 0)
     return;
   size_t len = strnlen(err->text, sizeof err->text);

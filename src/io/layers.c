@@ -1,4 +1,4 @@
-/* EXL3 layer discovery (EXL3-FORMAT §1, §5), and b12x layers
+/* EXL3 layer discovery (FORMAT.md §2, §8), and b12x layers
  * (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, checked in io/qsrt.c).
  *
  * A group `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `<p>.mcg|mul1`,
@@ -16,7 +16,7 @@
  *     reports TRELLIS_SIGNS_LEGACY when either side is legacy.
  *   - A tensor misaligned for its element type (possible when a writer does
  *     not pad the header to 8 bytes) is copied to aligned memory, but only
- *     when its layer is fetched (trellis_layers_realign): listing a model
+ *     when its layer is fetched (trl_layers_realign): listing a model
  *     must not cost its payload.
  *   - Non-finite suh/svh/bias values, and an F32 bias beyond fp16's range,
  *     are rejected: a finite EXL3 layer never has them, and they would turn
@@ -70,7 +70,7 @@ static void shape_str(const trellis_tensor *t, char *buf, size_t cap) {
 
 /* ------------------------------------------------------------- owning -- */
 
-static int own(trellis_layer_set *s, void *p) {
+static int own(trl_layer_set *s, void *p) {
   if (!p)
     return 0;
   if (s->owned_count == s->owned_cap) {
@@ -91,25 +91,25 @@ static int own(trellis_layer_set *s, void *p) {
  * in its payload tensor, so trellis1 moves with trellis. */
 static void set_member(trellis_weight *w, int j, const void *p) {
   switch (j) {
-  case TRELLIS_MEMBER_TRELLIS:
+  case TRL_MEMBER_TRELLIS:
     w->trellis = p;
     w->trellis1 = p && w->pair != TRELLIS_PAIR_NONE
-                      ? w->trellis + trellis_qsrt_record1_offset(w)
+                      ? w->trellis + trl_qsrt_record1_offset(w)
                       : NULL;
     break;
-  case TRELLIS_MEMBER_SUH:
+  case TRL_MEMBER_SUH:
     w->suh = p;
     break;
-  case TRELLIS_MEMBER_SU:
+  case TRL_MEMBER_SU:
     w->su = p;
     break;
-  case TRELLIS_MEMBER_SVH:
+  case TRL_MEMBER_SVH:
     w->svh = p;
     break;
-  case TRELLIS_MEMBER_SV:
+  case TRL_MEMBER_SV:
     w->sv = p;
     break;
-  case TRELLIS_MEMBER_BIAS:
+  case TRL_MEMBER_BIAS:
     w->bias = p;
     break;
   default:
@@ -124,16 +124,16 @@ static trellis_status check_vector(const char *label, const char *prefix,
                                    trellis_tensor_dtype dtype, int64_t len,
                                    const char *why) {
   if (t->dtype != dtype)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "%s: layer '%s': %s has dtype %s, expected %s", label,
-                        prefix, what, trellis_tensor_dtype_name(t->dtype),
-                        trellis_tensor_dtype_name(dtype));
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "%s: layer '%s': %s has dtype %s, expected %s", label,
+                    prefix, what, trellis_tensor_dtype_name(t->dtype),
+                    trellis_tensor_dtype_name(dtype));
   if (t->ndim != 1 || t->shape[0] != len) {
     char sh[96];
     shape_str(t, sh, sizeof sh);
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': %s has shape %s, expected [%lld] (%s)",
-                        label, prefix, what, sh, (long long)len, why);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': %s has shape %s, expected [%lld] (%s)",
+                    label, prefix, what, sh, (long long)len, why);
   }
   return TRELLIS_OK;
 }
@@ -142,27 +142,26 @@ static trellis_status check_marker(const char *label, const char *prefix,
                                    const trellis_tensor *t, const char *what,
                                    uint32_t expected) {
   if (t->dtype != TRELLIS_T_I32)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "%s: layer '%s': %s marker has dtype %s, expected I32",
-                        label, prefix, what,
-                        trellis_tensor_dtype_name(t->dtype));
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "%s: layer '%s': %s marker has dtype %s, expected I32",
+                    label, prefix, what, trellis_tensor_dtype_name(t->dtype));
   if (!(t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1))) {
     char sh[96];
     shape_str(t, sh, sizeof sh);
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': %s marker has shape %s, expected [] "
-                        "or [1]",
-                        label, prefix, what, sh);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': %s marker has shape %s, expected [] "
+                    "or [1]",
+                    label, prefix, what, sh);
   }
   const uint8_t *b = t->data;
   uint32_t v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
                (uint32_t)b[3] << 24;
   if (v != expected)
-    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                        "%s: layer '%s': %s marker value 0x%08X differs from "
-                        "the built-in multiplier 0x%08X (non-default "
-                        "codebook multipliers are not supported)",
-                        label, prefix, what, (unsigned)v, (unsigned)expected);
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "%s: layer '%s': %s marker value 0x%08X differs from "
+                    "the built-in multiplier 0x%08X (non-default "
+                    "codebook multipliers are not supported)",
+                    label, prefix, what, (unsigned)v, (unsigned)expected);
   return TRELLIS_OK;
 }
 
@@ -170,33 +169,33 @@ static trellis_status check_marker(const char *label, const char *prefix,
 static trellis_status check_members(const char *label, const char *prefix,
                                     const group *g) {
   if (g->scale)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': tensor '%s' is present, but scale is "
-                        "no longer used",
-                        label, prefix, g->scale->name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': tensor '%s' is present, but scale is "
+                    "no longer used",
+                    label, prefix, g->scale->name);
   if (g->mcg && g->mul1)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': both mcg and mul1 codebook markers "
-                        "are present",
-                        label, prefix);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': both mcg and mul1 codebook markers "
+                    "are present",
+                    label, prefix);
   if (g->suh && g->su)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': both suh and legacy su are present",
-                        label, prefix);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': both suh and legacy su are present", label,
+                    prefix);
   if (g->svh && g->sv)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': both svh and legacy sv are present",
-                        label, prefix);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': both svh and legacy sv are present", label,
+                    prefix);
   if (!g->suh && !g->su)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND,
-                        "%s: layer '%s': has a trellis but tensor '%s.suh' "
-                        "(or legacy '%s.su') is missing",
-                        label, prefix, prefix, prefix);
+    return trl_fail(TRELLIS_ERR_NOT_FOUND,
+                    "%s: layer '%s': has a trellis but tensor '%s.suh' "
+                    "(or legacy '%s.su') is missing",
+                    label, prefix, prefix, prefix);
   if (!g->svh && !g->sv)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND,
-                        "%s: layer '%s': has a trellis but tensor '%s.svh' "
-                        "(or legacy '%s.sv') is missing",
-                        label, prefix, prefix, prefix);
+    return trl_fail(TRELLIS_ERR_NOT_FOUND,
+                    "%s: layer '%s': has a trellis but tensor '%s.svh' "
+                    "(or legacy '%s.sv') is missing",
+                    label, prefix, prefix, prefix);
   return TRELLIS_OK;
 }
 
@@ -207,33 +206,32 @@ static trellis_status check_trellis(const char *label, const char *prefix,
   char sh[96];
   shape_str(t, sh, sizeof sh);
   if (t->dtype != TRELLIS_T_I16)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "%s: layer '%s': trellis has dtype %s, expected I16",
-                        label, prefix, trellis_tensor_dtype_name(t->dtype));
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "%s: layer '%s': trellis has dtype %s, expected I16", label,
+                    prefix, trellis_tensor_dtype_name(t->dtype));
   if (t->ndim != 3)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': trellis has shape %s, expected 3 "
-                        "dimensions [k/16, n/16, 16*K]",
-                        label, prefix, sh);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': trellis has shape %s, expected 3 "
+                    "dimensions [k/16, n/16, 16*K]",
+                    label, prefix, sh);
   int64_t last = t->shape[2];
   if (last % 16 != 0 || last / 16 < TRELLIS_MIN_BITS ||
       last / 16 > TRELLIS_MAX_BITS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': trellis last dim %lld is not 16*K "
-                        "for K in 1..8",
-                        label, prefix, (long long)last);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': trellis last dim %lld is not 16*K "
+                    "for K in 1..8",
+                    label, prefix, (long long)last);
   const int64_t limit = INT64_MAX / TRELLIS_TILE;
   for (int d = 0; d < 2; d++) {
     int64_t tiles = t->shape[d];
     if (tiles <= 0 || tiles > limit ||
         (tiles * TRELLIS_TILE) % TRELLIS_HBLOCK != 0)
-      return trellis_fail(
-          TRELLIS_ERR_SHAPE,
-          "%s: layer '%s': trellis shape %s gives %s = %lld, "
-          "which is not a positive multiple of %d",
-          label, prefix, sh, d ? "n" : "k",
-          (long long)(tiles > limit ? tiles : tiles * TRELLIS_TILE),
-          TRELLIS_HBLOCK);
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "%s: layer '%s': trellis shape %s gives %s = %lld, "
+                      "which is not a positive multiple of %d",
+                      label, prefix, sh, d ? "n" : "k",
+                      (long long)(tiles > limit ? tiles : tiles * TRELLIS_TILE),
+                      TRELLIS_HBLOCK);
   }
   w->k = t->shape[0] * TRELLIS_TILE;
   w->n = t->shape[1] * TRELLIS_TILE;
@@ -262,10 +260,10 @@ static trellis_status check_signs(const char *label, const char *prefix,
 static trellis_status check_bias(const char *label, const char *prefix,
                                  const trellis_tensor *b, int64_t n) {
   if (b->dtype != TRELLIS_T_F16 && b->dtype != TRELLIS_T_F32)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "%s: layer '%s': bias has dtype %s, expected F16 (or "
-                        "F32)",
-                        label, prefix, trellis_tensor_dtype_name(b->dtype));
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "%s: layer '%s': bias has dtype %s, expected F16 (or "
+                    "F32)",
+                    label, prefix, trellis_tensor_dtype_name(b->dtype));
   return check_vector(label, prefix, b, "bias", b->dtype, n, "n");
 }
 
@@ -273,15 +271,15 @@ static trellis_status check_bias(const char *label, const char *prefix,
 static trellis_status check_finite_f16(const char *label, const char *prefix,
                                        const trellis_tensor *t) {
   size_t count = (size_t)t->shape[0];
-  size_t i = trellis_f16_first_nonfinite(t->data, count);
+  size_t i = trl_f16_first_nonfinite(t->data, count);
   if (i == count)
     return TRELLIS_OK;
   const uint8_t *b = (const uint8_t *)t->data + 2 * i;
-  return trellis_fail(TRELLIS_ERR_FORMAT,
-                      "%s: layer '%s': tensor '%s' element %zu is %s (a "
-                      "finite EXL3 layer never has one)",
-                      label, prefix, t->name, i,
-                      (b[0] | (b[1] & 3)) ? "NaN" : "inf");
+  return trl_fail(TRELLIS_ERR_FORMAT,
+                  "%s: layer '%s': tensor '%s' element %zu is %s (a "
+                  "finite EXL3 layer never has one)",
+                  label, prefix, t->name, i,
+                  (b[0] | (b[1] & 3)) ? "NaN" : "inf");
 }
 
 /* Every element of an F32 bias is finite and within fp16's range. */
@@ -293,14 +291,14 @@ static trellis_status check_bias_f32(const char *label, const char *prefix,
     memcpy(&v, src + 4 * i, 4);
     uint16_t h = trellis_f32_to_f16(v);
     if ((h & 0x7C00u) == 0x7C00u)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: layer '%s': tensor '%s' element %zu = %g is "
-                          "%s",
-                          label, prefix, t->name, i, (double)v,
-                          isnan(v)   ? "NaN"
-                          : isinf(v) ? "infinite"
-                                     : "beyond fp16's range (largest finite "
-                                       "65504)");
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: layer '%s': tensor '%s' element %zu = %g is "
+                      "%s",
+                      label, prefix, t->name, i, (double)v,
+                      isnan(v)   ? "NaN"
+                      : isinf(v) ? "infinite"
+                                 : "beyond fp16's range (largest finite "
+                                   "65504)");
   }
   return TRELLIS_OK;
 }
@@ -323,7 +321,7 @@ static trellis_status check_values(const char *label, const char *prefix,
 /* --------------------------------------------------------- assembling -- */
 
 /* F32 bias -> F16 copy owned by the set. */
-static const uint16_t *bias_f16(trellis_layer_set *s, const trellis_tensor *b) {
+static const uint16_t *bias_f16(trl_layer_set *s, const trellis_tensor *b) {
   size_t n = (size_t)b->shape[0];
   uint16_t *out = malloc(n ? n * sizeof *out : 1);
   if (!own(s, out))
@@ -340,19 +338,19 @@ static const uint16_t *bias_f16(trellis_layer_set *s, const trellis_tensor *b) {
 
 /* Points the weight at the group's data; a member misaligned for its
  * 2-byte elements is left NULL and marked pending instead. */
-static trellis_status attach(trellis_layer_set *s, const char *label,
+static trellis_status attach(trl_layer_set *s, const char *label,
                              const char *prefix, const group *g,
-                             trellis_layer *L, trellis_layer_extra *x) {
-  const trellis_tensor *m[TRELLIS_MEMBER_COUNT] = {
+                             trellis_layer *L, trl_layer_extra *x) {
+  const trellis_tensor *m[TRL_MEMBER_COUNT] = {
       g->trellis, g->suh, g->su, g->svh, g->sv, g->bias, g->mcg, g->mul1};
   memcpy(x->member, m, sizeof m);
   x->input_legacy = g->su != NULL;
   x->output_legacy = g->sv != NULL;
   trellis_weight *w = &L->weight;
-  for (int j = 0; j <= TRELLIS_MEMBER_BIAS; j++) {
+  for (int j = 0; j <= TRL_MEMBER_BIAS; j++) {
     if (!m[j])
       continue;
-    if (j == TRELLIS_MEMBER_BIAS && m[j]->dtype == TRELLIS_T_F32) {
+    if (j == TRL_MEMBER_BIAS && m[j]->dtype == TRELLIS_T_F32) {
       if (!(w->bias = bias_f16(s, m[j])))
         goto oom;
     } else if ((uintptr_t)m[j]->data % 2 != 0) {
@@ -372,13 +370,13 @@ static trellis_status attach(trellis_layer_set *s, const char *label,
   L->signs = (g->su || g->sv) ? TRELLIS_SIGNS_LEGACY : TRELLIS_SIGNS_SCALED;
   return TRELLIS_OK;
 oom:
-  return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                      "%s: layer '%s': out of memory", label, prefix);
+  return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: layer '%s': out of memory",
+                  label, prefix);
 }
 
-static trellis_status build_layer(trellis_layer_set *s, const char *label,
+static trellis_status build_layer(trl_layer_set *s, const char *label,
                                   const char *prefix, const group *g,
-                                  trellis_layer *L, trellis_layer_extra *x) {
+                                  trellis_layer *L, trl_layer_extra *x) {
   memset(L, 0, sizeof *L);
   memset(x, 0, sizeof *x);
   trellis_weight *w = &L->weight;
@@ -389,9 +387,9 @@ static trellis_status build_layer(trellis_layer_set *s, const char *label,
   if (st == TRELLIS_OK)
     st = check_signs(label, prefix, g, w);
   if (st == TRELLIS_OK && g->mcg)
-    st = check_marker(label, prefix, g->mcg, "mcg", TRELLIS_MCG_MARKER);
+    st = check_marker(label, prefix, g->mcg, "mcg", TRL_MCG_MARKER);
   if (st == TRELLIS_OK && g->mul1)
-    st = check_marker(label, prefix, g->mul1, "mul1", TRELLIS_MUL1_MARKER);
+    st = check_marker(label, prefix, g->mul1, "mul1", TRL_MUL1_MARKER);
   if (st == TRELLIS_OK && g->bias)
     st = check_bias(label, prefix, g->bias, w->n);
   if (st == TRELLIS_OK)
@@ -406,26 +404,25 @@ static trellis_status build_layer(trellis_layer_set *s, const char *label,
 
 /* A b12x layer (io/qsrt.h); a pair's record1 follows record0 in the one
  * payload tensor (set_member points trellis1 at it). */
-static trellis_status build_qsrt_layer(trellis_layer_set *s, const char *label,
+static trellis_status build_qsrt_layer(trl_layer_set *s, const char *label,
                                        const char *prefix, const group *g,
-                                       const trellis_st_meta *meta,
+                                       const trl_st_meta *meta,
                                        const char *model_codebook,
-                                       trellis_layer *L,
-                                       trellis_layer_extra *x) {
+                                       trellis_layer *L, trl_layer_extra *x) {
   memset(L, 0, sizeof *L);
   memset(x, 0, sizeof *x);
   trellis_weight *w = &L->weight;
   w->struct_size = sizeof *w;
-  const trellis_qsrt_group q = {.payload = g->trellis,
-                                .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
-                                .suh = g->suh,
-                                .svh = g->svh,
-                                .mcg = g->mcg,
-                                .mul1 = g->mul1};
+  const trl_qsrt_group q = {.payload = g->trellis,
+                            .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
+                            .suh = g->suh,
+                            .svh = g->svh,
+                            .mcg = g->mcg,
+                            .mul1 = g->mul1};
   trellis_status st =
-      trellis_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
+      trl_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
   if (st == TRELLIS_OK && g->mcg)
-    st = check_marker(label, prefix, g->mcg, "mcg", TRELLIS_MCG_MARKER);
+    st = check_marker(label, prefix, g->mcg, "mcg", TRL_MCG_MARKER);
   if (st == TRELLIS_OK)
     st = check_values(label, prefix, g);
   if (st == TRELLIS_OK)
@@ -442,7 +439,7 @@ static void claim(const trellis_tensor *base, const trellis_tensor *t,
 /* A layer and its extra, sorted together by name. */
 typedef struct layer_pair {
   trellis_layer layer;
-  trellis_layer_extra extra;
+  trl_layer_extra extra;
 } layer_pair;
 
 static int cmp_pairs(const void *a, const void *b) {
@@ -450,7 +447,7 @@ static int cmp_pairs(const void *a, const void *b) {
                 ((const layer_pair *)b)->layer.name);
 }
 
-static int sort_layers(trellis_layer_set *s) {
+static int sort_layers(trl_layer_set *s) {
   layer_pair *p = malloc((s->count ? s->count : 1) * sizeof *p);
   if (!p)
     return 0;
@@ -492,17 +489,16 @@ static trellis_status check_one_payload(const trellis_tensor *ts, size_t n,
     if (i == kind || !find(ts, n, key, plen, payload_suffix[i]))
       continue;
     key[plen] = '\0';
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': has both %s and %s", label, key,
-                        payload_suffix[kind] + 1, payload_suffix[i] + 1);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: layer '%s': has both %s and %s",
+                    label, key, payload_suffix[kind] + 1,
+                    payload_suffix[i] + 1);
   }
   return TRELLIS_OK;
 }
 
 /* Fills one layer per payload tensor; marks their members claimed. */
-static trellis_status find_layers(trellis_layer_set *s,
-                                  const trellis_tensor *ts, size_t n,
-                                  const trellis_layer_hints *hints,
+static trellis_status find_layers(trl_layer_set *s, const trellis_tensor *ts,
+                                  size_t n, const trl_layer_hints *hints,
                                   const char *label, unsigned char *claimed) {
   for (size_t i = 0; i < n; i++) {
     size_t plen;
@@ -511,8 +507,7 @@ static trellis_status find_layers(trellis_layer_set *s,
       continue;
     char *key = malloc(plen + 16); /* room for the longest suffix */
     if (!key)
-      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
-                          label);
+      return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
     memcpy(key, ts[i].name, plen);
     group g = {.trellis = &ts[i], .qsrt = kind};
     trellis_status st = TRELLIS_OK;
@@ -553,17 +548,16 @@ static trellis_status find_layers(trellis_layer_set *s,
   return TRELLIS_OK;
 }
 
-trellis_status trellis_layers_discover(const trellis_tensor *tensors,
-                                       size_t count, const char *label,
-                                       trellis_layer_set *out) {
-  return trellis_layers_discover_hinted(tensors, count, NULL, label, out);
+trellis_status trl_layers_discover(const trellis_tensor *tensors, size_t count,
+                                   const char *label, trl_layer_set *out) {
+  return trl_layers_discover_hinted(tensors, count, NULL, label, out);
 }
 
-trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
-                                              size_t count,
-                                              const trellis_layer_hints *hints,
-                                              const char *label,
-                                              trellis_layer_set *out) {
+trellis_status trl_layers_discover_hinted(const trellis_tensor *tensors,
+                                          size_t count,
+                                          const trl_layer_hints *hints,
+                                          const char *label,
+                                          trl_layer_set *out) {
   memset(out, 0, sizeof *out);
   size_t alloc = count ? count : 1;
   unsigned char *claimed = calloc(alloc, 1);
@@ -572,17 +566,17 @@ trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
   out->others = calloc(alloc, sizeof *out->others);
   if (!claimed || !out->layers || !out->extra || !out->others) {
     free(claimed);
-    trellis_layers_free(out);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "%s: cannot allocate the layer index", label);
+    trl_layers_free(out);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate the layer index", label);
   }
   trellis_status st = find_layers(out, tensors, count, hints, label, claimed);
   if (st == TRELLIS_OK && !sort_layers(out))
-    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                      "%s: cannot allocate the layer index", label);
+    st = trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                  "%s: cannot allocate the layer index", label);
   if (st != TRELLIS_OK) {
     free(claimed);
-    trellis_layers_free(out);
+    trl_layers_free(out);
     return st;
   }
   for (size_t i = 0; i < count; i++)
@@ -592,19 +586,19 @@ trellis_status trellis_layers_discover_hinted(const trellis_tensor *tensors,
   return TRELLIS_OK;
 }
 
-trellis_status trellis_layers_realign(trellis_layer_set *s, size_t i,
-                                      const char *label) {
-  trellis_layer_extra *x = &s->extra[i];
-  for (int j = 0; j <= TRELLIS_MEMBER_BIAS; j++) {
+trellis_status trl_layers_realign(trl_layer_set *s, size_t i,
+                                  const char *label) {
+  trl_layer_extra *x = &s->extra[i];
+  for (int j = 0; j <= TRL_MEMBER_BIAS; j++) {
     if (!(x->pending & (1u << j)))
       continue;
     const trellis_tensor *t = x->member[j];
     void *copy = malloc(t->nbytes ? t->nbytes : 1);
     if (!own(s, copy))
-      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                          "%s: layer '%s': cannot allocate %zu bytes to "
-                          "realign tensor '%s'",
-                          label, s->layers[i].name, t->nbytes, t->name);
+      return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                      "%s: layer '%s': cannot allocate %zu bytes to "
+                      "realign tensor '%s'",
+                      label, s->layers[i].name, t->nbytes, t->name);
     memcpy(copy, t->data, t->nbytes);
     s->copied_bytes += t->nbytes;
     set_member(&s->layers[i].weight, j, copy);
@@ -613,7 +607,7 @@ trellis_status trellis_layers_realign(trellis_layer_set *s, size_t i,
   return TRELLIS_OK;
 }
 
-void trellis_layers_free(trellis_layer_set *s) {
+void trl_layers_free(trl_layer_set *s) {
   if (!s)
     return;
   for (size_t i = 0; i < s->owned_count; i++)

@@ -1,6 +1,6 @@
 /* EXL3 models: one .safetensors file, or a directory holding
  * model.safetensors or model.safetensors.index.json shards, plus an optional
- * config.json with a quantization_config (EXL3-FORMAT §1 "Model level").
+ * config.json with a quantization_config (FORMAT.md §2.6).
  *
  * Shard names in the index are plain file names inside the directory, but
  * a directory entry may be a symbolic link to anywhere (the Hugging Face
@@ -36,8 +36,8 @@ struct trellis_model {
   trellis_file **by_addr;  /* files sorted by mapping address */
   trellis_tensor *tensors; /* every model tensor, sorted by name */
   size_t count;
-  const trellis_st_meta **tensor_meta; /* shards: each tensor's __metadata__ */
-  trellis_layer_set set;
+  const trl_st_meta **tensor_meta; /* shards: each tensor's __metadata__ */
+  trl_layer_set set;
   trellis_quant_config qc;
   /* Guards the realignment of lazy layers (set.layers[i] and set.extra[i]
    * of layers with extra.lazy, and set's owned memory). */
@@ -78,15 +78,14 @@ static trellis_status get_string(const char *label, json_t *qc,
   if (!v || json_is_null(v))
     return TRELLIS_OK;
   if (!json_is_string(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: quantization_config.%s is not a string", label,
-                        field);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: quantization_config.%s is not a string", label, field);
   size_t len = json_string_length(v);
   if (len >= cap || strlen(json_string_value(v)) != len)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: quantization_config.%s is longer than %zu "
-                        "characters",
-                        label, field, cap - 1);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: quantization_config.%s is longer than %zu "
+                    "characters",
+                    label, field, cap - 1);
   memcpy(dst, json_string_value(v), len + 1);
   return TRELLIS_OK;
 }
@@ -97,12 +96,12 @@ static trellis_status get_int(const char *label, json_t *obj, const char *path,
   if (!v || json_is_null(v))
     return TRELLIS_OK;
   if (!json_is_integer(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s is not an integer",
-                        label, path, field);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s is not an integer", label,
+                    path, field);
   json_int_t x = json_integer_value(v);
   if (x < 0 || x > max)
-    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s = %lld is out of range",
-                        label, path, field, (long long)x);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: %s.%s = %lld is out of range",
+                    label, path, field, (long long)x);
   *dst = (int64_t)x;
   return TRELLIS_OK;
 }
@@ -127,8 +126,8 @@ static trellis_status parse_qc(const char *label, json_t *qc,
   json_t *bits = json_object_get(qc, "bits");
   if (bits && !json_is_null(bits)) {
     if (!json_is_number(bits))
-      return trellis_fail(TRELLIS_ERR_FORMAT, "%s: %s.bits is not a number",
-                          label, path);
+      return trl_fail(TRELLIS_ERR_FORMAT, "%s: %s.bits is not a number", label,
+                      path);
     out->bits = json_number_value(bits);
   }
   int64_t head = 0;
@@ -140,8 +139,8 @@ static trellis_status parse_qc(const char *label, json_t *qc,
   if (!cal || json_is_null(cal))
     return TRELLIS_OK;
   if (!json_is_object(cal))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: %s.calibration is not an object", label, path);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: %s.calibration is not an object",
+                    label, path);
   st = get_int(label, cal, "quantization_config.calibration", "rows", INT64_MAX,
                &out->calibration_rows);
   if (st == TRELLIS_OK)
@@ -152,36 +151,36 @@ static trellis_status parse_qc(const char *label, json_t *qc,
 
 static trellis_status load_json(const char *json, size_t len, const char *label,
                                 json_t **out) {
-  trellis_json_bounds b;
-  trellis_json_scan(json, len, &b);
-  if (b.depth > TRELLIS_JSON_MAX_DEPTH)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: JSON nests %zu levels deep (limit %d)", label,
-                        b.depth, TRELLIS_JSON_MAX_DEPTH);
+  trl_json_bounds b;
+  trl_json_scan(json, len, &b);
+  if (b.depth > TRL_JSON_MAX_DEPTH)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: JSON nests %zu levels deep (limit %d)", label, b.depth,
+                    TRL_JSON_MAX_DEPTH);
   if (b.values > TEXT_MAX_VALUES)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: %zu JSON values, more than the limit of %zu",
-                        label, b.values, TEXT_MAX_VALUES);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: %zu JSON values, more than the limit of %zu", label,
+                    b.values, TEXT_MAX_VALUES);
   json_error_t err;
   json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
     char text[JSON_ERROR_TEXT_LENGTH];
-    trellis_json_error_text(&err, text, sizeof text);
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: invalid JSON at line %d, column %d: %s", label,
-                        err.line, err.column, text);
+    trl_json_error_text(&err, text, sizeof text);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: invalid JSON at line %d, column %d: %s", label,
+                    err.line, err.column, text);
   }
   if (!json_is_object(root)) {
     json_decref(root);
-    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: not a JSON object", label);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: not a JSON object", label);
   }
   *out = root;
   return TRELLIS_OK;
 }
 
-trellis_status trellis_quant_config_parse(const char *json, size_t len,
-                                          const char *label,
-                                          trellis_quant_config *out) {
+trellis_status trl_quant_config_parse(const char *json, size_t len,
+                                      const char *label,
+                                      trellis_quant_config *out) {
   memset(out, 0, sizeof *out);
   json_t *root = NULL;
   trellis_status st = load_json(json, len, label, &root);
@@ -190,8 +189,8 @@ trellis_status trellis_quant_config_parse(const char *json, size_t len,
   json_t *qc = json_object_get(root, "quantization_config");
   if (qc && !json_is_null(qc)) {
     if (!json_is_object(qc))
-      st = trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: quantization_config is not an object", label);
+      st = trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: quantization_config is not an object", label);
     else {
       out->present = 1;
       st = parse_qc(label, qc, out);
@@ -205,7 +204,7 @@ trellis_status trellis_quant_config_parse(const char *json, size_t len,
 
 /* -------------------------------------------------------------- index -- */
 
-void trellis_index_free(trellis_index *idx) {
+void trl_index_free(trl_index *idx) {
   if (!idx)
     return;
   for (size_t i = 0; i < idx->count; i++)
@@ -222,18 +221,18 @@ void trellis_index_free(trellis_index *idx) {
 static trellis_status check_shard_name(const char *label, const char *tensor,
                                        json_t *v) {
   if (!json_is_string(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: weight_map['%s'] is not a string", label, tensor);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: weight_map['%s'] is not a string",
+                    label, tensor);
   const char *s = json_string_value(v);
   if (s[0] == '\0' || strlen(s) != json_string_length(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: weight_map['%s'] is an empty or invalid file name",
-                        label, tensor);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: weight_map['%s'] is an empty or invalid file name",
+                    label, tensor);
   if (strchr(s, '/') || strchr(s, '\\') || strstr(s, ".."))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: weight_map['%s'] = '%.200s' leaves the model "
-                        "directory (no '/', '\\' or '..' allowed)",
-                        label, tensor, s);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: weight_map['%s'] = '%.200s' leaves the model "
+                    "directory (no '/', '\\' or '..' allowed)",
+                    label, tensor, s);
   return TRELLIS_OK;
 }
 
@@ -246,7 +245,7 @@ static int cmp_pair(const void *a, const void *b) {
 }
 
 /* Unique sorted shard names, then each entry's shard number. */
-static trellis_status fill_index(trellis_index *idx, pair *ps, size_t n) {
+static trellis_status fill_index(trl_index *idx, pair *ps, size_t n) {
   qsort(ps, n, sizeof *ps, cmp_pair);
   const char **names = malloc((n ? n : 1) * sizeof *names);
   if (!names)
@@ -278,7 +277,7 @@ static trellis_status fill_index(trellis_index *idx, pair *ps, size_t n) {
 }
 
 static trellis_status parse_weight_map(const char *label, json_t *map,
-                                       trellis_index *idx) {
+                                       trl_index *idx) {
   size_t n = json_object_size(map), i = 0;
   size_t alloc = n ? n : 1;
   pair *ps = malloc(alloc * sizeof *ps);
@@ -287,17 +286,17 @@ static trellis_status parse_weight_map(const char *label, json_t *map,
   idx->shards = calloc(alloc, sizeof *idx->shards);
   if (!ps || !idx->tensors || !idx->shard || !idx->shards) {
     free(ps);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", label);
   }
   const char *key;
   json_t *v;
   json_object_foreach(map, key, v) {
     trellis_status st = TRELLIS_OK;
-    if (strlen(key) > TRELLIS_ST_MAX_NAME)
-      st = trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: a weight_map name of %zu bytes exceeds the limit "
-                        "of %d bytes (it starts '%.40s')",
-                        label, strlen(key), TRELLIS_ST_MAX_NAME, key);
+    if (strlen(key) > TRL_ST_MAX_NAME)
+      st = trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: a weight_map name of %zu bytes exceeds the limit "
+                    "of %d bytes (it starts '%.40s')",
+                    label, strlen(key), TRL_ST_MAX_NAME, key);
     else
       st = check_shard_name(label, key, v);
     if (st != TRELLIS_OK) {
@@ -311,12 +310,12 @@ static trellis_status parse_weight_map(const char *label, json_t *map,
   trellis_status st = fill_index(idx, ps, n);
   free(ps);
   if (st != TRELLIS_OK)
-    return trellis_fail(st, "%s: out of memory", label);
+    return trl_fail(st, "%s: out of memory", label);
   return TRELLIS_OK;
 }
 
-trellis_status trellis_index_parse(const char *json, size_t len,
-                                   const char *label, trellis_index *out) {
+trellis_status trl_index_parse(const char *json, size_t len, const char *label,
+                               trl_index *out) {
   memset(out, 0, sizeof *out);
   json_t *root = NULL;
   trellis_status st = load_json(json, len, label, &root);
@@ -325,18 +324,16 @@ trellis_status trellis_index_parse(const char *json, size_t len,
   json_t *map = json_object_get(root, "weight_map");
   json_t *meta = json_object_get(root, "metadata");
   if (!map)
-    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: no \"weight_map\"", label);
+    st = trl_fail(TRELLIS_ERR_FORMAT, "%s: no \"weight_map\"", label);
   else if (!json_is_object(map))
-    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: weight_map is not an object",
-                      label);
+    st = trl_fail(TRELLIS_ERR_FORMAT, "%s: weight_map is not an object", label);
   else if (meta && !json_is_object(meta) && !json_is_null(meta))
-    st = trellis_fail(TRELLIS_ERR_FORMAT, "%s: metadata is not an object",
-                      label);
+    st = trl_fail(TRELLIS_ERR_FORMAT, "%s: metadata is not an object", label);
   else
     st = parse_weight_map(label, map, out);
   json_decref(root);
   if (st != TRELLIS_OK)
-    trellis_index_free(out);
+    trl_index_free(out);
   return st;
 }
 
@@ -345,7 +342,7 @@ trellis_status trellis_index_parse(const char *json, size_t len,
 void trellis_model_close(trellis_model *m) {
   if (!m)
     return;
-  trellis_layers_free(&m->set);
+  trl_layers_free(&m->set);
   for (size_t i = 0; i < m->file_count; i++)
     trellis_file_close(m->files[i]);
   free(m->files);
@@ -361,7 +358,7 @@ void trellis_model_close(trellis_model *m) {
 static trellis_status open_single(trellis_model *m, const char *path) {
   m->files = calloc(1, sizeof *m->files);
   if (!m->files)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   trellis_status st = trellis_file_open(path, &m->files[0]);
   if (st != TRELLIS_OK)
     return st;
@@ -369,7 +366,7 @@ static trellis_status open_single(trellis_model *m, const char *path) {
   const trellis_file *f = m->files[0];
   m->tensors = malloc((f->count ? f->count : 1) * sizeof *m->tensors);
   if (!m->tensors)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   memcpy(m->tensors, f->tensors, f->count * sizeof *m->tensors);
   m->count = f->count;
   return TRELLIS_OK;
@@ -378,33 +375,31 @@ static trellis_status open_single(trellis_model *m, const char *path) {
 /* Opens every shard once and takes each listed tensor from its shard. */
 static trellis_status open_shards(trellis_model *m, const char *dir,
                                   const char *index_path,
-                                  const trellis_index *idx) {
+                                  const trl_index *idx) {
   m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
   m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
   m->tensor_meta =
       malloc((idx->count ? idx->count : 1) * sizeof *m->tensor_meta);
   if (!m->files || !m->tensors || !m->tensor_meta)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
   for (size_t i = 0; i < idx->shard_count; i++) {
     char *p = join(dir, idx->shards[i]);
     if (!p)
-      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+      return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
     trellis_status st = trellis_file_open(p, &m->files[i]);
     free(p);
     if (st != TRELLIS_OK)
-      return trellis_fail_prefix(st, "%s: shard '%s'", index_path,
-                                 idx->shards[i]);
+      return trl_fail_prefix(st, "%s: shard '%s'", index_path, idx->shards[i]);
     m->file_count++;
   }
   for (size_t i = 0; i < idx->count; i++) {
     const trellis_file *f = m->files[idx->shard[i]];
-    ptrdiff_t at = trellis_file_index(f, idx->tensors[i]);
+    ptrdiff_t at = trl_file_index(f, idx->tensors[i]);
     if (at < 0)
-      return trellis_fail(TRELLIS_ERR_NOT_FOUND,
-                          "%s: tensor '%s' is listed in the index but missing "
-                          "from shard '%s'",
-                          index_path, idx->tensors[i],
-                          idx->shards[idx->shard[i]]);
+      return trl_fail(TRELLIS_ERR_NOT_FOUND,
+                      "%s: tensor '%s' is listed in the index but missing "
+                      "from shard '%s'",
+                      index_path, idx->tensors[i], idx->shards[idx->shard[i]]);
     m->tensor_meta[m->count] = &f->meta;
     m->tensors[m->count++] = f->tensors[at];
   }
@@ -416,30 +411,30 @@ static trellis_status open_index(trellis_model *m, const char *dir,
   char *text = NULL;
   size_t len = 0;
   trellis_status st =
-      trellis_read_file(index_path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
+      trl_read_file(index_path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
   if (st != TRELLIS_OK)
     return st;
-  trellis_index idx;
-  st = trellis_index_parse(text, len, index_path, &idx);
+  trl_index idx;
+  st = trl_index_parse(text, len, index_path, &idx);
   free(text);
   if (st != TRELLIS_OK)
     return st;
   st = open_shards(m, dir, index_path, &idx);
-  trellis_index_free(&idx);
+  trl_index_free(&idx);
   return st;
 }
 
 static trellis_status open_config(trellis_model *m, const char *dir) {
   char *path = join(dir, "config.json");
   if (!path)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
   trellis_status st = TRELLIS_OK;
-  if (trellis_path_entry_exists(path)) {
+  if (trl_path_entry_exists(path)) {
     char *text = NULL;
     size_t len = 0;
-    st = trellis_read_file(path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
+    st = trl_read_file(path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
     if (st == TRELLIS_OK)
-      st = trellis_quant_config_parse(text, len, path, &m->qc);
+      st = trl_quant_config_parse(text, len, path, &m->qc);
     free(text);
   }
   free(path);
@@ -472,16 +467,16 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
   char *index = join(dir, "model.safetensors.index.json");
   trellis_status st;
   if (!single || !index)
-    st = trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-  else if (trellis_path_entry_exists(single))
+    st = trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  else if (trl_path_entry_exists(single))
     st = open_single(m, single);
-  else if (trellis_path_entry_exists(index))
+  else if (trl_path_entry_exists(index))
     st = open_index(m, dir, index);
   else
-    st = trellis_fail(TRELLIS_ERR_NOT_FOUND,
-                      "%s: neither model.safetensors nor "
-                      "model.safetensors.index.json found in the directory",
-                      dir);
+    st = trl_fail(TRELLIS_ERR_NOT_FOUND,
+                  "%s: neither model.safetensors nor "
+                  "model.safetensors.index.json found in the directory",
+                  dir);
   free(single);
   free(index);
   if (st == TRELLIS_OK)
@@ -491,21 +486,21 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
 
 static trellis_status open_any(trellis_model *m, const char *path) {
   struct stat sb;
-  trellis_status st = trellis_stat_path(path, "cannot open model", &sb);
+  trellis_status st = trl_stat_path(path, "cannot open model", &sb);
   if (st != TRELLIS_OK)
     return st;
   if (S_ISDIR(sb.st_mode))
     return open_dir(m, path);
   if (!S_ISREG(sb.st_mode))
-    return trellis_fail(TRELLIS_ERR_IO,
-                        "%s: is %s; expected a .safetensors file, an index "
-                        "or a model directory",
-                        path, trellis_file_kind(sb.st_mode));
+    return trl_fail(TRELLIS_ERR_IO,
+                    "%s: is %s; expected a .safetensors file, an index "
+                    "or a model directory",
+                    path, trl_file_kind(sb.st_mode));
   if (!ends_with(path, ".index.json"))
     return open_single(m, path);
   char *dir = dir_of(path);
   if (!dir)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   st = open_index(m, dir, path);
   free(dir);
   return st;
@@ -520,13 +515,12 @@ static int cmp_file_addr(const void *a, const void *b) {
 static trellis_status index_files(trellis_model *m) {
   m->by_addr = malloc((m->file_count ? m->file_count : 1) * sizeof *m->by_addr);
   if (!m->by_addr)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory",
-                        m->label);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", m->label);
   memcpy(m->by_addr, m->files, m->file_count * sizeof *m->by_addr);
   qsort(m->by_addr, m->file_count, sizeof *m->by_addr, cmp_file_addr);
   if (pthread_mutex_init(&m->lock, NULL) != 0)
-    return trellis_fail(TRELLIS_ERR_INTERNAL, "%s: cannot create a mutex",
-                        m->label);
+    return trl_fail(TRELLIS_ERR_INTERNAL, "%s: cannot create a mutex",
+                    m->label);
   m->lock_ready = 1;
   return TRELLIS_OK;
 }
@@ -534,43 +528,41 @@ static trellis_status index_files(trellis_model *m) {
 /* Where b12x layers take their codebook from (io/qsrt.h): each tensor's
  * file __metadata__, and config.json when its quant_method is b12x_qsrt.
  * Such a config's descriptor_sha256 must name the built-in D3L table. */
-static trellis_status b12x_hints(const trellis_model *m,
-                                 trellis_layer_hints *h) {
+static trellis_status b12x_hints(const trellis_model *m, trl_layer_hints *h) {
   h->tensor_meta = m->tensor_meta;
   h->meta = m->file_count == 1 ? &m->files[0]->meta : NULL;
   if (!m->qc.present || strcmp(m->qc.quant_method, "b12x_qsrt") != 0)
     return TRELLIS_OK;
   h->codebook = m->qc.codebook;
   if (m->qc.descriptor_sha256[0] &&
-      strcasecmp(m->qc.descriptor_sha256, TRELLIS_SQG_D3L_SHA256) != 0)
-    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                        "%s: quantization_config.descriptor_sha256 %s is not "
-                        "the sqg_fp16 descriptor table this library has (%s)",
-                        m->label, m->qc.descriptor_sha256,
-                        TRELLIS_SQG_D3L_SHA256);
+      strcasecmp(m->qc.descriptor_sha256, TRL_SQG_D3L_SHA256) != 0)
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "%s: quantization_config.descriptor_sha256 %s is not "
+                    "the sqg_fp16 descriptor table this library has (%s)",
+                    m->label, m->qc.descriptor_sha256, TRL_SQG_D3L_SHA256);
   return TRELLIS_OK;
 }
 
 trellis_status trellis_model_open(const char *path, trellis_model **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!path)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
   trellis_model *m = calloc(1, sizeof *m);
   if (!m || !(m->label = dup_str(path))) {
     free(m);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   trellis_status st = open_any(m, path);
-  trellis_layer_hints hints = {0};
+  trl_layer_hints hints = {0};
   if (st == TRELLIS_OK)
     st = index_files(m);
   if (st == TRELLIS_OK)
     st = b12x_hints(m, &hints);
   if (st == TRELLIS_OK)
-    st = trellis_layers_discover_hinted(m->tensors, m->count, &hints, path,
-                                        &m->set);
+    st =
+        trl_layers_discover_hinted(m->tensors, m->count, &hints, path, &m->set);
   if (st != TRELLIS_OK) {
     trellis_model_close(m);
     return st;
@@ -612,7 +604,7 @@ static const trellis_file *file_of(const trellis_model *m, const void *p) {
 static trellis_status check_tensor_file(const trellis_model *m,
                                         const trellis_tensor *t) {
   const trellis_file *f = file_of(m, t->data);
-  return f ? trellis_file_check_size(f) : TRELLIS_OK;
+  return f ? trl_file_check_size(f) : TRELLIS_OK;
 }
 
 /* Hands out layer `index` with usable pointers: its files have not shrunk
@@ -622,20 +614,20 @@ static trellis_status check_tensor_file(const trellis_model *m,
 static trellis_status fetch_layer(const trellis_model *cm, size_t index,
                                   trellis_layer *out) {
   trellis_model *m = (trellis_model *)cm;
-  const trellis_layer_extra *x = &m->set.extra[index];
-  for (int j = 0; j < TRELLIS_MEMBER_COUNT; j++) {
+  const trl_layer_extra *x = &m->set.extra[index];
+  for (int j = 0; j < TRL_MEMBER_COUNT; j++) {
     trellis_status st =
         x->member[j] ? check_tensor_file(m, x->member[j]) : TRELLIS_OK;
     if (st != TRELLIS_OK)
-      return trellis_fail_prefix(st, "%s: layer '%s'", m->label,
-                                 m->set.layers[index].name);
+      return trl_fail_prefix(st, "%s: layer '%s'", m->label,
+                             m->set.layers[index].name);
   }
   if (!x->lazy) {
     *out = m->set.layers[index];
     return TRELLIS_OK;
   }
   pthread_mutex_lock(&m->lock);
-  trellis_status st = trellis_layers_realign(&m->set, index, m->label);
+  trellis_status st = trl_layers_realign(&m->set, index, m->label);
   if (st == TRELLIS_OK)
     *out = m->set.layers[index];
   pthread_mutex_unlock(&m->lock);
@@ -645,27 +637,27 @@ static trellis_status fetch_layer(const trellis_model *cm, size_t index,
 trellis_status trellis_model_layer(const trellis_model *m, size_t index,
                                    trellis_layer *out) {
   if (!m || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        m ? "out" : "m");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    m ? "out" : "m");
   if (index >= m->set.count)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "%s: layer index %zu out of range (%zu layers)",
-                        m->label, index, m->set.count);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: layer index %zu out of range (%zu layers)", m->label,
+                    index, m->set.count);
   return fetch_layer(m, index, out);
 }
 
 trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
                                         trellis_layer_info *out) {
   if (!m || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        m ? "out" : "m");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    m ? "out" : "m");
   if (index >= m->set.count)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "%s: layer index %zu out of range (%zu layers)",
-                        m->label, index, m->set.count);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: layer index %zu out of range (%zu layers)", m->label,
+                    index, m->set.count);
   /* Fields that realignment never writes. */
   const trellis_layer *L = &m->set.layers[index];
-  const trellis_layer_extra *x = &m->set.extra[index];
+  const trl_layer_extra *x = &m->set.extra[index];
   memset(out, 0, sizeof *out);
   out->name = L->name;
   out->k = L->weight.k;
@@ -682,7 +674,7 @@ trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
   return TRELLIS_OK;
 }
 
-size_t trellis_model_copied_bytes(const trellis_model *m) {
+size_t trl_model_copied_bytes(const trellis_model *m) {
   pthread_mutex_lock(&((trellis_model *)m)->lock);
   size_t bytes = m->set.copied_bytes;
   pthread_mutex_unlock(&((trellis_model *)m)->lock);
@@ -692,12 +684,12 @@ size_t trellis_model_copied_bytes(const trellis_model *m) {
 trellis_status trellis_model_other(const trellis_model *m, size_t index,
                                    trellis_tensor *out) {
   if (!m || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        m ? "out" : "m");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    m ? "out" : "m");
   if (index >= m->set.other_count)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "%s: other-tensor index %zu out of range (%zu)",
-                        m->label, index, m->set.other_count);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: other-tensor index %zu out of range (%zu)", m->label,
+                    index, m->set.other_count);
   trellis_status st = check_tensor_file(m, &m->set.others[index]);
   if (st != TRELLIS_OK)
     return st;
@@ -716,15 +708,15 @@ static int cmp_tensor_key(const void *key, const void *elem) {
 trellis_status trellis_model_find_layer(const trellis_model *m,
                                         const char *name, trellis_layer *out) {
   if (!m || !name || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        !m      ? "m"
-                        : !name ? "name"
-                                : "out");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    !m      ? "m"
+                    : !name ? "name"
+                            : "out");
   const trellis_layer *L =
       bsearch(name, m->set.layers, m->set.count, sizeof *L, cmp_layer_key);
   if (!L)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no EXL3 layer named '%s'",
-                        m->label, name);
+    return trl_fail(TRELLIS_ERR_NOT_FOUND, "%s: no EXL3 layer named '%s'",
+                    m->label, name);
   return fetch_layer(m, (size_t)(L - m->set.layers), out);
 }
 
@@ -732,15 +724,15 @@ trellis_status trellis_model_find_tensor(const trellis_model *m,
                                          const char *name,
                                          trellis_tensor *out) {
   if (!m || !name || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        !m      ? "m"
-                        : !name ? "name"
-                                : "out");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    !m      ? "m"
+                    : !name ? "name"
+                            : "out");
   const trellis_tensor *t =
       bsearch(name, m->tensors, m->count, sizeof *t, cmp_tensor_key);
   if (!t)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
-                        m->label, name);
+    return trl_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'", m->label,
+                    name);
   trellis_status st = check_tensor_file(m, t);
   if (st != TRELLIS_OK)
     return st;

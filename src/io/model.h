@@ -1,6 +1,6 @@
 /* Model-directory parsing steps, exposed for tests and the fuzzer. */
-#ifndef TRELLIS_IO_MODEL_H
-#define TRELLIS_IO_MODEL_H
+#ifndef TRL_IO_MODEL_H
+#define TRL_IO_MODEL_H
 
 #include "core/internal.h"
 
@@ -12,28 +12,28 @@ extern "C" {
  * zeroed (present = 0); missing fields (or JSON null) stay zero/empty; a
  * field of the wrong JSON type, or a string longer than its buffer, is
  * TRELLIS_ERR_FORMAT naming the field. `label` prefixes messages. */
-trellis_status trellis_quant_config_parse(const char *json, size_t len,
-                                          const char *label,
-                                          trellis_quant_config *out);
+trellis_status trl_quant_config_parse(const char *json, size_t len,
+                                      const char *label,
+                                      trellis_quant_config *out);
 
 /* model.safetensors.index.json: weight_map entries sorted by tensor name. */
-typedef struct trellis_index {
+typedef struct trl_index {
   size_t count;
   char **tensors; /* tensor names, sorted (strcmp) and unique */
   size_t *shard;  /* shards[shard[i]] holds tensors[i] */
   size_t shard_count;
   char **shards; /* unique shard file names, sorted */
-} trellis_index;
+} trl_index;
 
 /* Parses index text. Requires an object "weight_map" of name -> file name;
  * file names must stay inside the directory (no '/', '\\' or ".."). */
-trellis_status trellis_index_parse(const char *json, size_t len,
-                                   const char *label, trellis_index *out);
-void trellis_index_free(trellis_index *idx);
+trellis_status trl_index_parse(const char *json, size_t len, const char *label,
+                               trl_index *out);
+void trl_index_free(trl_index *idx);
 
 /* Bytes of tensor data the model has copied so far (realigned tensors,
  * converted F32 biases): listing layers must leave it unchanged. */
-size_t trellis_model_copied_bytes(const trellis_model *m);
+size_t trl_model_copied_bytes(const trellis_model *m);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,4 @@
-/* b12x layer containers (B12X-FORMATS §1.2, §1.3, §6).
+/* b12x layer containers (FORMAT.md §9.7) and their validation (§9.6).
  *
  * Choices:
  *   - The codebook comes from the payload file's __metadata__ "codebook",
@@ -37,21 +37,21 @@ static trellis_status check_scale(const char *label, const char *prefix,
                                   const trellis_tensor *t, const char *what,
                                   int64_t *len) {
   if (t->dtype != TRELLIS_T_F16)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "%s: layer '%s': %s has dtype %s, expected F16", label,
-                        prefix, what, trellis_tensor_dtype_name(t->dtype));
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "%s: layer '%s': %s has dtype %s, expected F16", label,
+                    prefix, what, trellis_tensor_dtype_name(t->dtype));
   if (t->ndim != 1) {
     char sh[96];
     shape_text(t, sh, sizeof sh);
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': %s has shape %s, expected 1 dimension",
-                        label, prefix, what, sh);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': %s has shape %s, expected 1 dimension",
+                    label, prefix, what, sh);
   }
   *len = t->shape[0];
   return TRELLIS_OK;
 }
 
-/* B12X-FORMATS §6: a pair's suh and svh are finite. The data may be
+/* FORMAT.md §9.6: a pair's suh and svh are finite. The data may be
  * misaligned, so it is read byte by byte. */
 static trellis_status check_finite(const char *label, const char *prefix,
                                    const trellis_tensor *t, const char *what) {
@@ -59,10 +59,10 @@ static trellis_status check_finite(const char *label, const char *prefix,
   for (int64_t i = 0; i < t->shape[0]; i++) {
     const unsigned v = (unsigned)b[2 * i] | (unsigned)b[2 * i + 1] << 8;
     if ((v & 0x7C00u) == 0x7C00u)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: layer '%s': %s[%lld] = 0x%04X is not finite (a "
-                          "pair's scales must be)",
-                          label, prefix, what, (long long)i, v);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: layer '%s': %s[%lld] = 0x%04X is not finite (a "
+                      "pair's scales must be)",
+                      label, prefix, what, (long long)i, v);
   }
   return TRELLIS_OK;
 }
@@ -87,16 +87,16 @@ static int parse_codebook(const char *s, trellis_codebook *out) {
 }
 
 static trellis_status pick_codebook(const char *label, const char *prefix,
-                                    const trellis_qsrt_group *g,
-                                    const trellis_st_meta *meta,
+                                    const trl_qsrt_group *g,
+                                    const trl_st_meta *meta,
                                     const char *model_codebook,
                                     trellis_codebook *out) {
   if (g->mul1)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': a mul1 marker is not allowed in a "
-                        "b12x layer (codebooks: mcg, sqg_e4m3, sqg_fp16)",
-                        label, prefix);
-  const char *name = trellis_st_meta_get(meta, "codebook");
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': a mul1 marker is not allowed in a "
+                    "b12x layer (codebooks: mcg, sqg_e4m3, sqg_fp16)",
+                    label, prefix);
+  const char *name = trl_st_meta_get(meta, "codebook");
   const char *source = "__metadata__ codebook";
   if (name == NULL && model_codebook != NULL && model_codebook[0]) {
     name = model_codebook;
@@ -107,87 +107,85 @@ static trellis_status pick_codebook(const char *label, const char *prefix,
       *out = TRELLIS_CB_MCG;
       return TRELLIS_OK;
     }
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': no codebook for tensor '%s': the "
-                        "file's __metadata__ names none and there is no "
-                        "b12x_qsrt quantization_config",
-                        label, prefix, g->payload->name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': no codebook for tensor '%s': the "
+                    "file's __metadata__ names none and there is no "
+                    "b12x_qsrt quantization_config",
+                    label, prefix, g->payload->name);
   }
   if (!parse_codebook(name, out))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': %s '%.40s' is not mcg, sqg_e4m3 or "
-                        "sqg_fp16",
-                        label, prefix, source, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': %s '%.40s' is not mcg, sqg_e4m3 or "
+                    "sqg_fp16",
+                    label, prefix, source, name);
   if (g->mcg && *out != TRELLIS_CB_MCG)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': an mcg marker disagrees with %s "
-                        "'%.40s'",
-                        label, prefix, source, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': an mcg marker disagrees with %s "
+                    "'%.40s'",
+                    label, prefix, source, name);
   return TRELLIS_OK;
 }
 
 /* qsrt_trellis: I16 [k/16, n/16, 16*K], K 2..6 and valid for the codebook,
  * k and n multiples of 128; suh [k], svh [n]. */
 static trellis_status describe_uniform(const char *label, const char *prefix,
-                                       const trellis_qsrt_group *g,
-                                       const trellis_st_meta *meta,
-                                       int64_t suh_len, int64_t svh_len,
-                                       trellis_weight *w) {
+                                       const trl_qsrt_group *g,
+                                       const trl_st_meta *meta, int64_t suh_len,
+                                       int64_t svh_len, trellis_weight *w) {
   const trellis_tensor *t = g->payload;
   char sh[96];
   shape_text(t, sh, sizeof sh);
   if (t->ndim != 3 || t->shape[2] % 16 != 0)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': qsrt_trellis has shape %s, expected "
-                        "[k/16, n/16, 16*K]",
-                        label, prefix, sh);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': qsrt_trellis has shape %s, expected "
+                    "[k/16, n/16, 16*K]",
+                    label, prefix, sh);
   const int64_t bits = t->shape[2] / 16;
   if (bits >= 1 && bits <= TRELLIS_MAX_BITS &&
-      (bits < trellis_codebook_min_bits(w->codebook) ||
-       bits > trellis_codebook_max_bits(w->codebook)))
-    return trellis_fail(
+      (bits < trl_codebook_min_bits(w->codebook) ||
+       bits > trl_codebook_max_bits(w->codebook)))
+    return trl_fail(
         TRELLIS_ERR_SHAPE,
         "%s: layer '%s': codebook %s is defined for K %d..%d; qsrt_trellis "
         "shape %s gives K = %lld",
         label, prefix, codebook_name(w->codebook),
-        trellis_codebook_min_bits(w->codebook),
-        trellis_codebook_max_bits(w->codebook), sh, (long long)bits);
+        trl_codebook_min_bits(w->codebook), trl_codebook_max_bits(w->codebook),
+        sh, (long long)bits);
   if (bits < QSRT_MIN_BITS || bits > QSRT_MAX_BITS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': qsrt_trellis shape %s gives K = "
-                        "%lld, expected %d..%d",
-                        label, prefix, sh, (long long)bits, QSRT_MIN_BITS,
-                        QSRT_MAX_BITS);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': qsrt_trellis shape %s gives K = "
+                    "%lld, expected %d..%d",
+                    label, prefix, sh, (long long)bits, QSRT_MIN_BITS,
+                    QSRT_MAX_BITS);
   const int64_t limit = INT64_MAX / TRELLIS_TILE;
   for (int d = 0; d < 2; d++)
     if (t->shape[d] <= 0 || t->shape[d] > limit ||
         (t->shape[d] * TRELLIS_TILE) % TRELLIS_HBLOCK != 0)
-      return trellis_fail(TRELLIS_ERR_SHAPE,
-                          "%s: layer '%s': qsrt_trellis shape %s: %s is not a "
-                          "positive multiple of %d",
-                          label, prefix, sh, d ? "n" : "k", TRELLIS_HBLOCK);
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "%s: layer '%s': qsrt_trellis shape %s: %s is not a "
+                      "positive multiple of %d",
+                      label, prefix, sh, d ? "n" : "k", TRELLIS_HBLOCK);
   w->k = t->shape[0] * TRELLIS_TILE;
   w->n = t->shape[1] * TRELLIS_TILE;
   w->bits = (int)bits;
-  const char *given = trellis_st_meta_get(meta, "bits");
+  const char *given = trl_st_meta_get(meta, "bits");
   if (given != NULL) {
     char want[8];
     snprintf(want, sizeof want, "%d", w->bits);
     if (strcmp(given, want) != 0)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: layer '%s': __metadata__ bits '%.20s' differs "
-                          "from K = %d of qsrt_trellis shape %s",
-                          label, prefix, given, w->bits, sh);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: layer '%s': __metadata__ bits '%.20s' differs "
+                      "from K = %d of qsrt_trellis shape %s",
+                      label, prefix, given, w->bits, sh);
   }
   if (suh_len != w->k || svh_len != w->n)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': %s has %lld elements, expected %lld "
-                        "(%s from qsrt_trellis)",
-                        label, prefix,
-                        suh_len != w->k ? "qsrt_suh" : "qsrt_svh",
-                        (long long)(suh_len != w->k ? suh_len : svh_len),
-                        (long long)(suh_len != w->k ? w->k : w->n),
-                        suh_len != w->k ? "k" : "n");
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': %s has %lld elements, expected %lld "
+                    "(%s from qsrt_trellis)",
+                    label, prefix, suh_len != w->k ? "qsrt_suh" : "qsrt_svh",
+                    (long long)(suh_len != w->k ? suh_len : svh_len),
+                    (long long)(suh_len != w->k ? w->k : w->n),
+                    suh_len != w->k ? "k" : "n");
   return TRELLIS_OK;
 }
 
@@ -212,64 +210,63 @@ static int parse_pair_kind(const char *s, trellis_pair_kind *out) {
  * the other a positive multiple of 128 (k = |suh|, n = |svh|), MCG or
  * SQG_E4M3, finite scales. */
 static trellis_status describe_pair(const char *label, const char *prefix,
-                                    const trellis_qsrt_group *g,
-                                    const trellis_st_meta *meta,
-                                    int64_t suh_len, int64_t svh_len,
-                                    trellis_weight *w) {
-  const char *kind = trellis_st_meta_get(meta, "pair_kind");
-  const char *axis = trellis_st_meta_get(meta, "rate_axis");
+                                    const trl_qsrt_group *g,
+                                    const trl_st_meta *meta, int64_t suh_len,
+                                    int64_t svh_len, trellis_weight *w) {
+  const char *kind = trl_st_meta_get(meta, "pair_kind");
+  const char *axis = trl_st_meta_get(meta, "rate_axis");
   if (kind == NULL || !parse_pair_kind(kind, &w->pair))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': __metadata__ pair_kind %s%.20s%s is "
-                        "not P22, P24, P33, P43 or P44",
-                        label, prefix, kind ? "'" : "",
-                        kind ? kind : "(absent)", kind ? "'" : "");
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': __metadata__ pair_kind %s%.20s%s is "
+                    "not P22, P24, P33, P43 or P44",
+                    label, prefix, kind ? "'" : "", kind ? kind : "(absent)",
+                    kind ? "'" : "");
   if (axis != NULL && !strcasecmp(axis, "n"))
     w->rate_axis = TRELLIS_RATE_AXIS_N;
   else if (axis != NULL && !strcasecmp(axis, "k"))
     w->rate_axis = TRELLIS_RATE_AXIS_K;
   else
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': __metadata__ rate_axis %s%.20s%s is "
-                        "not n or k",
-                        label, prefix, axis ? "'" : "",
-                        axis ? axis : "(absent)", axis ? "'" : "");
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': __metadata__ rate_axis %s%.20s%s is "
+                    "not n or k",
+                    label, prefix, axis ? "'" : "", axis ? axis : "(absent)",
+                    axis ? "'" : "");
   if (w->codebook != TRELLIS_CB_MCG && w->codebook != TRELLIS_CB_SQG_E4M3)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: layer '%s': pair %s needs the mcg or sqg_e4m3 "
-                        "codebook, got %s",
-                        label, prefix, kind, codebook_name(w->codebook));
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: layer '%s': pair %s needs the mcg or sqg_e4m3 "
+                    "codebook, got %s",
+                    label, prefix, kind, codebook_name(w->codebook));
   const int axis_n = w->rate_axis == TRELLIS_RATE_AXIS_N;
   const int64_t rate = axis_n ? svh_len : suh_len;
   const int64_t orth = axis_n ? suh_len : svh_len;
-  if (rate != TRELLIS_PAIR_CHANNELS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': pair on rate axis %s: %s has %lld "
-                        "elements, expected %d",
-                        label, prefix, axis_n ? "n" : "k",
-                        axis_n ? "qsrt_svh" : "qsrt_suh", (long long)rate,
-                        TRELLIS_PAIR_CHANNELS);
+  if (rate != TRL_PAIR_CHANNELS)
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': pair on rate axis %s: %s has %lld "
+                    "elements, expected %d",
+                    label, prefix, axis_n ? "n" : "k",
+                    axis_n ? "qsrt_svh" : "qsrt_suh", (long long)rate,
+                    TRL_PAIR_CHANNELS);
   if (orth <= 0 || orth % TRELLIS_HBLOCK != 0)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': %s has %lld elements, expected a "
-                        "positive multiple of %d",
-                        label, prefix, axis_n ? "qsrt_suh" : "qsrt_svh",
-                        (long long)orth, TRELLIS_HBLOCK);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': %s has %lld elements, expected a "
+                    "positive multiple of %d",
+                    label, prefix, axis_n ? "qsrt_suh" : "qsrt_svh",
+                    (long long)orth, TRELLIS_HBLOCK);
   w->k = suh_len;
   w->n = svh_len;
-  w->bits = trellis_pair_bits0(w->pair);
-  w->bits1 = trellis_pair_bits1(w->pair);
-  const uint64_t words = trellis_pair_record_words(orth, w->bits) +
-                         trellis_pair_record_words(orth, w->bits1);
+  w->bits = trl_pair_bits0(w->pair);
+  w->bits1 = trl_pair_bits1(w->pair);
+  const uint64_t words = trl_pair_record_words(orth, w->bits) +
+                         trl_pair_record_words(orth, w->bits1);
   const trellis_tensor *t = g->payload;
   if (t->ndim != 1 || (uint64_t)t->shape[0] != words) {
     char sh[96];
     shape_text(t, sh, sizeof sh);
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: layer '%s': qsrt_pair has shape %s, expected "
-                        "[%llu] (%s on %s: (%lld/16)*128*(%d+%d) words)",
-                        label, prefix, sh, (unsigned long long)words, kind,
-                        axis_n ? "n" : "k", (long long)orth, w->bits, w->bits1);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: layer '%s': qsrt_pair has shape %s, expected "
+                    "[%llu] (%s on %s: (%lld/16)*128*(%d+%d) words)",
+                    label, prefix, sh, (unsigned long long)words, kind,
+                    axis_n ? "n" : "k", (long long)orth, w->bits, w->bits1);
   }
   trellis_status st = check_finite(label, prefix, g->suh, "qsrt_suh");
   if (st == TRELLIS_OK)
@@ -277,20 +274,20 @@ static trellis_status describe_pair(const char *label, const char *prefix,
   return st;
 }
 
-trellis_status trellis_qsrt_describe(const char *label, const char *prefix,
-                                     const trellis_qsrt_group *g,
-                                     const trellis_st_meta *meta,
-                                     const char *model_codebook,
-                                     trellis_weight *w) {
+trellis_status trl_qsrt_describe(const char *label, const char *prefix,
+                                 const trl_qsrt_group *g,
+                                 const trl_st_meta *meta,
+                                 const char *model_codebook,
+                                 trellis_weight *w) {
   const char *payload = g->is_pair ? "qsrt_pair" : "qsrt_trellis";
   if (!g->suh || !g->svh)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND,
-                        "%s: layer '%s': has a %s but tensor '%s.%s' is "
-                        "missing",
-                        label, prefix, payload, prefix,
-                        g->suh ? "qsrt_svh" : "qsrt_suh");
+    return trl_fail(TRELLIS_ERR_NOT_FOUND,
+                    "%s: layer '%s': has a %s but tensor '%s.%s' is "
+                    "missing",
+                    label, prefix, payload, prefix,
+                    g->suh ? "qsrt_svh" : "qsrt_suh");
   if (g->payload->dtype != TRELLIS_T_I16)
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_DTYPE, "%s: layer '%s': %s has dtype %s, expected I16",
         label, prefix, payload, trellis_tensor_dtype_name(g->payload->dtype));
   int64_t suh_len = 0, svh_len = 0;
@@ -306,7 +303,7 @@ trellis_status trellis_qsrt_describe(const char *label, const char *prefix,
   return describe_uniform(label, prefix, g, meta, suh_len, svh_len, w);
 }
 
-size_t trellis_qsrt_record1_offset(const trellis_weight *w) {
+size_t trl_qsrt_record1_offset(const trellis_weight *w) {
   const int64_t orth = w->rate_axis == TRELLIS_RATE_AXIS_N ? w->k : w->n;
-  return (size_t)trellis_pair_record_words(orth, w->bits);
+  return (size_t)trl_pair_record_words(orth, w->bits);
 }

@@ -52,10 +52,6 @@ size_t trellis_tensor_dtype_size(trellis_tensor_dtype dt) {
   return dtype_table[dt].size;
 }
 
-const char *trellis_file_label(const trellis_file *f) {
-  return f && f->label ? f->label : "<null>";
-}
-
 /* ------------------------------------------------------------ parsing -- */
 
 /* One header entry while parsing: its tensor plus the raw offsets. */
@@ -67,8 +63,8 @@ typedef struct entry {
 static trellis_status parse_dtype(const char *label, const char *name,
                                   json_t *v, trellis_tensor_dtype *out) {
   if (!json_is_string(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': dtype is not a string", label, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': dtype is not a string", label, name);
   const char *s = json_string_value(v);
   for (size_t i = 0; i < DTYPE_COUNT; i++) {
     if (strcmp(s, dtype_table[i].name) == 0) {
@@ -76,35 +72,35 @@ static trellis_status parse_dtype(const char *label, const char *name,
       return TRELLIS_OK;
     }
   }
-  return trellis_fail(TRELLIS_ERR_DTYPE,
-                      "%s: tensor '%s': dtype '%.40s' is not a safetensors "
-                      "dtype",
-                      label, name, s);
+  return trl_fail(TRELLIS_ERR_DTYPE,
+                  "%s: tensor '%s': dtype '%.40s' is not a safetensors "
+                  "dtype",
+                  label, name, s);
 }
 
 static trellis_status parse_shape(const char *label, const char *name,
                                   json_t *v, trellis_tensor *t) {
   if (!json_is_array(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': shape is not an array", label, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': shape is not an array", label, name);
   size_t nd = json_array_size(v);
   if (nd > TRELLIS_MAX_DIMS)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "%s: tensor '%s': shape has %zu dimensions (at most "
-                        "%d supported)",
-                        label, name, nd, TRELLIS_MAX_DIMS);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: tensor '%s': shape has %zu dimensions (at most "
+                    "%d supported)",
+                    label, name, nd, TRELLIS_MAX_DIMS);
   t->ndim = (int)nd;
   for (size_t i = 0; i < nd; i++) {
     json_t *d = json_array_get(v, i);
     if (!json_is_integer(d))
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: tensor '%s': shape[%zu] is not an integer",
-                          label, name, i);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: tensor '%s': shape[%zu] is not an integer", label,
+                      name, i);
     json_int_t x = json_integer_value(d);
     if (x < 0)
-      return trellis_fail(TRELLIS_ERR_SHAPE,
-                          "%s: tensor '%s': shape[%zu] = %lld is negative",
-                          label, name, i, (long long)x);
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "%s: tensor '%s': shape[%zu] = %lld is negative", label,
+                      name, i, (long long)x);
     t->shape[i] = (int64_t)x;
   }
   return TRELLIS_OK;
@@ -113,31 +109,31 @@ static trellis_status parse_shape(const char *label, const char *name,
 static trellis_status parse_offsets(const char *label, const char *name,
                                     json_t *v, size_t data_size, entry *e) {
   if (!json_is_array(v) || json_array_size(v) != 2)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets is not an array "
-                        "[begin, end]",
-                        label, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': data_offsets is not an array "
+                    "[begin, end]",
+                    label, name);
   json_t *b = json_array_get(v, 0), *en = json_array_get(v, 1);
   if (!json_is_integer(b) || !json_is_integer(en) ||
       json_integer_value(b) < 0 || json_integer_value(en) < 0)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets must be two "
-                        "non-negative integers",
-                        label, name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': data_offsets must be two "
+                    "non-negative integers",
+                    label, name);
   e->begin = (uint64_t)json_integer_value(b);
   e->end = (uint64_t)json_integer_value(en);
   if (e->begin > e->end)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu, %llu] has "
-                        "begin > end",
-                        label, name, (unsigned long long)e->begin,
-                        (unsigned long long)e->end);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': data_offsets [%llu, %llu] has "
+                    "begin > end",
+                    label, name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end);
   if (e->end > data_size)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu, %llu] run past "
-                        "the data region (%zu bytes)",
-                        label, name, (unsigned long long)e->begin,
-                        (unsigned long long)e->end, data_size);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': data_offsets [%llu, %llu] run past "
+                    "the data region (%zu bytes)",
+                    label, name, (unsigned long long)e->begin,
+                    (unsigned long long)e->end, data_size);
   return TRELLIS_OK;
 }
 
@@ -146,43 +142,41 @@ static trellis_status check_length(const char *label, const entry *e) {
   size_t bytes = trellis_tensor_dtype_size(e->t.dtype);
   int ok = 1;
   for (int i = 0; i < e->t.ndim && ok; i++)
-    ok = trellis_mul_size(bytes, (size_t)e->t.shape[i], &bytes);
+    ok = trl_mul_size(bytes, (size_t)e->t.shape[i], &bytes);
   if (!ok)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': shape x dtype size overflows", label,
-                        e->t.name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': shape x dtype size overflows", label,
+                    e->t.name);
   if (bytes != e->end - e->begin)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': shape x %s is %zu bytes but "
-                        "data_offsets [%llu, %llu] span %llu",
-                        label, e->t.name, trellis_tensor_dtype_name(e->t.dtype),
-                        bytes, (unsigned long long)e->begin,
-                        (unsigned long long)e->end,
-                        (unsigned long long)(e->end - e->begin));
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': shape x %s is %zu bytes but "
+                    "data_offsets [%llu, %llu] span %llu",
+                    label, e->t.name, trellis_tensor_dtype_name(e->t.dtype),
+                    bytes, (unsigned long long)e->begin,
+                    (unsigned long long)e->end,
+                    (unsigned long long)(e->end - e->begin));
   return TRELLIS_OK;
 }
 
 static trellis_status parse_entry(const char *label, const char *name,
                                   json_t *v, size_t data_size, entry *e) {
   if (!json_is_object(v))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: tensor '%s': entry is not a JSON object", label,
-                        name);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tensor '%s': entry is not a JSON object", label, name);
   static const char *const fields[] = {"dtype", "shape", "data_offsets"};
   for (size_t i = 0; i < 3; i++)
     if (!json_object_get(v, fields[i]))
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: tensor '%s': missing field '%s'", label, name,
-                          fields[i]);
+      return trl_fail(TRELLIS_ERR_FORMAT, "%s: tensor '%s': missing field '%s'",
+                      label, name, fields[i]);
   if (json_object_size(v) != 3) {
     const char *key;
     json_t *val;
     json_object_foreach(v, key, val) {
       if (strcmp(key, "dtype") && strcmp(key, "shape") &&
           strcmp(key, "data_offsets"))
-        return trellis_fail(TRELLIS_ERR_FORMAT,
-                            "%s: tensor '%s': unexpected field '%.64s'", label,
-                            name, key);
+        return trl_fail(TRELLIS_ERR_FORMAT,
+                        "%s: tensor '%s': unexpected field '%.64s'", label,
+                        name, key);
     }
   }
   trellis_status st =
@@ -197,15 +191,15 @@ static trellis_status parse_entry(const char *label, const char *name,
 
 static trellis_status check_metadata(const char *label, json_t *meta) {
   if (!json_is_object(meta))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: __metadata__ is not a JSON object", label);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: __metadata__ is not a JSON object",
+                    label);
   const char *key;
   json_t *val;
   json_object_foreach(meta, key, val) {
     if (!json_is_string(val))
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: __metadata__ value of '%.64s' is not a string",
-                          label, key);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: __metadata__ value of '%.64s' is not a string",
+                      label, key);
   }
   return TRELLIS_OK;
 }
@@ -215,8 +209,8 @@ static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
   const size_t n = json_object_size(meta);
   f->meta.kv = calloc(2 * n + 1, sizeof *f->meta.kv);
   if (!f->meta.kv)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "%s: cannot allocate __metadata__", f->label);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate __metadata__", f->label);
   const char *key;
   json_t *val;
   json_object_foreach(meta, key, val) {
@@ -225,8 +219,8 @@ static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
       const size_t len = strlen(pair[i]) + 1;
       char *copy = malloc(len);
       if (!copy)
-        return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                            "%s: cannot allocate __metadata__", f->label);
+        return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                        "%s: cannot allocate __metadata__", f->label);
       memcpy(copy, pair[i], len);
       f->meta.kv[2 * f->meta.count + (size_t)i] = copy;
     }
@@ -235,7 +229,7 @@ static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
   return TRELLIS_OK;
 }
 
-const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key) {
+const char *trl_st_meta_get(const trl_st_meta *m, const char *key) {
   for (size_t i = 0; m && i < m->count; i++)
     if (strcmp(m->kv[2 * i], key) == 0)
       return m->kv[2 * i + 1];
@@ -264,7 +258,7 @@ static trellis_status check_layout(const char *label, entry *es, size_t n,
   uint64_t pos = 0;
   for (size_t i = 0; i < n; i++) {
     if (es[i].begin < pos)
-      return trellis_fail(
+      return trl_fail(
           TRELLIS_ERR_FORMAT,
           "%s: tensors '%s' [%llu, %llu] and '%s' [%llu, "
           "%llu] overlap",
@@ -272,7 +266,7 @@ static trellis_status check_layout(const char *label, entry *es, size_t n,
           (unsigned long long)es[i - 1].end, es[i].t.name,
           (unsigned long long)es[i].begin, (unsigned long long)es[i].end);
     if (es[i].begin > pos)
-      return trellis_fail(
+      return trl_fail(
           TRELLIS_ERR_FORMAT,
           "%s: tensor '%s': %llu-byte gap before data_offsets "
           "[%llu, %llu] (the data region must be contiguous)",
@@ -281,34 +275,34 @@ static trellis_status check_layout(const char *label, entry *es, size_t n,
     pos = es[i].end;
   }
   if (pos != data_size)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: %llu trailing bytes after the last tensor are "
-                        "not covered by any tensor",
-                        label, (unsigned long long)(data_size - pos));
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: %llu trailing bytes after the last tensor are "
+                    "not covered by any tensor",
+                    label, (unsigned long long)(data_size - pos));
   return TRELLIS_OK;
 }
 
 /* The header's structure against the limits, before jansson builds it. */
 static trellis_status check_bounds(const trellis_file *f, const char *hdr,
                                    size_t len) {
-  trellis_json_bounds b;
-  trellis_json_scan(hdr, len, &b);
-  if (b.depth > TRELLIS_JSON_MAX_DEPTH)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header nests %zu levels deep (limit %d; a "
-                        "safetensors header nests 3)",
-                        f->label, b.depth, TRELLIS_JSON_MAX_DEPTH);
+  trl_json_bounds b;
+  trl_json_scan(hdr, len, &b);
+  if (b.depth > TRL_JSON_MAX_DEPTH)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header nests %zu levels deep (limit %d; a "
+                    "safetensors header nests 3)",
+                    f->label, b.depth, TRL_JSON_MAX_DEPTH);
   /* The root and __metadata__ are the objects that are not tensors. */
-  if (b.objects > TRELLIS_ST_MAX_TENSORS + 2)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header has %zu JSON objects, more than the limit "
-                        "of %zu tensors per file",
-                        f->label, b.objects, TRELLIS_ST_MAX_TENSORS);
-  if (b.values > TRELLIS_ST_MAX_VALUES)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header has %zu JSON values, more than the limit "
-                        "of %zu",
-                        f->label, b.values, TRELLIS_ST_MAX_VALUES);
+  if (b.objects > TRL_ST_MAX_TENSORS + 2)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header has %zu JSON objects, more than the limit "
+                    "of %zu tensors per file",
+                    f->label, b.objects, TRL_ST_MAX_TENSORS);
+  if (b.values > TRL_ST_MAX_VALUES)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header has %zu JSON values, more than the limit "
+                    "of %zu",
+                    f->label, b.values, TRL_ST_MAX_VALUES);
   return TRELLIS_OK;
 }
 
@@ -321,19 +315,19 @@ static trellis_status parse_json(trellis_file *f, const char *hdr, size_t len,
   json_t *root = json_loadb(hdr, len, JSON_REJECT_DUPLICATES, &err);
   if (!root) {
     if (json_error_code(&err) == json_error_duplicate_key)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: header: duplicate tensor name (%s)", f->label,
-                          err.text);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: header: duplicate tensor name (%s)", f->label,
+                      err.text);
     char text[JSON_ERROR_TEXT_LENGTH];
-    trellis_json_error_text(&err, text, sizeof text);
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header is not valid JSON at byte %d: %s", f->label,
-                        err.position, text);
+    trl_json_error_text(&err, text, sizeof text);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header is not valid JSON at byte %d: %s", f->label,
+                    err.position, text);
   }
   if (!json_is_object(root)) {
     json_decref(root);
-    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: header is not a JSON object",
-                        f->label);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: header is not a JSON object",
+                    f->label);
   }
   *out = root;
   return TRELLIS_OK;
@@ -354,27 +348,27 @@ static trellis_status parse_tensors(trellis_file *f, json_t *root) {
       continue;
     }
     size_t len = strlen(key);
-    if (len > TRELLIS_ST_MAX_NAME)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "%s: a tensor name of %zu bytes exceeds the limit "
-                          "of %d bytes (it starts '%.40s')",
-                          f->label, len, TRELLIS_ST_MAX_NAME, key);
+    if (len > TRL_ST_MAX_NAME)
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: a tensor name of %zu bytes exceeds the limit "
+                      "of %d bytes (it starts '%.40s')",
+                      f->label, len, TRL_ST_MAX_NAME, key);
     n++;
     name_bytes += len + 1; /* bounded by the header size */
   }
-  if (n > TRELLIS_ST_MAX_TENSORS)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header has %zu tensors, more than the limit of "
-                        "%zu tensors per file",
-                        f->label, n, TRELLIS_ST_MAX_TENSORS);
+  if (n > TRL_ST_MAX_TENSORS)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header has %zu tensors, more than the limit of "
+                    "%zu tensors per file",
+                    f->label, n, TRL_ST_MAX_TENSORS);
   entry *es = calloc(n ? n : 1, sizeof *es);
   f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
   f->names = malloc(name_bytes ? name_bytes : 1);
   if (!es || !f->tensors || !f->names) {
     free(es);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "%s: cannot allocate the index of %zu tensors",
-                        f->label, n);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate the index of %zu tensors", f->label,
+                    n);
   }
   trellis_status st = TRELLIS_OK;
   size_t i = 0;
@@ -415,28 +409,27 @@ static trellis_status parse_tensors(trellis_file *f, json_t *root) {
 static trellis_status header_length(const trellis_file *f, const uint8_t *b,
                                     size_t size, uint64_t *hlen) {
   if (size == 0)
-    return trellis_fail(TRELLIS_ERR_FORMAT, "%s: file is empty", f->label);
+    return trl_fail(TRELLIS_ERR_FORMAT, "%s: file is empty", f->label);
   if (size < 8)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: file is %zu bytes, too small for the 8-byte "
-                        "header length",
-                        f->label, size);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: file is %zu bytes, too small for the 8-byte "
+                    "header length",
+                    f->label, size);
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--)
     v = (v << 8) | b[i];
-  if (v > TRELLIS_ST_MAX_HEADER)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: not a safetensors file: the header length in "
-                        "its first 8 bytes exceeds the limit of %llu bytes "
-                        "(the file is %zu bytes)",
-                        f->label, (unsigned long long)TRELLIS_ST_MAX_HEADER,
-                        size);
+  if (v > TRL_ST_MAX_HEADER)
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: not a safetensors file: the header length in "
+                    "its first 8 bytes exceeds the limit of %llu bytes "
+                    "(the file is %zu bytes)",
+                    f->label, (unsigned long long)TRL_ST_MAX_HEADER, size);
   if (v > size - 8)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "%s: header length %llu runs past the end of the file "
-                        "(%zu bytes follow the length field; truncated, or "
-                        "not a safetensors file?)",
-                        f->label, (unsigned long long)v, size - 8);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: header length %llu runs past the end of the file "
+                    "(%zu bytes follow the length field; truncated, or "
+                    "not a safetensors file?)",
+                    f->label, (unsigned long long)v, size - 8);
   *hlen = v;
   return TRELLIS_OK;
 }
@@ -500,15 +493,15 @@ static trellis_file *file_new(const char *label) {
 trellis_status trellis_file_open_memory(const void *data, size_t size,
                                         trellis_file **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!data && size > 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "data is NULL but size is %zu", size);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "data is NULL but size is %zu", size);
   trellis_file *f = file_new("<memory>");
   if (!f)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "cannot allocate a trellis_file");
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "cannot allocate a trellis_file");
   trellis_status st = parse_file(f, data, size);
   if (st != TRELLIS_OK) {
     trellis_file_close(f);
@@ -524,12 +517,12 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
  * accesses can notice a file that shrank. */
 static trellis_status open_file(trellis_file *f, const char *path) {
   size_t size;
-  trellis_status st = trellis_open_regular(path, &f->fd, &size);
+  trellis_status st = trl_open_regular(path, &f->fd, &size);
   if (st != TRELLIS_OK)
     return st;
   uint8_t first[8] = {0};
   if (size >= 8)
-    st = trellis_pread_exact(f->fd, path, 0, first, 8);
+    st = trl_pread_exact(f->fd, path, 0, first, 8);
   uint64_t hlen = 0;
   if (st == TRELLIS_OK)
     st = header_length(f, first, size, &hlen);
@@ -537,14 +530,14 @@ static trellis_status open_file(trellis_file *f, const char *path) {
     return st;
   char *hdr = malloc(hlen ? (size_t)hlen : 1);
   if (!hdr)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "%s: cannot allocate the %llu-byte header", path,
-                        (unsigned long long)hlen);
-  st = trellis_pread_exact(f->fd, path, 8, hdr, (size_t)hlen);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate the %llu-byte header", path,
+                    (unsigned long long)hlen);
+  st = trl_pread_exact(f->fd, path, 8, hdr, (size_t)hlen);
   if (st == TRELLIS_OK) {
     void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, f->fd, 0);
     if (p == MAP_FAILED)
-      st = trellis_errno_fail(path, "cannot mmap", errno);
+      st = trl_errno_fail(path, "cannot mmap", errno);
     else {
       f->map = p;
       f->map_size = size;
@@ -559,14 +552,14 @@ static trellis_status open_file(trellis_file *f, const char *path) {
 
 trellis_status trellis_file_open(const char *path, trellis_file **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!path)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
   trellis_file *f = file_new(path);
   if (!f)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "cannot allocate a trellis_file");
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "cannot allocate a trellis_file");
   trellis_status st = open_file(f, path);
   if (st != TRELLIS_OK) {
     trellis_file_close(f);
@@ -576,17 +569,17 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
   return TRELLIS_OK;
 }
 
-trellis_status trellis_file_check_size(const trellis_file *f) {
+trellis_status trl_file_check_size(const trellis_file *f) {
   if (f->fd < 0)
     return TRELLIS_OK;
   struct stat sb;
   if (fstat(f->fd, &sb) != 0)
-    return trellis_errno_fail(f->label, "cannot stat", errno);
+    return trl_errno_fail(f->label, "cannot stat", errno);
   if ((uintmax_t)sb.st_size < (uintmax_t)f->map_size)
-    return trellis_fail(TRELLIS_ERR_IO,
-                        "%s: the file is now %lld bytes, %zu when it was "
-                        "opened (truncated while open?)",
-                        f->label, (long long)sb.st_size, f->map_size);
+    return trl_fail(TRELLIS_ERR_IO,
+                    "%s: the file is now %lld bytes, %zu when it was "
+                    "opened (truncated while open?)",
+                    f->label, (long long)sb.st_size, f->map_size);
   return TRELLIS_OK;
 }
 
@@ -599,20 +592,20 @@ size_t trellis_file_tensor_count(const trellis_file *f) {
 trellis_status trellis_file_tensor(const trellis_file *f, size_t index,
                                    trellis_tensor *out) {
   if (!f || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        f ? "out" : "f");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    f ? "out" : "f");
   if (index >= f->count)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "%s: tensor index %zu out of range (%zu tensors)",
-                        f->label, index, f->count);
-  trellis_status st = trellis_file_check_size(f);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: tensor index %zu out of range (%zu tensors)", f->label,
+                    index, f->count);
+  trellis_status st = trl_file_check_size(f);
   if (st != TRELLIS_OK)
     return st;
   *out = f->tensors[index];
   return TRELLIS_OK;
 }
 
-ptrdiff_t trellis_file_index(const trellis_file *f, const char *name) {
+ptrdiff_t trl_file_index(const trellis_file *f, const char *name) {
   size_t lo = 0, hi = f->count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -630,15 +623,15 @@ ptrdiff_t trellis_file_index(const trellis_file *f, const char *name) {
 trellis_status trellis_file_find(const trellis_file *f, const char *name,
                                  trellis_tensor *out) {
   if (!f || !name || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        !f      ? "f"
-                        : !name ? "name"
-                                : "out");
-  ptrdiff_t i = trellis_file_index(f, name);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    !f      ? "f"
+                    : !name ? "name"
+                            : "out");
+  ptrdiff_t i = trl_file_index(f, name);
   if (i < 0)
-    return trellis_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'",
-                        f->label, name);
-  trellis_status st = trellis_file_check_size(f);
+    return trl_fail(TRELLIS_ERR_NOT_FOUND, "%s: no tensor named '%s'", f->label,
+                    name);
+  trellis_status st = trl_file_check_size(f);
   if (st != TRELLIS_OK)
     return st;
   *out = f->tensors[i];

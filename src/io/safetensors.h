@@ -1,7 +1,7 @@
 /* Internal view of an open safetensors file (the public API only hands out
  * an opaque trellis_file). */
-#ifndef TRELLIS_IO_SAFETENSORS_H
-#define TRELLIS_IO_SAFETENSORS_H
+#ifndef TRL_IO_SAFETENSORS_H
+#define TRL_IO_SAFETENSORS_H
 
 #include "core/internal.h"
 
@@ -13,23 +13,23 @@ extern "C" {
  * costs to parse (jansson allocates its whole tree first) far above what
  * any real file needs: a shard holds a few thousand tensors. */
 /* Largest accepted JSON header, as in the reference safetensors library. */
-#define TRELLIS_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+#define TRL_ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
 /* Tensors per file. */
-#define TRELLIS_ST_MAX_TENSORS ((size_t)1 << 18)
+#define TRL_ST_MAX_TENSORS ((size_t)1 << 18)
 /* JSON values per header: 16 per tensor on average (a tensor uses 13 with a
  * 2-D shape). */
-#define TRELLIS_ST_MAX_VALUES (16 * TRELLIS_ST_MAX_TENSORS)
+#define TRL_ST_MAX_VALUES (16 * TRL_ST_MAX_TENSORS)
 /* Bytes of a tensor name. */
-#define TRELLIS_ST_MAX_NAME 1024
+#define TRL_ST_MAX_NAME 1024
 
 /* A file's __metadata__: string pairs in header order. */
-typedef struct trellis_st_meta {
+typedef struct trl_st_meta {
   size_t count;
   char **kv; /* kv[2i] = key, kv[2i + 1] = value */
-} trellis_st_meta;
+} trl_st_meta;
 
 /* The value of `key` (NULL when absent, or when `m` is NULL). */
-const char *trellis_st_meta_get(const trellis_st_meta *m, const char *key);
+const char *trl_st_meta_get(const trl_st_meta *m, const char *key);
 
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
@@ -41,18 +41,15 @@ struct trellis_file {
   trellis_tensor *tensors; /* sorted by name (strcmp) */
   size_t count;
   char *names; /* one block holding every tensor name */
-  trellis_st_meta meta;
+  trl_st_meta meta;
 };
-
-/* The file's path (or "<memory>"), for callers that build messages. */
-const char *trellis_file_label(const trellis_file *f);
 
 /* TRELLIS_ERR_IO when the file is now shorter than when it was opened (its
  * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. */
-trellis_status trellis_file_check_size(const trellis_file *f);
+trellis_status trl_file_check_size(const trellis_file *f);
 
 /* Index of `name` in the sorted tensor array, or -1. */
-ptrdiff_t trellis_file_index(const trellis_file *f, const char *name);
+ptrdiff_t trl_file_index(const trellis_file *f, const char *name);
 
 #ifdef __cplusplus
 }

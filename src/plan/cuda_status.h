@@ -1,8 +1,8 @@
 /* CUDA runtime errors and launcher results as library statuses. Its own
  * unit so that every plan file can report one without depending on the
  * others. */
-#ifndef TRELLIS_PLAN_CUDA_STATUS_H
-#define TRELLIS_PLAN_CUDA_STATUS_H
+#ifndef TRL_PLAN_CUDA_STATUS_H
+#define TRL_PLAN_CUDA_STATUS_H
 
 #include "trellis.h"
 
@@ -15,7 +15,7 @@ extern "C" {
  * is TRELLIS_ERR_ARCH, a failed allocation TRELLIS_ERR_OUT_OF_MEMORY, a
  * variant this build lacks TRELLIS_ERR_UNSUPPORTED (the launcher has named
  * it), anything else TRELLIS_ERR_CUDA. Clears the runtime's last error. */
-trellis_status trellis_cuda_fail(int err, const char *what);
+trellis_status trl_cuda_fail(int err, const char *what);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
  * slices into the workspace and hand the GEMM to cuBLASLt (fp32 compute).
  *  - With an external rotation: W_hat, fp32 output, the caller rotates.
  *  - Otherwise the output rotation is folded into the slice, W' = W_hat .
- *    Hblk . diag(svh) rounded once to fp16/bf16 (EXL3-FORMAT.md 4.2; exllamav3
+ *    Hblk . diag(svh) rounded once to fp16/bf16 (FORMAT.md §6.3; exllamav3
  *    does the same for large m), so no rotation pass over the [m, n] output;
  *    when x is in the compute dtype the input rotation is folded too (W =
  *    diag(suh) . Hblk . W') and the GEMM reads x: no pass over [m, k].
@@ -17,8 +17,8 @@
 #include <string.h>
 
 static trellis_status lt_fail(cublasStatus_t s, const char *what) {
-  return trellis_fail(TRELLIS_ERR_CUDA, "cuBLASLt %s failed (status %d)", what,
-                      (int)s);
+  return trl_fail(TRELLIS_ERR_CUDA, "cuBLASLt %s failed (status %d)", what,
+                  (int)s);
 }
 
 static cudaDataType_t cuda_type(trellis_dtype t) {
@@ -27,7 +27,7 @@ static cudaDataType_t cuda_type(trellis_dtype t) {
                             : CUDA_R_16F;
 }
 
-int trellis_dense_direct(const trellis_plan *p) {
+int trl_dense_direct(const trellis_plan *p) {
   const trellis_dtype o = p->desc.output_dtype, c = p->desc.compute_dtype;
   if (p->desc.h128)
     return 0;
@@ -36,7 +36,7 @@ int trellis_dense_direct(const trellis_plan *p) {
   return o == c || o == TRELLIS_F32;
 }
 
-int trellis_dense_fold_input(const trellis_plan *p) {
+int trl_dense_fold_input(const trellis_plan *p) {
   return !p->desc.h128 && p->desc.input_dtype == p->desc.compute_dtype;
 }
 
@@ -87,7 +87,7 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
   cublasLtMatmulPreferenceOpaque_t pref;
   if ((s = cublasLtMatmulPreferenceInit(&pref)))
     return lt_fail(s, "preference init");
-  size_t ws = TRELLIS_CUBLAS_WS_BYTES;
+  size_t ws = TRL_CUBLAS_WS_BYTES;
   if ((s = cublasLtMatmulPreferenceSetAttribute(
            &pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws)))
     return lt_fail(s, "preference");
@@ -99,7 +99,7 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
   s = cublasLtMatmulAlgoGetHeuristic(p->lt, &desc, &l.a, &l.b, &l.d, &l.d,
                                      &pref, 1, &res, &found);
   if (s || found == 0)
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_UNSUPPORTED,
         "cuBLASLt has no algorithm for the dense GEMM (m %lld, n %lld, k %lld)",
         (long long)m, (long long)cols, (long long)p->w.k);
@@ -108,7 +108,7 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
   return TRELLIS_OK;
 }
 
-trellis_status trellis_dense_prepare(trellis_plan *p) {
+trellis_status trl_dense_prepare(trellis_plan *p) {
   const int forced = (p->desc.flags & TRELLIS_PLAN_FORCE_DENSE) != 0;
   if (p->desc.flags & TRELLIS_PLAN_FORCE_DECODE)
     return TRELLIS_OK;
@@ -117,15 +117,15 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
   cublasStatus_t s = cublasLtCreate(&p->lt);
   if (s)
     return lt_fail(s, "handle creation");
-  trellis_layout lay;
-  if (!trellis_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "dense layout overflows");
+  trl_layout lay;
+  if (!trl_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
+    return trl_fail(TRELLIS_ERR_SHAPE, "dense layout overflows");
   const int64_t tail = p->w.n % lay.slice_n;
   int64_t b = forced ? 1 : p->dense_min_m;
   p->algo_count = 0;
   for (;;) {
-    if (p->algo_count == TRELLIS_DENSE_BUCKETS)
-      return trellis_fail(TRELLIS_ERR_INTERNAL, "too many dense buckets");
+    if (p->algo_count == TRL_DENSE_BUCKETS)
+      return trl_fail(TRELLIS_ERR_INTERNAL, "too many dense buckets");
     dense_algo *d = &p->algos[p->algo_count++];
     memset(d, 0, sizeof *d);
     d->m = b < p->desc.max_m ? b : p->desc.max_m;
@@ -137,8 +137,9 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
       return st;
     if (d->m >= p->desc.max_m)
       break;
-    /* then powers of two (192 -> 256 -> 512 ...): an algorithm picked for
-     * m = 384 ran m = 256 at half cuBLAS's speed (RESULTS.md) */
+    /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
+     * algorithm of the smallest bucket that holds it: one picked for a
+     * larger m can be far slower (bench/RESULTS.md) */
     int64_t next = 1;
     while (next <= b)
       next *= 2;
@@ -149,10 +150,9 @@ trellis_status trellis_dense_prepare(trellis_plan *p) {
 
 /* `a` is the GEMM's activation: x when the input rotation is folded into
  * the weight (fold_input), else the rotated copy. */
-trellis_status trellis_dense_gemm(const trellis_plan *p,
-                                  const trellis_layout *lay, int fold_input,
-                                  const void *a, char *ws, int64_t m, void *y,
-                                  cudaStream_t stream) {
+trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
+                              int fold_input, const void *a, char *ws,
+                              int64_t m, void *y, cudaStream_t stream) {
   const dense_algo *d = NULL;
   for (int i = 0; i < p->algo_count; ++i)
     if (p->algos[i].m >= m) {
@@ -160,8 +160,8 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
       break;
     }
   if (!d)
-    return trellis_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
-                        (long long)m);
+    return trl_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
+                    (long long)m);
   const trellis_dtype dt = p->desc.compute_dtype;
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
@@ -175,17 +175,16 @@ trellis_status trellis_dense_gemm(const trellis_plan *p,
     const trellis_codebook cb = p->w.codebook;
     int err;
     if (p->desc.h128)
-      err = trellis_launch_reconstruct(tr, bits, cb, p->w.k, p->w.n, n0, cols,
-                                       what, dt, stream);
+      err = trl_launch_reconstruct(tr, bits, cb, p->w.k, p->w.n, n0, cols, what,
+                                   dt, stream);
     else if (fold_input)
-      err = trellis_launch_reconstruct_full(tr, bits, cb, p->w.k, p->w.n, n0,
-                                            cols, p->s_in, p->s_out, what, dt,
-                                            stream);
+      err = trl_launch_reconstruct_full(tr, bits, cb, p->w.k, p->w.n, n0, cols,
+                                        p->s_in, p->s_out, what, dt, stream);
     else
-      err = trellis_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0,
-                                           cols, p->s_out, what, dt, stream);
+      err = trl_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0, cols,
+                                       p->s_out, what, dt, stream);
     if (err)
-      return trellis_cuda_fail(err, "W_hat reconstruction");
+      return trl_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;
     cublasStatus_t s = init_layouts(p, m, cols, &l);
     if (s)

@@ -31,15 +31,14 @@ struct trellis_device_weight {
 
 static int live(const trellis_device_weight *dw, const char *what) {
   if (!dw) {
-    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s: device weight is NULL",
-                 what);
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s: device weight is NULL", what);
     return 0;
   }
   if (dw->magic != DEVICE_WEIGHT_MAGIC) {
-    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                 "%s: not a device weight from trellis_weight_upload (or "
-                 "already destroyed)",
-                 what);
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "%s: not a device weight from trellis_weight_upload (or "
+             "already destroyed)",
+             what);
     return 0;
   }
   return 1;
@@ -48,27 +47,27 @@ static int live(const trellis_device_weight *dw, const char *what) {
 trellis_status trellis_weight_upload(const trellis_weight *host,
                                      trellis_device_weight **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "device weight output pointer is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "device weight output pointer is NULL");
   *out = NULL;
   trellis_weight w; /* the caller's weight at any accepted struct_size */
-  trellis_status st = trellis_weight_load(host, &w);
+  trellis_status st = trl_weight_load(host, &w);
   if (st != TRELLIS_OK)
     return st;
   host = &w;
   if (trellis_cuda_device_count() == 0)
-    return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
+    return trl_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
   trellis_device_weight *dw = calloc(1, sizeof *dw);
   if (!dw)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "device weight allocation failed");
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "device weight allocation failed");
   const size_t k = (size_t)host->k, n = (size_t)host->n;
   const size_t payload = trellis_weight_payload_bytes(host);
   /* a pair's records go one after the other, as in a checkpoint */
   const size_t record0 =
       host->pair == TRELLIS_PAIR_NONE
           ? payload
-          : 2 * (size_t)trellis_pair_record_words(
+          : 2 * (size_t)trl_pair_record_words(
                     host->rate_axis == TRELLIS_RATE_AXIS_N ? host->k : host->n,
                     host->bits);
   const size_t in_bytes = host->suh ? k * 2 : k / 16 * 2;
@@ -76,14 +75,14 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   const size_t bias_bytes = host->bias ? n * 2 : 0;
   /* one allocation: payload, then the vectors, each 256-byte aligned */
   size_t at = 0, off_payload, off_in, off_out, off_bias;
-  if (!trellis_carve_size(&at, payload, 256, &off_payload) ||
-      !trellis_carve_size(&at, in_bytes, 256, &off_in) ||
-      !trellis_carve_size(&at, out_bytes, 256, &off_out) ||
-      !trellis_carve_size(&at, bias_bytes, 256, &off_bias)) {
+  if (!trl_carve_size(&at, payload, 256, &off_payload) ||
+      !trl_carve_size(&at, in_bytes, 256, &off_in) ||
+      !trl_carve_size(&at, out_bytes, 256, &off_out) ||
+      !trl_carve_size(&at, bias_bytes, 256, &off_bias)) {
     free(dw);
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "weight upload: k = %lld, n = %lld: size overflows",
-                        (long long)host->k, (long long)host->n);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight upload: k = %lld, n = %lld: size overflows",
+                    (long long)host->k, (long long)host->n);
   }
   const size_t total = at;
   char *base = NULL;
@@ -91,9 +90,9 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     free(dw);
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                        "cudaMalloc of %zu bytes for the weight failed: %s",
-                        total, cudaGetErrorString(e));
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "cudaMalloc of %zu bytes for the weight failed: %s", total,
+                    cudaGetErrorString(e));
   }
   const void *src_in =
       host->suh ? (const void *)host->suh : (const void *)host->su;
@@ -112,9 +111,9 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                                      cudaMemcpyHostToDevice)))) {
     cudaFree(base);
     free(dw);
-    return trellis_fail(TRELLIS_ERR_CUDA,
-                        "copying the weight to the device failed: %s",
-                        cudaGetErrorString(e));
+    return trl_fail(TRELLIS_ERR_CUDA,
+                    "copying the weight to the device failed: %s",
+                    cudaGetErrorString(e));
   }
   trellis_weight *v = &dw->view;
   *v = *host;
@@ -155,28 +154,27 @@ trellis_status trellis_cuda_h128(const void *in, trellis_dtype in_dtype,
                                  int64_t cols, void *stream, void *user_data) {
   (void)user_data;
   if (!in || !out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "h128: %s is NULL",
-                        in ? "out" : "in");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "h128: %s is NULL",
+                    in ? "out" : "in");
   if (trellis_dtype_size(in_dtype) == 0 || trellis_dtype_size(out_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "h128: invalid dtype (in %d, out %d)", (int)in_dtype,
-                        (int)out_dtype);
+    return trl_fail(TRELLIS_ERR_DTYPE, "h128: invalid dtype (in %d, out %d)",
+                    (int)in_dtype, (int)out_dtype);
   if (rows < 0 || cols <= 0 || cols % 128 != 0)
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_SHAPE,
         "h128: rows %lld, cols %lld: cols must be a positive multiple of 128",
         (long long)rows, (long long)cols);
   /* rows are read and written 4 elements per lane, scales 4 at a time */
   if ((uintptr_t)in % 16 || (uintptr_t)out % 16 || (uintptr_t)pre_scale % 8 ||
       (uintptr_t)post_scale % 8)
-    return trellis_fail(TRELLIS_ERR_BUFFER,
-                        "h128: in and out must be 16-byte aligned and the "
-                        "scales 8-byte aligned");
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "h128: in and out must be 16-byte aligned and the "
+                    "scales 8-byte aligned");
   /* an ordinary launch: the caller's stream order is not ours to relax */
-  int err = trellis_launch_h128(in, in_dtype, out, out_dtype, pre_scale,
-                                post_scale, rows, cols, 0, stream);
+  int err = trl_launch_h128(in, in_dtype, out, out_dtype, pre_scale, post_scale,
+                            rows, cols, 0, stream);
   if (err)
-    return trellis_fail(TRELLIS_ERR_CUDA, "h128 launch failed: %s",
-                        cudaGetErrorString((cudaError_t)err));
+    return trl_fail(TRELLIS_ERR_CUDA, "h128 launch failed: %s",
+                    cudaGetErrorString((cudaError_t)err));
   return TRELLIS_OK;
 }

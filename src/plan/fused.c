@@ -4,36 +4,33 @@
 #include "cuda/kernels.h"
 
 /* One state per 128-k block of the input rotation, then a done counter. */
-size_t trellis_fused_lock_count(const trellis_weight *w) {
+size_t trl_fused_lock_count(const trellis_weight *w) {
   return (size_t)(w->k / 128) + 1;
 }
 
-trellis_status trellis_fused_prepare(trellis_plan *plan) {
+trellis_status trl_fused_prepare(trellis_plan *plan) {
   int err =
-      trellis_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
+      trl_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
   if (err)
-    return trellis_cuda_fail(err, "plan prepare (fused kernel attributes)");
+    return trl_cuda_fail(err, "plan prepare (fused kernel attributes)");
   return TRELLIS_OK;
 }
 
-trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
-                                 int64_t m, void *y, void *rotated,
-                                 cudaStream_t stream) {
-  const int mb = trellis_layout_m_blocks(m);
-  const int cluster = plan->fused_cluster[trellis_m_block_index(mb)];
-  const trellis_fused_rotation rotation =
-      !trellis_layout_fused_local(m, plan->w.k, plan->w.n, cluster,
-                                  plan->sm_count)
-          ? TRELLIS_FUSED_CLAIMS
-      : trellis_layout_fused_ahead(m, plan->w.k, cluster)
-          ? TRELLIS_FUSED_LOCAL_AHEAD
-          : TRELLIS_FUSED_LOCAL;
-  const int pdl = plan->pdl && trellis_layout_fused_pdl(plan->w.k, cluster);
-  const int err = trellis_launch_fused(
+trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
+                             void *y, void *rotated, cudaStream_t stream) {
+  const int mb = trl_layout_m_blocks(m);
+  const int cluster = plan->fused_cluster[trl_m_block_index(mb)];
+  const trl_fused_rotation rotation =
+      !trl_layout_fused_local(m, plan->w.k, plan->w.n, cluster, plan->sm_count)
+          ? TRL_FUSED_CLAIMS
+      : trl_layout_fused_ahead(m, plan->w.k, cluster) ? TRL_FUSED_LOCAL_AHEAD
+                                                      : TRL_FUSED_LOCAL;
+  const int pdl = plan->pdl && trl_layout_fused_pdl(plan->w.k, cluster);
+  const int err = trl_launch_fused(
       plan->w.trellis, x, plan->desc.input_dtype, plan->s_in, plan->s_out,
       plan->w.bias, (uint16_t *)rotated, y, plan->desc.output_dtype,
       plan->locks, m, plan->w.k, plan->w.n, mb, cluster, rotation, pdl, stream);
   if (err)
-    return trellis_cuda_fail(err, "fused kernel launch");
+    return trl_cuda_fail(err, "fused kernel launch");
   return TRELLIS_OK;
 }

@@ -1,8 +1,8 @@
 /* The gate between the fused K6/MCG small-M path and the generic path.
  * One pure function that plan and run share, so the path a plan reports for
  * m is the path run takes. */
-#ifndef TRELLIS_PLAN_GATE_H
-#define TRELLIS_PLAN_GATE_H
+#ifndef TRL_PLAN_GATE_H
+#define TRL_PLAN_GATE_H
 
 #include "plan/kernel_config.h"
 #include "trellis.h"
@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 
-typedef struct trellis_gate_input {
+typedef struct trl_gate_input {
   int64_t m;
   int bits;
   trellis_codebook codebook;
@@ -22,23 +22,23 @@ typedef struct trellis_gate_input {
   int has_external_h128;   /* the caller owns the rotations */
   int fused_image_present; /* fused kernel image runs on this device */
   int forced;              /* forced launch configuration or path */
-} trellis_gate_input;
+} trl_gate_input;
 
-/* Why the gate sent a call to the generic path (TRELLIS_GATE_OPEN: fused). */
-typedef enum trellis_gate_reason {
-  TRELLIS_GATE_OPEN = 0,
-  TRELLIS_GATE_M_TOO_LARGE,
-  TRELLIS_GATE_BITS,
-  TRELLIS_GATE_CODEBOOK,
-  TRELLIS_GATE_PAIRED,
-  TRELLIS_GATE_COMPUTE_DTYPE,
-  TRELLIS_GATE_EXTERNAL_H128,
-  TRELLIS_GATE_NO_IMAGE,
-  TRELLIS_GATE_FORCED
-} trellis_gate_reason;
+/* Why the gate sent a call to the generic path (TRL_GATE_OPEN: fused). */
+typedef enum trl_gate_reason {
+  TRL_GATE_OPEN = 0,
+  TRL_GATE_M_TOO_LARGE,
+  TRL_GATE_BITS,
+  TRL_GATE_CODEBOOK,
+  TRL_GATE_PAIRED,
+  TRL_GATE_COMPUTE_DTYPE,
+  TRL_GATE_EXTERNAL_H128,
+  TRL_GATE_NO_IMAGE,
+  TRL_GATE_FORCED
+} trl_gate_reason;
 
-trellis_gate_reason trellis_gate(const trellis_gate_input *in);
-const char *trellis_gate_reason_text(trellis_gate_reason reason);
+trl_gate_reason trl_gate(const trl_gate_input *in);
+const char *trl_gate_reason_text(trl_gate_reason reason);
 
 #ifdef __cplusplus
 }

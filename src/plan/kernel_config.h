@@ -3,8 +3,8 @@
  * plan/gate.c) read it; src/cuda includes it for the kernels' template
  * parameters and the dispatch axes (cuda/dispatch.cuh). Pure C macros, no
  * CUDA: the plan side stays compilable without nvcc. */
-#ifndef TRELLIS_PLAN_KERNEL_CONFIG_H
-#define TRELLIS_PLAN_KERNEL_CONFIG_H
+#ifndef TRL_PLAN_KERNEL_CONFIG_H
+#define TRL_PLAN_KERNEL_CONFIG_H
 
 #include "trellis.h"
 
@@ -17,70 +17,70 @@ extern "C" {
  * comma-separated template arguments. A value added here is compiled into
  * every kernel family that has the axis (cuda/dispatch.cuh); a value asked
  * for at run time that is not listed is TRELLIS_ERR_UNSUPPORTED. */
-#define TRELLIS_GPU_BITS 1, 2, 3, 4, 5, 6, 7, 8
-#define TRELLIS_GPU_CODEBOOKS TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1
+#define TRL_GPU_BITS 1, 2, 3, 4, 5, 6, 7, 8
+#define TRL_GPU_CODEBOOKS TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1
 /* dtypes of the tensor-core operands (decoded weight, rotated input) */
-#define TRELLIS_GPU_COMPUTE_DTYPES TRELLIS_F16, TRELLIS_BF16
+#define TRL_GPU_COMPUTE_DTYPES TRELLIS_F16, TRELLIS_BF16
 /* dtypes of x and y the rotation and output kernels read and write */
-#define TRELLIS_GPU_IO_DTYPES TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32
+#define TRL_GPU_IO_DTYPES TRELLIS_F16, TRELLIS_BF16, TRELLIS_F32
 /* 16-row blocks per CTA of the decode-GEMM and the fused kernel, in
  * increasing order, and their count (the plan keeps one entry per variant;
  * cuda/dispatch.cuh checks that the two agree). */
-#define TRELLIS_GPU_M_BLOCKS 1, 2, 4, 8
-#define TRELLIS_M_BLOCK_COUNT 4
+#define TRL_GPU_M_BLOCKS 1, 2, 4, 8
+#define TRL_M_BLOCK_COUNT 4
 
-/* Index of m_blocks in TRELLIS_GPU_M_BLOCKS, or -1. */
-static inline int trellis_m_block_index(int m_blocks) {
-  const int values[] = {TRELLIS_GPU_M_BLOCKS};
-  for (int i = 0; i < TRELLIS_M_BLOCK_COUNT; ++i)
+/* Index of m_blocks in TRL_GPU_M_BLOCKS, or -1. */
+static inline int trl_m_block_index(int m_blocks) {
+  const int values[] = {TRL_GPU_M_BLOCKS};
+  for (int i = 0; i < TRL_M_BLOCK_COUNT; ++i)
     if (values[i] == m_blocks)
       return i;
   return -1;
 }
 
-/* The m-block variant at index i (0 <= i < TRELLIS_M_BLOCK_COUNT). */
-static inline int trellis_m_block_at(int i) {
-  const int values[] = {TRELLIS_GPU_M_BLOCKS};
+/* The m-block variant at index i (0 <= i < TRL_M_BLOCK_COUNT). */
+static inline int trl_m_block_at(int i) {
+  const int values[] = {TRL_GPU_M_BLOCKS};
   return values[i];
 }
 
 /* -------------------------------------------------- persistent kernel -- */
 /* Rows the persistent decode-GEMM (cuda/stream_gemm.cuh) takes, and its
  * token widths (the wgmma N it is compiled for). */
-#define TRELLIS_STREAM_MAX_M 16
-#define TRELLIS_GPU_STREAM_TOKENS 8, 16
+#define TRL_STREAM_MAX_M 16
+#define TRL_GPU_STREAM_TOKENS 8, 16
 /* Its tensor-core instruction: 1 mma.sync (B fragments loaded from shared
  * memory), 0 wgmma (B read by the tensor core from shared memory). */
-#define TRELLIS_STREAM_SYNC 1
+#define TRL_STREAM_SYNC 1
 
 /* ------------------------------------------------------ fused kernel -- */
 /* The one variant the fused small-M kernel exists for (the gate's rule). */
-#define TRELLIS_FUSED_BITS 6
-#define TRELLIS_FUSED_CODEBOOK TRELLIS_CB_MCG
+#define TRL_FUSED_BITS 6
+#define TRL_FUSED_CODEBOOK TRELLIS_CB_MCG
 /* Largest m: one CTA column holds 16 rows x the largest m-block. */
-#define TRELLIS_FUSED_MAX_M 128
+#define TRL_FUSED_MAX_M 128
 /* Up to this many rows (one m-block) the kernel can rotate x inside every
  * CTA (`local`, see LocalRotation). */
-#define TRELLIS_FUSED_LOCAL_ROWS 8
+#define TRL_FUSED_LOCAL_ROWS 8
 /* CTAs of its one-m-block variant resident per SM (its launch bounds). */
-#define TRELLIS_FUSED_CTAS_PER_SM 3
+#define TRL_FUSED_CTAS_PER_SM 3
 /* Rows x k-blocks per CTA its up-front local rotation holds (kPreRows). */
-#define TRELLIS_FUSED_PRE_ROWS 20
+#define TRL_FUSED_PRE_ROWS 20
 /* Largest cluster prepare picks: the non-portable limit for the
  * one-m-block variant, the portable one for the others. */
-#define TRELLIS_FUSED_MAX_CLUSTER 16
-#define TRELLIS_FUSED_MAX_CLUSTER_WIDE 8
+#define TRL_FUSED_MAX_CLUSTER 16
+#define TRL_FUSED_MAX_CLUSTER_WIDE 8
 
 /* How the fused kernel rotates x: claims of 128-k blocks of the shared
  * rotated buffer, locally in every CTA as stages enter the ring, or locally
  * before the ring. The launcher falls back to claims where the kernel
- * cannot rotate locally (more than one m-block or TRELLIS_FUSED_LOCAL_ROWS
+ * cannot rotate locally (more than one m-block or TRL_FUSED_LOCAL_ROWS
  * rows, f32 x, x not on 8-byte boundaries). */
-typedef enum trellis_fused_rotation {
-  TRELLIS_FUSED_CLAIMS = 0,
-  TRELLIS_FUSED_LOCAL = 1,
-  TRELLIS_FUSED_LOCAL_AHEAD = 2
-} trellis_fused_rotation;
+typedef enum trl_fused_rotation {
+  TRL_FUSED_CLAIMS = 0,
+  TRL_FUSED_LOCAL = 1,
+  TRL_FUSED_LOCAL_AHEAD = 2
+} trl_fused_rotation;
 
 #ifdef __cplusplus
 }

@@ -7,27 +7,26 @@
 /* Appends a workspace region of `bytes` at the running offset `*at`. */
 static int carve(size_t *at, size_t bytes, size_t *off, size_t *len) {
   *len = bytes;
-  return trellis_carve_size(at, bytes, TRELLIS_WS_ALIGN, off);
+  return trl_carve_size(at, bytes, TRL_WS_ALIGN, off);
 }
 
-int trellis_layout_m_blocks(int64_t m) {
+int trl_layout_m_blocks(int64_t m) {
   int i = 0;
-  while (i + 1 < TRELLIS_M_BLOCK_COUNT &&
-         16 * (int64_t)trellis_m_block_at(i) < m)
+  while (i + 1 < TRL_M_BLOCK_COUNT && 16 * (int64_t)trl_m_block_at(i) < m)
     ++i;
-  return trellis_m_block_at(i);
+  return trl_m_block_at(i);
 }
 
 /* k-splits, in whole stages of 8 tile rows: minimise waves x (stages per
  * split + 2), a wave being the CTAs that fit on the GPU at once and the +2
  * each CTA's ramp (pipeline fill and partial write). */
-static void choose_splits(const trellis_layout_params *p, int64_t m,
-                          int m_blocks, trellis_layout *out) {
+static void choose_splits(const trl_layout_params *p, int64_t m, int m_blocks,
+                          trl_layout *out) {
   const int64_t stages = p->k / 128;
   const int64_t m_ctas = (m + 16 * m_blocks - 1) / (16 * m_blocks);
   const int64_t base = (p->n / 128) * m_ctas;
   const int64_t sms = p->sm_count > 0 ? p->sm_count : 132;
-  const int mbi = trellis_m_block_index(m_blocks);
+  const int mbi = trl_m_block_index(m_blocks);
   const int64_t per_sm =
       mbi >= 0 && p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
   const int64_t wave = sms * per_sm;
@@ -56,24 +55,24 @@ static void choose_splits(const trellis_layout_params *p, int64_t m,
   out->splits = (int)((stages + per_stages - 1) / per_stages);
 }
 
-int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
-                           int64_t m, trellis_layout *out) {
+int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
+                       trl_layout *out) {
   memset(out, 0, sizeof *out);
   out->path = path;
   size_t mm = (size_t)m, k = (size_t)p->k, n = (size_t)p->n;
-  if (!trellis_mul3_size(mm, k, 2, &out->rotated_bytes))
+  if (!trl_mul3_size(mm, k, 2, &out->rotated_bytes))
     return 0;
-  if (path == TRELLIS_PATH_DENSE && trellis_layout_dense_folds_input(p, m))
+  if (path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
   if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE ||
-      trellis_layout_stream(p, path, m))
+      trl_layout_stream(p, path, m))
     return 1; /* the fused path and the persistent kernel need no scratch */
 
   size_t at = 0, mn4;
-  if (!trellis_mul3_size(mm, n, 4, &mn4))
+  if (!trl_mul3_size(mm, n, 4, &mn4))
     return 0;
   if (path == TRELLIS_PATH_GENERIC) {
-    out->m_blocks = trellis_layout_m_blocks(m);
+    out->m_blocks = trl_layout_m_blocks(m);
     choose_splits(p, m, out->m_blocks, out);
   } else { /* dense: one fp32 GEMM output, W_hat slices, cuBLASLt scratch */
     out->m_blocks = 0;
@@ -81,7 +80,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
     out->kt_per_split = (int)(p->k / 16);
     /* as few slices as the cap allows, of equal width (a narrow last
      * slice runs a small, slow GEMM) */
-    int64_t cap = TRELLIS_DENSE_SLICE_ELEMS / p->k / 128 * 128;
+    int64_t cap = TRL_DENSE_SLICE_ELEMS / p->k / 128 * 128;
     if (cap < 128)
       cap = 128;
     const int64_t count = (p->n + cap - 1) / cap;
@@ -92,7 +91,7 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   }
   size_t partial = 0;
   if (!(path == TRELLIS_PATH_DENSE && p->dense_direct) &&
-      !trellis_mul_size((size_t)out->splits, mn4, &partial))
+      !trl_mul_size((size_t)out->splits, mn4, &partial))
     return 0;
   if (!carve(&at, partial, &out->partial_off, &out->partial_bytes))
     return 0;
@@ -104,13 +103,12 @@ int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
   }
   if (path == TRELLIS_PATH_DENSE) {
     size_t what;
-    if (!trellis_mul3_size(k, (size_t)out->slice_n, 2, &what))
+    if (!trl_mul3_size(k, (size_t)out->slice_n, 2, &what))
       return 0;
     if (!carve(&at, what, &out->what_off, &out->what_bytes))
       return 0;
-    if (!carve(&at, TRELLIS_CUBLAS_WS_BYTES, &out->cublas_off,
-               &out->cublas_bytes))
+    if (!carve(&at, TRL_CUBLAS_WS_BYTES, &out->cublas_off, &out->cublas_bytes))
       return 0;
   }
-  return trellis_align_size(at, TRELLIS_WS_ALIGN, &out->workspace_bytes);
+  return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
 }

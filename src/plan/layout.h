@@ -1,8 +1,8 @@
 /* Buffer layout of one run: the single function that both sizes the
  * workspace (trellis_plan_query) and carves it (trellis_run), so size and use
  * cannot disagree. Pure C, no CUDA. */
-#ifndef TRELLIS_PLAN_LAYOUT_H
-#define TRELLIS_PLAN_LAYOUT_H
+#ifndef TRL_PLAN_LAYOUT_H
+#define TRL_PLAN_LAYOUT_H
 
 #include "plan/kernel_config.h"
 #include "trellis.h"
@@ -14,13 +14,13 @@
 extern "C" {
 #endif
 
-#define TRELLIS_WS_ALIGN 256
-#define TRELLIS_CUBLAS_WS_BYTES ((size_t)32 << 20)
+#define TRL_WS_ALIGN 256
+#define TRL_CUBLAS_WS_BYTES ((size_t)32 << 20)
 /* Most elements of the W_hat slice the dense path decodes at a time (128
  * MiB of fp16): one slice up to 14336x4096, 4 for 8192x28672. */
-#define TRELLIS_DENSE_SLICE_ELEMS ((int64_t)64 << 20)
+#define TRL_DENSE_SLICE_ELEMS ((int64_t)64 << 20)
 
-typedef struct trellis_layout_params {
+typedef struct trl_layout_params {
   int64_t k, n;
   int sm_count;
   int split_k;      /* forced k-splits (0 = automatic) */
@@ -28,11 +28,11 @@ typedef struct trellis_layout_params {
   int dense_direct; /* dense path: cuBLASLt writes y itself (no partial) */
   int dense_fold_input; /* dense path may take x itself (x dtype = compute) */
   /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
-  int ctas_per_sm[TRELLIS_M_BLOCK_COUNT];
+  int ctas_per_sm[TRL_M_BLOCK_COUNT];
   int stream; /* the persistent small-m kernel can run this plan */
-} trellis_layout_params;
+} trl_layout_params;
 
-typedef struct trellis_layout {
+typedef struct trl_layout {
   trellis_path path;
   int m_blocks;     /* 16-row blocks per CTA of the decode-GEMM */
   int splits;       /* k-splits: fp32 partial slices */
@@ -46,74 +46,67 @@ typedef struct trellis_layout {
   size_t workspace_bytes;            /* total scratch (0 on the fused path) */
   size_t rotated_bytes;              /* fp16 [m][k] */
   size_t input_f16_bytes, output_f16_bytes;
-} trellis_layout;
+} trl_layout;
 
 /* Whether the dense path folds the input rotation into its weight at m
  * rows: that skips a pass over x ([m, k]) but the weight's reconstruct
  * (over [k, n]) costs more; on the H200 the pass over x costs more from
- * about m >= 2n/3 (RESULTS.md). */
-static inline int
-trellis_layout_dense_folds_input(const trellis_layout_params *p, int64_t m) {
+ * about m >= 2n/3 (bench/RESULTS.md). */
+static inline int trl_layout_dense_folds_input(const trl_layout_params *p,
+                                               int64_t m) {
   return p->dense_fold_input && 3 * m >= 2 * p->n;
 }
 
 /* 128-k blocks (ring stages) each CTA of the fused kernel runs: its
  * cluster of `cluster` CTAs splits k evenly (cluster >= 1). */
-static inline int64_t trellis_layout_fused_stages(int64_t k, int cluster) {
+static inline int64_t trl_layout_fused_stages(int64_t k, int cluster) {
   return (k / 128 + cluster - 1) / cluster;
 }
 
 /* Whether the fused kernel rotates x in every CTA (m <= 8, the kernel's
- * TRELLIS_FUSED_LOCAL_ROWS; no rotation claims shared between CTAs) rather
+ * TRL_FUSED_LOCAL_ROWS; no rotation claims shared between CTAs) rather
  * than claiming 128-k blocks of the rotated buffer: the claims are a fixed
  * wait per CTA (a CTA of a later wave finds its blocks ready), the local
  * rotation costs every CTA a few percent per row. Local where the grid
  * leaves SMs idle, where the CTAs are short (m x k-blocks per CTA <= 16),
- * or up to 32 when the grid is one wave (TRELLIS_FUSED_CTAS_PER_SM per
- * SM). On the H200 (RESULTS.md, eighth session) the 32 bound took
- * 4096x4096 at m = 8 from 18.6 to 16.3 us and the m = 2 rows of
- * 4096x14336, 14336x4096 and 8192x8192 1-7% down; at m = 4 (44-52) and on
- * 8192x28672 at m = 1 (22, two waves) local was slower. */
-static inline int trellis_layout_fused_local(int64_t m, int64_t k, int64_t n,
-                                             int cluster, int sm_count) {
-  if (m > TRELLIS_FUSED_LOCAL_ROWS || cluster < 1)
+ * or up to 32 when the grid is one wave (TRL_FUSED_CTAS_PER_SM per
+ * SM): the bounds where local wins on the H200 (bench/RESULTS.md). */
+static inline int trl_layout_fused_local(int64_t m, int64_t k, int64_t n,
+                                         int cluster, int sm_count) {
+  if (m > TRL_FUSED_LOCAL_ROWS || cluster < 1)
     return 0;
   const int64_t ctas = (n / 128) * cluster;
-  const int64_t rows = m * trellis_layout_fused_stages(k, cluster);
+  const int64_t rows = m * trl_layout_fused_stages(k, cluster);
   return ctas <= sm_count || rows <= 16 ||
-         (rows <= 32 && ctas <= (int64_t)TRELLIS_FUSED_CTAS_PER_SM * sm_count);
+         (rows <= 32 && ctas <= (int64_t)TRL_FUSED_CTAS_PER_SM * sm_count);
 }
 
 /* Whether a local rotation (above) is done before the ring: where every
  * CTA's rows x k-blocks fit the kernel's area for them
- * (TRELLIS_FUSED_PRE_ROWS). Rotating each stage's rows as it enters the
- * ring makes one warp per row late to the stage barrier (6-9% at m = 1 on
- * the H200, RESULTS.md, eighth session). */
-static inline int trellis_layout_fused_ahead(int64_t m, int64_t k,
-                                             int cluster) {
+ * (TRL_FUSED_PRE_ROWS). Rotating each stage's rows as it enters the
+ * ring makes one warp per row late to the stage barrier. */
+static inline int trl_layout_fused_ahead(int64_t m, int64_t k, int cluster) {
   return cluster >= 1 &&
-         m * trellis_layout_fused_stages(k, cluster) <= TRELLIS_FUSED_PRE_ROWS;
+         m * trl_layout_fused_stages(k, cluster) <= TRL_FUSED_PRE_ROWS;
 }
 
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
- * finishes (see griddep_wait). On the H200 that saved 4-13% at m = 1 and 8
- * on every benchmark layer whose CTAs run two or more k-blocks, and cost
- * 5-9% on 512x6144, whose CTAs run one (RESULTS.md, seventh session). */
-static inline int trellis_layout_fused_pdl(int64_t k, int cluster) {
-  return cluster >= 1 && trellis_layout_fused_stages(k, cluster) >= 2;
+ * finishes (see griddep_wait): a gain where its CTAs run two or more
+ * k-blocks, a loss where they run one (bench/RESULTS.md). */
+static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
+  return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }
 
 /* Whether the persistent small-m kernel (one launch, no workspace) runs m
  * rows on `path` rather than the split-K decode-GEMM (generic) or the
- * fused cluster kernel. It is faster on the fused path up to 8 rows on
- * every layer measured, and up to 16 on layers of at most 2^25 weights;
- * the split-K kernel keeps the generic path's larger m on large layers,
- * where its 3 CTAs of 8 warps per SM hide the decode better (H200, see
- * bench/RESULTS.md). */
-static inline int trellis_layout_stream(const trellis_layout_params *p,
-                                        trellis_path path, int64_t m) {
-  if (!p->stream || m > TRELLIS_STREAM_MAX_M)
+ * fused cluster kernel: on the fused path up to 8 rows, and up to 16 on
+ * layers of at most 2^25 weights; the split-K kernel keeps the generic
+ * path's larger m on large layers, where its 3 CTAs of 8 warps per SM hide
+ * the decode better (bench/RESULTS.md). */
+static inline int trl_layout_stream(const trl_layout_params *p,
+                                    trellis_path path, int64_t m) {
+  if (!p->stream || m > TRL_STREAM_MAX_M)
     return 0;
   const int64_t weights = p->k * p->n;
   if (path == TRELLIS_PATH_FUSED)
@@ -125,12 +118,12 @@ static inline int trellis_layout_stream(const trellis_layout_params *p,
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
-int trellis_layout_compute(const trellis_layout_params *p, trellis_path path,
-                           int64_t m, trellis_layout *out);
+int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
+                       trl_layout *out);
 
 /* 16-row blocks per CTA the decode-GEMM and the fused kernel use for m
  * rows: the smallest variant that holds m rows, else the largest. */
-int trellis_layout_m_blocks(int64_t m);
+int trl_layout_m_blocks(int64_t m);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
 #include "core/internal.h"
 
 static trellis_status no_cuda(void) {
-  return trellis_fail(TRELLIS_ERR_NO_DEVICE,
-                      "libtrellis was built without CUDA support");
+  return trl_fail(TRELLIS_ERR_NO_DEVICE,
+                  "libtrellis was built without CUDA support");
 }
 
 int trellis_cuda_built(void) { return 0; }
@@ -22,8 +22,8 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
 const trellis_weight *
 trellis_device_weight_view(const trellis_device_weight *dw) {
   if (!dw)
-    trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                 "device weight view: device weight is NULL");
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "device weight view: device weight is NULL");
   else
     no_cuda();
   return NULL;

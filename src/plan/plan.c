@@ -9,39 +9,39 @@
 #include <string.h>
 
 static trellis_status check_desc(const trellis_plan_desc *d) {
-  TRELLIS_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
+  TRL_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
   if (d->max_m < 1)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan desc: max_m = %lld, expected >= 1",
-                        (long long)d->max_m);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "plan desc: max_m = %lld, expected >= 1",
+                    (long long)d->max_m);
   if (trellis_dtype_size(d->input_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "plan desc: input_dtype %d is not F16, BF16 or F32",
-                        (int)d->input_dtype);
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "plan desc: input_dtype %d is not F16, BF16 or F32",
+                    (int)d->input_dtype);
   if (trellis_dtype_size(d->output_dtype) == 0)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "plan desc: output_dtype %d is not F16, BF16 or F32",
-                        (int)d->output_dtype);
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "plan desc: output_dtype %d is not F16, BF16 or F32",
+                    (int)d->output_dtype);
   if (d->compute_dtype != TRELLIS_F16 && d->compute_dtype != TRELLIS_BF16)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "plan desc: compute_dtype %d is not F16 or BF16",
-                        (int)d->compute_dtype);
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "plan desc: compute_dtype %d is not F16 or BF16",
+                    (int)d->compute_dtype);
   const uint32_t known = TRELLIS_PLAN_FORCE_GENERIC |
                          TRELLIS_PLAN_FORCE_DECODE | TRELLIS_PLAN_FORCE_DENSE |
                          TRELLIS_PLAN_EXACT_WEIGHTS |
                          TRELLIS_PLAN_LEGACY_KERNELS;
   if (d->flags & ~known)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan desc: unknown flags 0x%x",
-                        (unsigned)(d->flags & ~known));
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "plan desc: unknown flags 0x%x",
+                    (unsigned)(d->flags & ~known));
   if ((d->flags & TRELLIS_PLAN_FORCE_DECODE) &&
       (d->flags & TRELLIS_PLAN_FORCE_DENSE))
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan desc: FORCE_DECODE and FORCE_DENSE exclude each other");
   if (d->split_k < 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan desc: split_k %d < 0", d->split_k);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan desc: split_k %d < 0",
+                    d->split_k);
   return TRELLIS_OK;
 }
 
@@ -50,22 +50,22 @@ static trellis_status check_device_pointer(const void *p, const char *what) {
   cudaError_t e = cudaPointerGetAttributes(&attr, p);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "weight %s: not a CUDA pointer (%s)", what,
-                        cudaGetErrorString(e));
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight %s: not a CUDA pointer (%s)", what,
+                    cudaGetErrorString(e));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    return trellis_fail(
-        TRELLIS_ERR_INVALID_ARGUMENT,
-        "weight %s: expected device memory (upload the weight with "
-        "trellis_weight_upload)",
-        what);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight %s: expected device memory (upload the weight with "
+                    "trellis_weight_upload)",
+                    what);
   return TRELLIS_OK;
 }
 
-trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
-                                   trellis_gate_reason *why) {
-  trellis_gate_input g;
+/* Path run() takes for m: the gate, then the dense crossover. */
+static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
+                                  trl_gate_reason *why) {
+  trl_gate_input g;
   memset(&g, 0, sizeof g);
   g.m = m;
   g.bits = plan->w.bits;
@@ -76,10 +76,10 @@ trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
   g.fused_image_present = plan->fused_image;
   g.forced =
       (plan->desc.flags & TRELLIS_PLAN_FORCE_GENERIC) || plan->desc.split_k > 0;
-  trellis_gate_reason r = trellis_gate(&g);
+  trl_gate_reason r = trl_gate(&g);
   if (why)
     *why = r;
-  if (r == TRELLIS_GATE_OPEN)
+  if (r == TRL_GATE_OPEN)
     return TRELLIS_PATH_FUSED;
   if (plan->desc.flags & TRELLIS_PLAN_FORCE_DENSE)
     return TRELLIS_PATH_DENSE;
@@ -102,15 +102,15 @@ static trellis_status plan_stream(trellis_plan *p) {
   const int tokens[2] = {8, 16};
   for (int i = 0; i < 2; ++i) {
     const int err =
-        trellis_stream_plan(p->w.bits, p->w.codebook, p->w.k, p->w.n, tokens[i],
-                            halves, TRELLIS_STREAM_SYNC, 0, &p->stream[i]);
+        trl_stream_plan(p->w.bits, p->w.codebook, p->w.k, p->w.n, tokens[i],
+                        halves, TRL_STREAM_SYNC, 0, &p->stream[i]);
     if (err == cudaErrorInvalidConfiguration) { /* no cluster fits */
       (void)cudaGetLastError();
       p->lp.stream = 0;
       return TRELLIS_OK;
     }
     if (err)
-      return trellis_cuda_fail(err, "plan create (persistent kernel)");
+      return trl_cuda_fail(err, "plan create (persistent kernel)");
   }
   return TRELLIS_OK;
 }
@@ -119,26 +119,25 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
                                    const trellis_plan_desc *desc,
                                    trellis_plan **out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "plan output pointer is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "plan output pointer is NULL");
   *out = NULL;
   trellis_weight full; /* the caller's weight at any accepted struct_size */
-  trellis_status st = trellis_weight_load(device_w, &full);
+  trellis_status st = trl_weight_load(device_w, &full);
   if (st != TRELLIS_OK)
     return st;
   device_w = &full;
   if (full.codebook > TRELLIS_CB_MUL1 || full.pair != TRELLIS_PAIR_NONE)
-    return trellis_fail(
-        TRELLIS_ERR_UNSUPPORTED,
-        "plan: %s %s layers run on the CPU only in this version "
-        "(trellis_cpu_forward)",
-        full.pair ? "pair" : "codebook",
-        full.pair ? trellis_pair_kind_name(full.pair)
-                  : trellis_codebook_name(full.codebook));
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "plan: %s %s layers run on the CPU only in this version "
+                    "(trellis_cpu_forward)",
+                    full.pair ? "pair" : "codebook",
+                    full.pair ? trellis_pair_kind_name(full.pair)
+                              : trellis_codebook_name(full.codebook));
   if ((st = check_desc(desc)) != TRELLIS_OK)
     return st;
   if (trellis_cuda_device_count() == 0)
-    return trellis_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
+    return trl_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
   const void *ptrs[] = {
       device_w->trellis,
       device_w->suh ? (const void *)device_w->suh : (const void *)device_w->su,
@@ -150,20 +149,19 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     if (ptrs[i] && (st = check_device_pointer(ptrs[i], names[i])) != TRELLIS_OK)
       return st;
   if (((uintptr_t)device_w->trellis) % 16 != 0)
-    return trellis_fail(TRELLIS_ERR_BUFFER,
-                        "weight trellis pointer is not 16-byte aligned");
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "weight trellis pointer is not 16-byte aligned");
   /* fp16 scales and bias: the kernels read them four at a time */
   const void *vecs[] = {device_w->suh, device_w->svh, device_w->bias};
   const char *vec_names[] = {"suh", "svh", "bias"};
   for (int i = 0; i < 3; ++i)
     if ((uintptr_t)vecs[i] % 8 != 0)
-      return trellis_fail(TRELLIS_ERR_BUFFER,
-                          "weight %s pointer is not 8-byte aligned",
-                          vec_names[i]);
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "weight %s pointer is not 8-byte aligned", vec_names[i]);
 
   trellis_plan *p = calloc(1, sizeof *p);
   if (!p)
-    return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY, "plan allocation failed");
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "plan allocation failed");
   p->w = *device_w;
   p->desc = *desc;
   p->desc.struct_size = sizeof p->desc;
@@ -176,36 +174,34 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
       (e = cudaDeviceGetAttribute(
            &p->cc_minor, cudaDevAttrComputeCapabilityMinor, p->device))) {
     free(p);
-    return trellis_cuda_fail(e, "querying the device");
+    return trl_cuda_fail(e, "querying the device");
   }
   /* Is there a kernel image for this GPU at all? */
-  int err = trellis_reconstruct_prepare(p->w.bits, p->w.codebook);
+  int err = trl_reconstruct_prepare(p->w.bits, p->w.codebook);
   if (err) {
     free(p);
-    return trellis_cuda_fail(err, "plan create");
+    return trl_cuda_fail(err, "plan create");
   }
   /* The fused kernel (clusters, distributed shared memory) and dependent
    * launches (griddepcontrol) need sm_90 in the device and in the image
    * that runs on it: the gate's "compiled for this arch". */
-  const int sm90_image = p->cc_major >= 9 && trellis_image_arch() >= 90;
+  const int sm90_image = p->cc_major >= 9 && trl_image_arch() >= 90;
   p->fused_image = sm90_image;
   p->pdl = sm90_image;
-  /* Measured crossover (RESULTS.md). With the mma.sync decode-GEMM the
-   * dense path is faster from m = 192. On Hopper (wgmma) the decode-GEMM
-   * stays faster up to two m-blocks (256 rows) on layers with k >= 1024;
-   * from three m-blocks dense wins on 4 of 5 layers, and on 512x6144 it
-   * wins from 192. */
+  /* The dense path from m = 192; on Hopper from 257 on layers with
+   * k >= 1024, where the wgmma decode-GEMM stays faster up to two m-blocks
+   * (the H200's crossover, bench/RESULTS.md). */
   p->dense_min_m = (p->cc_major == 9 && p->w.k >= 1024) ? 257 : 192;
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
   p->lp.sm_count = p->sm_count;
   p->lp.split_k = desc->split_k;
   p->lp.has_h128 = desc->h128 != NULL;
-  p->lp.dense_direct = trellis_dense_direct(p);
-  p->lp.dense_fold_input = trellis_dense_fold_input(p);
-  for (int i = 0; i < TRELLIS_M_BLOCK_COUNT; ++i)
-    p->lp.ctas_per_sm[i] = trellis_gemm_ctas_per_sm(
-        p->w.bits, p->w.codebook, desc->compute_dtype, trellis_m_block_at(i));
+  p->lp.dense_direct = trl_dense_direct(p);
+  p->lp.dense_fold_input = trl_dense_fold_input(p);
+  for (int i = 0; i < TRL_M_BLOCK_COUNT; ++i)
+    p->lp.ctas_per_sm[i] = trl_gemm_ctas_per_sm(
+        p->w.bits, p->w.codebook, desc->compute_dtype, trl_m_block_at(i));
   if ((st = plan_stream(p)) != TRELLIS_OK) {
     free(p);
     return st;
@@ -226,20 +222,18 @@ void trellis_plan_destroy(trellis_plan *plan) {
 trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
                                   trellis_buffer_sizes *out) {
   if (!plan)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "buffer sizes output is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "buffer sizes output is NULL");
   if (m < 1 || m > plan->desc.max_m)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "m = %lld is outside 1..max_m (%lld)", (long long)m,
-                        (long long)plan->desc.max_m);
-  trellis_layout lay;
-  trellis_path path = trellis_plan_path_for(plan, m, NULL);
-  if (!trellis_layout_compute(&plan->lp, path, m, &lay))
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "buffer sizes overflow size_t at m = %lld",
-                        (long long)m);
+    return trl_fail(TRELLIS_ERR_SHAPE, "m = %lld is outside 1..max_m (%lld)",
+                    (long long)m, (long long)plan->desc.max_m);
+  trl_layout lay;
+  trellis_path path = plan_path_for(plan, m, NULL);
+  if (!trl_layout_compute(&plan->lp, path, m, &lay))
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "buffer sizes overflow size_t at m = %lld", (long long)m);
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->path = path;
@@ -259,13 +253,13 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   const size_t in_bytes = plan->w.suh ? 0 : k * 2,
                out_bytes = plan->w.svh ? 0 : n * 2;
   const size_t lock_count =
-      plan->fused_image ? trellis_fused_lock_count(&plan->w) : 0;
+      plan->fused_image ? trl_fused_lock_count(&plan->w) : 0;
   size_t at = 0, off_in, off_out, off_locks;
-  if (!trellis_carve_size(&at, in_bytes, 256, &off_in) ||
-      !trellis_carve_size(&at, out_bytes, 256, &off_out) ||
-      !trellis_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks))
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "plan prepare: plan memory size overflows");
+  if (!trl_carve_size(&at, in_bytes, 256, &off_in) ||
+      !trl_carve_size(&at, out_bytes, 256, &off_out) ||
+      !trl_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks))
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "plan prepare: plan memory size overflows");
   plan->s_in = plan->w.suh;
   plan->s_out = plan->w.svh;
   if (at == 0)
@@ -273,27 +267,27 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, at);
   if (e != cudaSuccess)
-    return trellis_cuda_fail(e, "plan prepare: allocating plan memory");
+    return trl_cuda_fail(e, "plan prepare: allocating plan memory");
   plan->owned = base;
   cudaStream_t s = NULL;
   if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
-    return trellis_cuda_fail(e, "plan prepare: creating its stream");
+    return trl_cuda_fail(e, "plan prepare: creating its stream");
   int err;
   trellis_status st = TRELLIS_OK;
   if ((e = cudaMemsetAsync(base, 0, at, s)) != cudaSuccess)
-    st = trellis_cuda_fail(e, "plan prepare: zeroing plan memory");
+    st = trl_cuda_fail(e, "plan prepare: zeroing plan memory");
   else if (in_bytes &&
-           (err = trellis_launch_expand_signs(
+           (err = trl_launch_expand_signs(
                 plan->w.su, (uint16_t *)(base + off_in), (int64_t)k, s)))
-    st = trellis_cuda_fail(err, "plan prepare: expanding su");
+    st = trl_cuda_fail(err, "plan prepare: expanding su");
   else if (out_bytes &&
-           (err = trellis_launch_expand_signs(
+           (err = trl_launch_expand_signs(
                 plan->w.sv, (uint16_t *)(base + off_out), (int64_t)n, s)))
-    st = trellis_cuda_fail(err, "plan prepare: expanding sv");
+    st = trl_cuda_fail(err, "plan prepare: expanding sv");
   /* waited for even after a failed launch: nothing of ours stays queued */
   e = cudaStreamSynchronize(s);
   if (st == TRELLIS_OK && e != cudaSuccess)
-    st = trellis_cuda_fail(e, "plan prepare");
+    st = trl_cuda_fail(e, "plan prepare");
   cudaStreamDestroy(s);
   if (st != TRELLIS_OK)
     return st;
@@ -306,44 +300,44 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   return TRELLIS_OK;
 }
 
-/* A failure injected after `step` (trellis_plan_inject_prepare_failure),
+/* A failure injected after `step` (trl_plan_inject_prepare_failure),
  * once. */
-static trellis_status injected(trellis_plan *plan, trellis_prepare_step step,
+static trellis_status injected(trellis_plan *plan, trl_prepare_step step,
                                const char *what) {
   if (plan->inject_failure != step)
     return TRELLIS_OK;
-  plan->inject_failure = TRELLIS_PREPARE_STEP_NONE;
-  return trellis_fail(TRELLIS_ERR_INTERNAL,
-                      "plan prepare: failure injected after %s", what);
+  plan->inject_failure = TRL_PREPARE_STEP_NONE;
+  return trl_fail(TRELLIS_ERR_INTERNAL,
+                  "plan prepare: failure injected after %s", what);
 }
 
 static trellis_status prepare_once(trellis_plan *plan) {
   int dev = -1;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess)
-    return trellis_cuda_fail(e, "plan prepare");
+    return trl_cuda_fail(e, "plan prepare");
   if (dev != plan->device)
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan prepare: current device %d is not the plan's device %d", dev,
         plan->device);
-  int err = trellis_gemm_prepare(plan->w.bits, plan->w.codebook,
-                                 plan->desc.compute_dtype);
+  int err = trl_gemm_prepare(plan->w.bits, plan->w.codebook,
+                             plan->desc.compute_dtype);
   if (err)
-    return trellis_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
+    return trl_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
   trellis_status st;
   if ((st = prepare_memory(plan)) != TRELLIS_OK ||
-      (st = injected(plan, TRELLIS_PREPARE_AFTER_MEMORY, "the plan memory")) !=
+      (st = injected(plan, TRL_PREPARE_AFTER_MEMORY, "the plan memory")) !=
           TRELLIS_OK)
     return st;
-  if (plan->fused_image && (st = trellis_fused_prepare(plan)) != TRELLIS_OK)
+  if (plan->fused_image && (st = trl_fused_prepare(plan)) != TRELLIS_OK)
     return st;
-  if ((st = injected(plan, TRELLIS_PREPARE_AFTER_FUSED, "the fused kernel")) !=
+  if ((st = injected(plan, TRL_PREPARE_AFTER_FUSED, "the fused kernel")) !=
       TRELLIS_OK)
     return st;
-  if ((st = trellis_dense_prepare(plan)) != TRELLIS_OK)
+  if ((st = trl_dense_prepare(plan)) != TRELLIS_OK)
     return st;
-  return injected(plan, TRELLIS_PREPARE_AFTER_DENSE, "the dense path");
+  return injected(plan, TRL_PREPARE_AFTER_DENSE, "the dense path");
 }
 
 /* Returns the plan to its state after create: frees what prepare acquired
@@ -364,7 +358,7 @@ static void release_prepared(trellis_plan *plan) {
 
 trellis_status trellis_plan_prepare(trellis_plan *plan) {
   if (!plan)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
   if (plan->prepared)
     return TRELLIS_OK; /* idempotent */
   const trellis_status st = prepare_once(plan);
@@ -377,8 +371,8 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   return TRELLIS_OK;
 }
 
-void trellis_plan_inject_prepare_failure(trellis_plan *plan,
-                                         trellis_prepare_step step) {
+void trl_plan_inject_prepare_failure(trellis_plan *plan,
+                                     trl_prepare_step step) {
   if (plan)
     plan->inject_failure = step;
 }
@@ -388,20 +382,19 @@ static trellis_status check_buffer(const void *p, size_t have, size_t need,
   if (need == 0)
     return TRELLIS_OK;
   if (!p)
-    return trellis_fail(TRELLIS_ERR_BUFFER,
-                        "buffers.%s is NULL; this run needs %zu bytes", what,
-                        need);
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "buffers.%s is NULL; this run needs %zu bytes", what, need);
   if (have < need)
-    return trellis_fail(TRELLIS_ERR_BUFFER,
-                        "buffers.%s holds %zu bytes; this run needs %zu", what,
-                        have, need);
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "buffers.%s holds %zu bytes; this run needs %zu", what,
+                    have, need);
   if ((uintptr_t)p % 16 != 0)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "buffers.%s is not 16-byte aligned",
-                        what);
+    return trl_fail(TRELLIS_ERR_BUFFER, "buffers.%s is not 16-byte aligned",
+                    what);
   return TRELLIS_OK;
 }
 
-static trellis_status workspace_error(const trellis_layout *lay,
+static trellis_status workspace_error(const trl_layout *lay,
                                       const trellis_buffers *b,
                                       cudaStream_t stream) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -411,14 +404,14 @@ static trellis_status workspace_error(const trellis_layout *lay,
   }
   const char *state = b->workspace ? "too small" : "missing";
   if (cs == cudaStreamCaptureStatusActive)
-    return trellis_fail(
+    return trl_fail(
         TRELLIS_ERR_WORKSPACE,
         "generic GEMM scratch is not initialized for CUDA graph capture: "
         "the %s path needs a workspace of %zu bytes, %zu given (%s); size it "
         "with trellis_plan_query before capture",
         trellis_path_name(lay->path), lay->workspace_bytes,
         b->workspace ? b->workspace_bytes : 0, state);
-  return trellis_fail(
+  return trl_fail(
       TRELLIS_ERR_WORKSPACE,
       "workspace %s: the %s path needs %zu bytes, %zu given (size it with "
       "trellis_plan_query)",
@@ -427,25 +420,25 @@ static trellis_status workspace_error(const trellis_layout *lay,
 }
 
 static trellis_status launch_error(int err, const char *what) {
-  return trellis_cuda_fail(err, what);
+  return trl_cuda_fail(err, what);
 }
 
 /* Output stage of the generic and dense paths: partials -> y. */
-static trellis_status output_stage(const trellis_plan *p,
-                                   const trellis_layout *lay, char *ws,
-                                   int64_t m, void *y, cudaStream_t s) {
+static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
+                                   char *ws, int64_t m, void *y,
+                                   cudaStream_t s) {
   const float *partial = (const float *)(ws + lay->partial_off);
   const trellis_dtype ydt = p->desc.output_dtype;
   int err;
   if (!p->desc.h128) {
-    err = trellis_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y,
-                                 ydt, m, p->w.n, p->pdl, s);
+    err = trl_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y, ydt,
+                             m, p->w.n, p->pdl, s);
     return err ? launch_error(err, "output rotation") : TRELLIS_OK;
   }
   const float *sums = partial;
   if (lay->splits > 1) {
     float *dst = (float *)(ws + lay->sums_off);
-    if ((err = trellis_launch_reduce(partial, lay->splits, dst, m, p->w.n, s)))
+    if ((err = trl_launch_reduce(partial, lay->splits, dst, m, p->w.n, s)))
       return launch_error(err, "split-K reduction");
     sums = dst;
   }
@@ -454,15 +447,15 @@ static trellis_status output_stage(const trellis_plan *p,
       p->desc.h128(sums, TRELLIS_F32, rot, TRELLIS_F32, NULL, p->s_out, m,
                    p->w.n, s, p->desc.h128_user_data);
   if (st != TRELLIS_OK)
-    return trellis_fail_prefix(st, "external H128 (output rotation)");
-  err = trellis_launch_bias_convert(rot, p->w.bias, y, ydt, m, p->w.n, s);
+    return trl_fail_prefix(st, "external H128 (output rotation)");
+  err = trl_launch_bias_convert(rot, p->w.bias, y, ydt, m, p->w.n, s);
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
 /* The persistent kernel: the whole layer in one launch. */
 static trellis_status stream_run(const trellis_plan *p, const void *x,
                                  int64_t m, void *y, cudaStream_t s) {
-  trellis_stream_args a;
+  trl_stream_args a;
   memset(&a, 0, sizeof a);
   a.trellis = p->w.trellis;
   a.x = x;
@@ -476,7 +469,7 @@ static trellis_status stream_run(const trellis_plan *p, const void *x,
   a.k = p->w.k;
   a.n = p->w.n;
   a.pdl = p->pdl;
-  const int err = trellis_launch_stream(&p->stream[m <= 8 ? 0 : 1], &a, s);
+  const int err = trl_launch_stream(&p->stream[m <= 8 ? 0 : 1], &a, s);
   return err ? launch_error(err, "persistent decode-GEMM") : TRELLIS_OK;
 }
 
@@ -484,73 +477,71 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                            void *y, const trellis_buffers *buffers,
                            void *stream) {
   if (!plan)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
   if (!plan->prepared)
-    return trellis_fail(TRELLIS_ERR_NOT_PREPARED,
-                        "trellis_run before trellis_plan_prepare on this plan");
-  TRELLIS_CHECK_STRUCT(buffers, trellis_buffers, "buffers");
+    return trl_fail(TRELLIS_ERR_NOT_PREPARED,
+                    "trellis_run before trellis_plan_prepare on this plan");
+  TRL_CHECK_STRUCT(buffers, trellis_buffers, "buffers");
   if (m < 1 || m > plan->desc.max_m)
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "m = %lld is outside 1..max_m (%lld) of the plan",
-                        (long long)m, (long long)plan->desc.max_m);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "m = %lld is outside 1..max_m (%lld) of the plan",
+                    (long long)m, (long long)plan->desc.max_m);
   if (!x || !y)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                        x ? "y" : "x");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL", x ? "y" : "x");
   if ((uintptr_t)x % 16 || (uintptr_t)y % 16)
-    return trellis_fail(TRELLIS_ERR_BUFFER, "%s is not 16-byte aligned",
-                        (uintptr_t)x % 16 ? "x" : "y");
+    return trl_fail(TRELLIS_ERR_BUFFER, "%s is not 16-byte aligned",
+                    (uintptr_t)x % 16 ? "x" : "y");
   cudaStream_t s = (cudaStream_t)stream;
-  trellis_layout lay;
-  trellis_path path = trellis_plan_path_for(plan, m, NULL);
-  if (!trellis_layout_compute(&plan->lp, path, m, &lay))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
-                        (long long)m);
+  trl_layout lay;
+  trellis_path path = plan_path_for(plan, m, NULL);
+  if (!trl_layout_compute(&plan->lp, path, m, &lay))
+    return trl_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
+                    (long long)m);
   trellis_status st = check_buffer(buffers->rotated, buffers->rotated_bytes,
                                    lay.rotated_bytes, "rotated");
   if (st != TRELLIS_OK)
     return st;
-  if (trellis_layout_stream(&plan->lp, path, m))
+  if (trl_layout_stream(&plan->lp, path, m))
     return stream_run(plan, x, m, y, s);
   if (path == TRELLIS_PATH_FUSED)
-    return trellis_fused_run(plan, x, m, y, buffers->rotated, s);
+    return trl_fused_run(plan, x, m, y, buffers->rotated, s);
 
   if (!buffers->workspace || buffers->workspace_bytes < lay.workspace_bytes)
     return workspace_error(&lay, buffers, s);
-  if ((uintptr_t)buffers->workspace % TRELLIS_WS_ALIGN)
-    return trellis_fail(TRELLIS_ERR_BUFFER,
-                        "buffers.workspace is not %d-byte aligned",
-                        TRELLIS_WS_ALIGN);
+  if ((uintptr_t)buffers->workspace % TRL_WS_ALIGN)
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
   char *ws = (char *)buffers->workspace;
   const trellis_dtype rot_dt = plan->desc.compute_dtype; /* F16 or BF16 */
   int err;
   /* the dense path may fold the input rotation into its weight */
-  const int fold_in = path == TRELLIS_PATH_DENSE &&
-                      trellis_layout_dense_folds_input(&plan->lp, m);
+  const int fold_in =
+      path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(&plan->lp, m);
   if (plan->desc.h128) {
     st = plan->desc.h128(x, plan->desc.input_dtype, buffers->rotated, rot_dt,
                          plan->s_in, NULL, m, plan->w.k, stream,
                          plan->desc.h128_user_data);
     if (st != TRELLIS_OK)
-      return trellis_fail_prefix(st, "external H128 (input rotation)");
+      return trl_fail_prefix(st, "external H128 (input rotation)");
   } else if (!fold_in &&
-             (err = trellis_launch_h128(x, plan->desc.input_dtype,
-                                        buffers->rotated, rot_dt, plan->s_in,
-                                        NULL, m, plan->w.k, plan->pdl, s))) {
+             (err = trl_launch_h128(x, plan->desc.input_dtype, buffers->rotated,
+                                    rot_dt, plan->s_in, NULL, m, plan->w.k,
+                                    plan->pdl, s))) {
     return launch_error(err, "input rotation");
   }
   if (path == TRELLIS_PATH_DENSE) {
-    st = trellis_dense_gemm(plan, &lay, fold_in, fold_in ? x : buffers->rotated,
-                            ws, m, y, s);
+    st = trl_dense_gemm(plan, &lay, fold_in, fold_in ? x : buffers->rotated, ws,
+                        m, y, s);
     if (st != TRELLIS_OK || plan->lp.dense_direct)
       return st;
     if (!plan->desc.h128) { /* rotation folded into W': bias and dtype */
-      err = trellis_launch_bias_convert(
-          (const float *)(ws + lay.partial_off), plan->w.bias, y,
-          plan->desc.output_dtype, m, plan->w.n, s);
+      err = trl_launch_bias_convert((const float *)(ws + lay.partial_off),
+                                    plan->w.bias, y, plan->desc.output_dtype, m,
+                                    plan->w.n, s);
       return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
     }
   } else {
-    trellis_gemm_args a;
+    trl_gemm_args a;
     memset(&a, 0, sizeof a);
     a.trellis = plan->w.trellis;
     a.rotated = (const uint16_t *)buffers->rotated;
@@ -565,7 +556,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.kt_per_split = lay.kt_per_split;
     a.m_blocks = lay.m_blocks;
     a.pdl = plan->pdl;
-    if ((err = trellis_launch_gemm(&a, s)))
+    if ((err = trl_launch_gemm(&a, s)))
       return launch_error(err, "decode-GEMM");
   }
   return output_stage(plan, &lay, ws, m, y, s);

@@ -1,6 +1,6 @@
 /* The plan object, shared by the plan/prepare/run files of the CUDA build. */
-#ifndef TRELLIS_PLAN_INTERNAL_H
-#define TRELLIS_PLAN_INTERNAL_H
+#ifndef TRL_PLAN_INTERNAL_H
+#define TRL_PLAN_INTERNAL_H
 
 #include "core/internal.h"
 #include "plan/cuda_status.h"
@@ -12,7 +12,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#define TRELLIS_DENSE_BUCKETS 16
+#define TRL_DENSE_BUCKETS 16
 
 typedef struct dense_algo {
   int64_t m; /* largest m this entry serves */
@@ -29,44 +29,38 @@ struct trellis_plan {
   int prepared;
   int fused_image; /* fused kernel image runs on this device */
   int pdl;         /* kernels may be dependent launches (sm_90+ image) */
-  int fused_cluster[TRELLIS_M_BLOCK_COUNT]; /* per m-block variant */
+  int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   /* the persistent small-m kernel's configurations, 8 and 16 tokens */
-  trellis_stream_config stream[2];
-  trellis_layout_params lp;
+  trl_stream_config stream[2];
+  trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
   unsigned *locks;              /* fused path: self-resetting counters */
   size_t lock_count;
   cublasLtHandle_t lt;
-  dense_algo algos[TRELLIS_DENSE_BUCKETS];
+  dense_algo algos[TRL_DENSE_BUCKETS];
   int algo_count;
-  trellis_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
+  trl_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
 
-/* Path run() takes for m: the gate, then the dense crossover. */
-trellis_path trellis_plan_path_for(const trellis_plan *plan, int64_t m,
-                                   trellis_gate_reason *why);
-
 /* Fused path (plan/fused.c). */
-size_t trellis_fused_lock_count(const trellis_weight *w);
-trellis_status trellis_fused_prepare(trellis_plan *plan);
-trellis_status trellis_fused_run(const trellis_plan *plan, const void *x,
-                                 int64_t m, void *y, void *rotated,
-                                 cudaStream_t stream);
+size_t trl_fused_lock_count(const trellis_weight *w);
+trellis_status trl_fused_prepare(trellis_plan *plan);
+trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
+                             void *y, void *rotated, cudaStream_t stream);
 
 /* Dense path (plan/dense.c). With the plan's own rotations the output
  * rotation is folded into the decoded weight (W' = W_hat . Hblk . diag(svh),
  * as exllamav3's reconstruct_had); "direct" plans also let cuBLASLt write y
  * (and add the bias) so no fp32 output pass is needed. */
-int trellis_dense_direct(const trellis_plan *plan);
+int trl_dense_direct(const trellis_plan *plan);
 /* ... and when x is already in the compute dtype, the input rotation too:
  * W = diag(suh) . Hblk . W_hat . Hblk . diag(svh), and the GEMM takes x. */
-int trellis_dense_fold_input(const trellis_plan *plan);
-trellis_status trellis_dense_prepare(trellis_plan *plan);
-trellis_status trellis_dense_gemm(const trellis_plan *plan,
-                                  const trellis_layout *lay, int fold_input,
-                                  const void *a, char *ws, int64_t m, void *y,
-                                  cudaStream_t stream);
+int trl_dense_fold_input(const trellis_plan *plan);
+trellis_status trl_dense_prepare(trellis_plan *plan);
+trellis_status trl_dense_gemm(const trellis_plan *plan, const trl_layout *lay,
+                              int fold_input, const void *a, char *ws,
+                              int64_t m, void *y, cudaStream_t stream);
 
 #endif

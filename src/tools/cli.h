@@ -4,8 +4,8 @@
  * Error convention: every helper that fails prints exactly ONE line to stderr
  * ("trellis: <what>: <why>", naming the file, tensor or argument) and returns
  * a non-zero exit code, so callers only propagate the code. */
-#ifndef TRELLIS_TOOLS_CLI_H
-#define TRELLIS_TOOLS_CLI_H
+#ifndef TOOLS_CLI_H
+#define TOOLS_CLI_H
 
 #include "trellis.h"
 

@@ -1,7 +1,7 @@
 /* Device buffers of a plan for the `trellis` and `trellis-bench` programs
  * (CUDA builds only). */
-#ifndef TRELLIS_TOOLS_DEVICE_H
-#define TRELLIS_TOOLS_DEVICE_H
+#ifndef TOOLS_DEVICE_H
+#define TOOLS_DEVICE_H
 
 #include "trellis.h"
 

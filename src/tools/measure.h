@@ -1,8 +1,8 @@
 /* Timing, the CPU reference and accuracy figures, as the `trellis` and
  * `trellis-bench` programs report them. Failing helpers print one line (see
  * cli.h) and return CLI_FAIL. */
-#ifndef TRELLIS_TOOLS_MEASURE_H
-#define TRELLIS_TOOLS_MEASURE_H
+#ifndef TOOLS_MEASURE_H
+#define TOOLS_MEASURE_H
 
 #include "trellis.h"
 

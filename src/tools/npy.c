@@ -83,32 +83,32 @@ static int scan_int(scanner *s, int64_t *out) {
 }
 
 /* "()", "(3,)" or "(3, 4)" with an optional trailing comma. */
-static trellis_status scan_shape(scanner *s, trellis_npy *a) {
+static trellis_status scan_shape(scanner *s, npy_array *a) {
   if (!accept(s, '('))
-    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: shape is not a tuple");
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header: shape is not a tuple");
   int n = 0, comma = 0;
   while (!accept(s, ')')) {
     int64_t v;
     if (n > 0 && !comma)
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "npy header: shape tuple is missing a comma");
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "npy header: shape tuple is missing a comma");
     if (!scan_int(s, &v))
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "npy header: shape entry %d is not a non-negative "
-                          "integer",
-                          n);
-    if (n == TRELLIS_NPY_MAX_DIMS)
-      return trellis_fail(TRELLIS_ERR_SHAPE,
-                          "npy header: shape has more than %d dimensions",
-                          TRELLIS_NPY_MAX_DIMS);
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "npy header: shape entry %d is not a non-negative "
+                      "integer",
+                      n);
+    if (n == NPY_MAX_DIMS)
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "npy header: shape has more than %d dimensions",
+                      NPY_MAX_DIMS);
     a->shape[n++] = v;
     comma = accept(s, ',');
   }
   if (n == 1 && !comma)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy header: shape (%lld) is not a tuple (a 1-tuple "
-                        "needs a trailing comma)",
-                        (long long)a->shape[0]);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "npy header: shape (%lld) is not a tuple (a 1-tuple "
+                    "needs a trailing comma)",
+                    (long long)a->shape[0]);
   a->ndim = n;
   return TRELLIS_OK;
 }
@@ -119,36 +119,33 @@ static trellis_status parse_descr(const char *d, trellis_dtype *out) {
   else if (!strcmp(d, "<f4") || !strcmp(d, "<f"))
     *out = TRELLIS_F32;
   else
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "npy header: descr '%s' is not supported (only '<f2' "
-                        "and '<f4')",
-                        d);
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "npy header: descr '%s' is not supported (only '<f2' "
+                    "and '<f4')",
+                    d);
   return TRELLIS_OK;
 }
 
 enum { KEY_DESCR = 1, KEY_FORTRAN = 2, KEY_SHAPE = 4 };
 
-static trellis_status scan_entry(scanner *s, trellis_npy *a, unsigned *seen,
+static trellis_status scan_entry(scanner *s, npy_array *a, unsigned *seen,
                                  int *fortran) {
   char key[32], descr[32];
   if (!scan_string(s, key, sizeof key) || !accept(s, ':'))
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy header: expected 'key': value");
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header: expected 'key': value");
   unsigned bit = !strcmp(key, "descr")           ? KEY_DESCR
                  : !strcmp(key, "fortran_order") ? KEY_FORTRAN
                  : !strcmp(key, "shape")         ? KEY_SHAPE
                                                  : 0;
   if (!bit)
-    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: unexpected key '%s'",
-                        key);
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header: unexpected key '%s'", key);
   if (*seen & bit)
-    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: duplicate key '%s'",
-                        key);
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header: duplicate key '%s'", key);
   *seen |= bit;
   if (bit == KEY_DESCR) {
     if (!scan_string(s, descr, sizeof descr))
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "npy header: descr is not a simple string");
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "npy header: descr is not a simple string");
     return parse_descr(descr, &a->dtype);
   }
   if (bit == KEY_FORTRAN) {
@@ -157,20 +154,19 @@ static trellis_status scan_entry(scanner *s, trellis_npy *a, unsigned *seen,
     else if (scan_word(s, "False"))
       *fortran = 0;
     else
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "npy header: fortran_order is not True or False");
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "npy header: fortran_order is not True or False");
     return TRELLIS_OK;
   }
   return scan_shape(s, a);
 }
 
-static trellis_status scan_header(const char *text, size_t len,
-                                  trellis_npy *a) {
+static trellis_status scan_header(const char *text, size_t len, npy_array *a) {
   scanner s = {text, text + len};
   unsigned seen = 0;
   int fortran = 0;
   if (!accept(&s, '{'))
-    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header is not a dict");
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header is not a dict");
   while (!accept(&s, '}')) {
     trellis_status st = scan_entry(&s, a, &seen, &fortran);
     if (st != TRELLIS_OK)
@@ -178,51 +174,51 @@ static trellis_status scan_header(const char *text, size_t len,
     if (!accept(&s, ',')) {
       if (accept(&s, '}'))
         break;
-      return trellis_fail(TRELLIS_ERR_FORMAT,
-                          "npy header: expected ',' or '}' in the dict");
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "npy header: expected ',' or '}' in the dict");
     }
   }
   skip_ws(&s);
   if (s.p != s.end)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy header: unexpected text after the dict");
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "npy header: unexpected text after the dict");
   if (seen != (KEY_DESCR | KEY_FORTRAN | KEY_SHAPE))
-    return trellis_fail(TRELLIS_ERR_FORMAT, "npy header: missing key '%s'",
-                        !(seen & KEY_DESCR)     ? "descr"
-                        : !(seen & KEY_FORTRAN) ? "fortran_order"
-                                                : "shape");
+    return trl_fail(TRELLIS_ERR_FORMAT, "npy header: missing key '%s'",
+                    !(seen & KEY_DESCR)     ? "descr"
+                    : !(seen & KEY_FORTRAN) ? "fortran_order"
+                                            : "shape");
   /* Fortran order only changes the layout of 2+ dimensional arrays. */
   if (fortran && a->ndim > 1)
-    return trellis_fail(TRELLIS_ERR_UNSUPPORTED,
-                        "npy: fortran_order True is not supported (save a "
-                        "C-contiguous array)");
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "npy: fortran_order True is not supported (save a "
+                    "C-contiguous array)");
   return TRELLIS_OK;
 }
 
 /* ------------------------------------------------------------- parsing -- */
 
-size_t trellis_npy_count(const trellis_npy *a) {
+size_t npy_count(const npy_array *a) {
   size_t n = 1;
   for (int i = 0; i < a->ndim; i++)
-    if (!trellis_mul_size(n, (size_t)a->shape[i], &n))
+    if (!trl_mul_size(n, (size_t)a->shape[i], &n))
       return SIZE_MAX;
   return n;
 }
 
-void trellis_npy_free(trellis_npy *a) {
+void npy_free(npy_array *a) {
   if (!a)
     return;
   free(a->data);
   memset(a, 0, sizeof *a);
 }
 
-static trellis_status parse(const uint8_t *b, size_t size, trellis_npy *a) {
+static trellis_status parse(const uint8_t *b, size_t size, npy_array *a) {
   if (size < 10 || memcmp(b, npy_magic, 6) != 0)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        size < 10 ? "npy: file too short (%zu bytes)"
-                                  : "npy: bad magic (not a .npy file, %zu "
-                                    "bytes)",
-                        size);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    size < 10 ? "npy: file too short (%zu bytes)"
+                              : "npy: bad magic (not a .npy file, %zu "
+                                "bytes)",
+                    size);
   unsigned major = b[6];
   size_t start, hlen;
   if (major == 1) {
@@ -230,74 +226,72 @@ static trellis_status parse(const uint8_t *b, size_t size, trellis_npy *a) {
     start = 10;
   } else if (major == 2 || major == 3) {
     if (size < 12)
-      return trellis_fail(TRELLIS_ERR_FORMAT, "npy: file too short");
+      return trl_fail(TRELLIS_ERR_FORMAT, "npy: file too short");
     hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 |
            (size_t)b[11] << 24;
     start = 12;
   } else {
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy: format version %u.%u is not supported", major,
-                        (unsigned)b[7]);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "npy: format version %u.%u is not supported", major,
+                    (unsigned)b[7]);
   }
   if (hlen > size - start)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy: header length %zu runs past the end of the file "
-                        "(%zu bytes)",
-                        hlen, size);
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "npy: header length %zu runs past the end of the file "
+                    "(%zu bytes)",
+                    hlen, size);
   trellis_status st = scan_header((const char *)b + start, hlen, a);
   if (st != TRELLIS_OK)
     return st;
-  size_t bytes = trellis_npy_count(a);
+  size_t bytes = npy_count(a);
   if (bytes == SIZE_MAX ||
-      !trellis_mul_size(bytes, trellis_dtype_size(a->dtype), &bytes))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "npy: shape size overflows");
+      !trl_mul_size(bytes, trellis_dtype_size(a->dtype), &bytes))
+    return trl_fail(TRELLIS_ERR_SHAPE, "npy: shape size overflows");
   size_t have = size - start - hlen;
   if (have != bytes)
-    return trellis_fail(TRELLIS_ERR_FORMAT,
-                        "npy: data is %zu bytes but the shape needs %zu (%s)",
-                        have, bytes,
-                        have < bytes ? "truncated" : "trailing bytes");
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "npy: data is %zu bytes but the shape needs %zu (%s)", have,
+                    bytes, have < bytes ? "truncated" : "trailing bytes");
   if (bytes > 0) {
     if (!(a->data = malloc(bytes)))
-      return trellis_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                          "npy: cannot allocate %zu bytes", bytes);
+      return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                      "npy: cannot allocate %zu bytes", bytes);
     memcpy(a->data, b + start + hlen, bytes);
   }
   a->nbytes = bytes;
   return TRELLIS_OK;
 }
 
-trellis_status trellis_npy_parse(const void *buf, size_t size,
-                                 trellis_npy *out) {
+trellis_status npy_parse(const void *buf, size_t size, npy_array *out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof *out);
   if (!buf && size > 0)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                        "buf is NULL but size is %zu", size);
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "buf is NULL but size is %zu",
+                    size);
   trellis_status st = parse(buf, size, out);
   if (st != TRELLIS_OK)
-    trellis_npy_free(out);
+    npy_free(out);
   return st;
 }
 
 /* ------------------------------------------------------------ file I/O -- */
 
-trellis_status trellis_npy_read(const char *path, trellis_npy *out) {
+trellis_status npy_read(const char *path, npy_array *out) {
   if (!out)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof *out);
   if (!path)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
   uint8_t *buf = NULL;
   size_t len = 0;
-  trellis_status st = trellis_read_file(path, SIZE_MAX - 1, &buf, &len);
+  trellis_status st = trl_read_file(path, SIZE_MAX - 1, &buf, &len);
   if (st != TRELLIS_OK)
     return st;
-  st = trellis_npy_parse(buf, len, out);
+  st = npy_parse(buf, len, out);
   free(buf);
   if (st != TRELLIS_OK)
-    return trellis_fail_prefix(st, "%s", path);
+    return trl_fail_prefix(st, "%s", path);
   return TRELLIS_OK;
 }
 
@@ -331,40 +325,39 @@ static size_t format_header(char *h, size_t cap, trellis_dtype dtype, int ndim,
   return total;
 }
 
-trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
-                                 int ndim, const int64_t *shape,
-                                 const void *data) {
+trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data) {
   if (!path)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
   if (dtype != TRELLIS_F16 && dtype != TRELLIS_F32)
-    return trellis_fail(TRELLIS_ERR_DTYPE,
-                        "npy write: dtype %d is not F16 or F32", (int)dtype);
-  if (ndim < 0 || ndim > TRELLIS_NPY_MAX_DIMS || (ndim > 0 && !shape))
-    return trellis_fail(TRELLIS_ERR_SHAPE,
-                        "npy write: ndim %d is not in 0..%d (or shape is "
-                        "NULL)",
-                        ndim, TRELLIS_NPY_MAX_DIMS);
-  trellis_npy a = {.dtype = dtype, .ndim = ndim};
+    return trl_fail(TRELLIS_ERR_DTYPE, "npy write: dtype %d is not F16 or F32",
+                    (int)dtype);
+  if (ndim < 0 || ndim > NPY_MAX_DIMS || (ndim > 0 && !shape))
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "npy write: ndim %d is not in 0..%d (or shape is "
+                    "NULL)",
+                    ndim, NPY_MAX_DIMS);
+  npy_array a = {.dtype = dtype, .ndim = ndim};
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
-      return trellis_fail(TRELLIS_ERR_SHAPE,
-                          "npy write: shape[%d] = %lld is negative", i,
-                          (long long)shape[i]);
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "npy write: shape[%d] = %lld is negative", i,
+                      (long long)shape[i]);
     a.shape[i] = shape[i];
   }
-  size_t bytes = trellis_npy_count(&a);
+  size_t bytes = npy_count(&a);
   if (bytes == SIZE_MAX ||
-      !trellis_mul_size(bytes, trellis_dtype_size(dtype), &bytes))
-    return trellis_fail(TRELLIS_ERR_SHAPE, "npy write: size overflows");
+      !trl_mul_size(bytes, trellis_dtype_size(dtype), &bytes))
+    return trl_fail(TRELLIS_ERR_SHAPE, "npy write: size overflows");
   if (bytes > 0 && !data)
-    return trellis_fail(TRELLIS_ERR_INVALID_ARGUMENT, "data is NULL");
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "data is NULL");
   char header[512];
   size_t hsize = format_header(header, sizeof header, dtype, ndim, shape);
   if (hsize == 0)
-    return trellis_fail(TRELLIS_ERR_INTERNAL, "npy write: header too long");
+    return trl_fail(TRELLIS_ERR_INTERNAL, "npy write: header too long");
   FILE *fp = fopen(path, "wb");
   if (!fp)
-    return trellis_errno_fail(path, "cannot create", errno);
+    return trl_errno_fail(path, "cannot create", errno);
   int ok = fwrite(header, 1, hsize, fp) == hsize &&
            (bytes == 0 || fwrite(data, 1, bytes, fp) == bytes);
   int e = errno;
@@ -374,7 +367,7 @@ trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
   }
   if (!ok) {
     remove(path);
-    return trellis_errno_fail(path, "write failed", e);
+    return trl_errno_fail(path, "write failed", e);
   }
   return TRELLIS_OK;
 }

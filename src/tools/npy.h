@@ -2,15 +2,15 @@
  * library, never of libtrellis).
  *
  * Reads format versions 1.0, 2.0 and 3.0 with descr '<f2' or '<f4' (also
- * spelled '<e' / '<f'), fortran_order False and up to TRELLIS_NPY_MAX_DIMS
+ * spelled '<e' / '<f'), fortran_order False and up to NPY_MAX_DIMS
  * dimensions; the data must be exactly shape x itemsize bytes. Writes
  * version 1.0 with a header padded to a multiple of 64 bytes, as numpy
  * does. Errors: TRELLIS_ERR_IO (open/read/write), TRELLIS_ERR_NOT_FOUND (no
  * such file), TRELLIS_ERR_DTYPE (another descr), TRELLIS_ERR_UNSUPPORTED
  * (fortran order), TRELLIS_ERR_SHAPE (too many dims, size overflow),
  * TRELLIS_ERR_FORMAT (anything else malformed or truncated). */
-#ifndef TRELLIS_TOOLS_NPY_H
-#define TRELLIS_TOOLS_NPY_H
+#ifndef TOOLS_NPY_H
+#define TOOLS_NPY_H
 
 #include "trellis.h"
 
@@ -18,29 +18,27 @@
 extern "C" {
 #endif
 
-#define TRELLIS_NPY_MAX_DIMS 8
+#define NPY_MAX_DIMS 8
 
-typedef struct trellis_npy {
+typedef struct npy_array {
   trellis_dtype dtype; /* TRELLIS_F16 or TRELLIS_F32 */
   int ndim;            /* 0 for a scalar */
-  int64_t shape[TRELLIS_NPY_MAX_DIMS];
+  int64_t shape[NPY_MAX_DIMS];
   void *data; /* malloc'd copy (NULL when nbytes is 0) */
   size_t nbytes;
-} trellis_npy;
+} npy_array;
 
 /* Parses a whole .npy image; `out->data` is a copy, free with
- * trellis_npy_free(). On failure `out` is zeroed. */
-trellis_status trellis_npy_parse(const void *buf, size_t size,
-                                 trellis_npy *out);
+ * npy_free(). On failure `out` is zeroed. */
+trellis_status npy_parse(const void *buf, size_t size, npy_array *out);
 /* Reads and parses a file; messages start with the path. */
-trellis_status trellis_npy_read(const char *path, trellis_npy *out);
+trellis_status npy_read(const char *path, npy_array *out);
 /* Writes `data` (dtype F16 or F32, C order) as a version 1.0 .npy file. */
-trellis_status trellis_npy_write(const char *path, trellis_dtype dtype,
-                                 int ndim, const int64_t *shape,
-                                 const void *data);
+trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data);
 /* Elements of the array (product of the shape). */
-size_t trellis_npy_count(const trellis_npy *a);
-void trellis_npy_free(trellis_npy *a);
+size_t npy_count(const npy_array *a);
+void npy_free(npy_array *a);
 
 #ifdef __cplusplus
 }

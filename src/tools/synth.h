@@ -3,8 +3,8 @@
  *
  * The RNG is splitmix64: tiny, fast and the same sequence on every
  * platform, so a seed names the same layer everywhere. */
-#ifndef TRELLIS_TOOLS_SYNTH_H
-#define TRELLIS_TOOLS_SYNTH_H
+#ifndef TOOLS_SYNTH_H
+#define TOOLS_SYNTH_H
 
 #include "trellis.h"
 
