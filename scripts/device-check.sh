@@ -77,11 +77,14 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     [ -x "$BUILD/tests/$t" ] || continue
     SMALL=1 sanitize memcheck "$t" --leak-check full
   done
-  for tool in synccheck initcheck racecheck; do
+  for tool in synccheck initcheck; do
     for t in gpu_stream gpu_ownership; do
       SMALL=1 sanitize "$tool" "$t"
     done
   done
+  # racecheck is slow: one variant of the persistent kernel (shared-memory
+  # ring, resident activations, inbox) on several strips per cluster
+  SMALL=2 sanitize racecheck gpu_stream
 fi
 sweep_rc=0
 if [ "$what" = all ] || [ "$what" = bench ]; then
