@@ -11,7 +11,8 @@
 # check on every GPU test; synccheck, initcheck and racecheck on the small
 # configuration of gpu_stream and on gpu_ownership (TRELLIS_TEST_SMALL=1);
 # any report fails the stage. SAN_TESTS limits memcheck to the tests named
-# (default: every gpu_* test), SAN_TIMEOUT bounds each run (300 s).
+# (default: every gpu_* test), SAN_TOOLS the tools (default all four),
+# SAN_TIMEOUT bounds each run (300 s).
 # The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
 # need, ~2.5 min on an H200; --with-generic is left out when BENCH ARGS
 # force plan flags or sweep); SWEEP=1 adds a second call, the --sweep of
@@ -73,18 +74,22 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     san_lines+=("$(printf '%-10s %-14s rc %-3s %4ss  %s' "$tool" "$t" "$rc" "$(($(date +%s) - t0))" "$summary")")
     [ "$rc" -eq 0 ] || san_rc=1
   }
-  for t in ${SAN_TESTS:-$(cd "$BUILD/tests" && ls gpu_* 2>/dev/null)}; do
-    [ -x "$BUILD/tests/$t" ] || continue
-    SMALL=1 sanitize memcheck "$t" --leak-check full
-  done
+  tools=" ${SAN_TOOLS:-memcheck synccheck initcheck racecheck} "
+  if [[ $tools == *" memcheck "* ]]; then
+    for t in ${SAN_TESTS:-$(cd "$BUILD/tests" && ls gpu_* 2>/dev/null)}; do
+      [ -x "$BUILD/tests/$t" ] || continue
+      SMALL=1 sanitize memcheck "$t" --leak-check full
+    done
+  fi
   for tool in synccheck initcheck; do
+    [[ $tools == *" $tool "* ]] || continue
     for t in gpu_stream gpu_ownership; do
       SMALL=1 sanitize "$tool" "$t"
     done
   done
   # racecheck is slow: one variant of the persistent kernel (shared-memory
   # ring, resident activations, inbox) on several strips per cluster
-  SMALL=2 sanitize racecheck gpu_stream
+  [[ $tools != *" racecheck "* ]] || SMALL=2 sanitize racecheck gpu_stream
 fi
 sweep_rc=0
 if [ "$what" = all ] || [ "$what" = bench ]; then
