@@ -391,7 +391,7 @@ def test_capture_of_a_swapped_model():
     """The example's flow, kept as a test."""
     here = os.path.dirname(os.path.abspath(__file__))
     example = os.path.join(here, "..", "examples", "swap_linears.py")
-    ns = {"__name__": "swap_linears"}
+    ns = {"__name__": "swap_linears", "__file__": example}
     with open(example) as f:
         exec(compile(f.read(), example, "exec"), ns)
     assert ns["main"](["--replays", "20"]) == 0
