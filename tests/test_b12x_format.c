@@ -19,20 +19,21 @@
 #include "format/pair.h"
 #include "format/sqg.h"
 #include "format/weight.h"
-#include "sha256.h"
+#include "core/sha256.h"
+#include "testutil.h"
 #include "trellis.h"
 
 #define STATES 65536
 
 static void expect_hash(const void *data, size_t len, const char *want) {
   char hex[65];
-  sha256_hex(data, len, hex);
+  trl_sha256_hex(data, len, hex);
   assert_string_equal(hex, want);
 }
 
 static void expect_hash_u16(const uint16_t *v, size_t count, const char *want) {
   char hex[65];
-  sha256_u16_hex(v, count, hex);
+  tu_sha256_u16_hex(v, count, hex);
   assert_string_equal(hex, want);
 }
 
@@ -383,7 +384,7 @@ static void pattern(int16_t *w, size_t count) {
 /* First 16 hex digits of the SHA-256 of 256 fp16 values. */
 static void short_hash(const uint16_t *v, char out[17]) {
   char hex[65];
-  sha256_u16_hex(v, 256, hex);
+  tu_sha256_u16_hex(v, 256, hex);
   memcpy(out, hex, 16);
   out[16] = '\0';
 }

@@ -10,7 +10,8 @@
 #include <cmocka.h>
 
 #include "format/codebook.h"
-#include "sha256.h"
+#include "core/sha256.h"
+#include "testutil.h"
 #include "trellis.h"
 
 typedef struct example {
@@ -51,7 +52,7 @@ static void test_full_table_checksums(void **state) {
     const uint16_t *table = trellis_codebook_table((trellis_codebook)cb);
     assert_non_null(table);
     char hex[65];
-    sha256_u16_hex(table, 65536, hex);
+    tu_sha256_u16_hex(table, 65536, hex);
     assert_string_equal(hex, expected[cb]);
   }
 }
@@ -59,15 +60,15 @@ static void test_full_table_checksums(void **state) {
 static void test_sha256_self_check(void **state) {
   (void)state;
   char hex[65];
-  sha256_hex("abc", 3, hex);
+  trl_sha256_hex("abc", 3, hex);
   assert_string_equal(
       hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  sha256_hex("", 0, hex);
+  trl_sha256_hex("", 0, hex);
   assert_string_equal(
       hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   const char *two_blocks =
       "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-  sha256_hex(two_blocks, strlen(two_blocks), hex);
+  trl_sha256_hex(two_blocks, strlen(two_blocks), hex);
   assert_string_equal(
       hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 }

@@ -12,7 +12,7 @@
 
 #include "format/hadamard.h"
 #include "format/weight.h"
-#include "sha256.h"
+#include "core/sha256.h"
 #include "tools/synth.h"
 
 /* ------------------------------------------------------------- helpers -- */
@@ -387,7 +387,7 @@ static void test_spec_layers(void **state) {
     static uint16_t w_hat[SPEC_K * SPEC_N];
     assert_int_equal(trellis_decode_weight(&l.w, w_hat), TRELLIS_OK);
     char hex[65];
-    sha256_u16_hex(w_hat, SPEC_K * SPEC_N, hex);
+    tu_sha256_u16_hex(w_hat, SPEC_K * SPEC_N, hex);
     assert_string_equal(hex, sc->w_hat_sha);
     if (c == 0)
       assert_int_equal((uint16_t)l.trellis[0], 0x3039);

@@ -10,7 +10,8 @@
 
 #include "format/codebook.h"
 #include "format/tile.h"
-#include "sha256.h"
+#include "core/sha256.h"
+#include "testutil.h"
 #include "tools/synth.h"
 #include "trellis.h"
 
@@ -66,7 +67,7 @@ static void tile_sha(const int16_t *tile, int bits, trellis_codebook cb,
                      char hex[65]) {
   uint16_t out[256];
   decode(tile, bits, cb, out);
-  sha256_u16_hex(out, 256, hex);
+  tu_sha256_u16_hex(out, 256, hex);
 }
 
 static void test_positions(void **state) {
@@ -201,7 +202,7 @@ static void test_k4_ramp(void **state) {
       assert_int_equal(out[at[e]], expected[cb].at[e]);
     assert_int_equal(out[1], out[0]); /* W[0][1] = W[0][0] */
     char hex[65];
-    sha256_u16_hex(out, 256, hex);
+    tu_sha256_u16_hex(out, 256, hex);
     assert_string_equal(hex, expected[cb].sha);
   }
 }
@@ -247,7 +248,7 @@ static void test_k3_lcg(void **state) {
     for (int c = 0; c < 4; c++)
       assert_int_equal(out[c], expected[cb].row0[c]);
     char hex[65];
-    sha256_u16_hex(out, 256, hex);
+    tu_sha256_u16_hex(out, 256, hex);
     assert_string_equal(hex, expected[cb].sha);
   }
 }

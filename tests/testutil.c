@@ -1,6 +1,8 @@
 /* Shared test helpers (see testutil.h). */
 #include "testutil.h"
 
+#include "core/sha256.h"
+
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -208,6 +210,17 @@ void tv_close(tv_loaded *t) {
   trellis_model_close(t->model);
   trellis_file_close(t->ref);
   memset(t, 0, sizeof *t);
+}
+
+void tu_sha256_u16_hex(const uint16_t *v, size_t count, char hex[65]) {
+  uint8_t *le = malloc(count * 2 + 1);
+  assert_non_null(le);
+  for (size_t i = 0; i < count; i++) {
+    le[2 * i] = (uint8_t)(v[i] & 0xFF);
+    le[2 * i + 1] = (uint8_t)(v[i] >> 8);
+  }
+  trl_sha256_hex(le, count * 2, hex);
+  free(le);
 }
 
 /* ------------------------------------------------------------ metrics -- */

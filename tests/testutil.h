@@ -47,6 +47,10 @@ const char *tu_tmpdir(void);
 /* tu_tmpdir() "/" name; malloc'd. */
 char *tu_tmp_path(const char *name);
 
+/* SHA-256 (the library's, core/sha256.h) of `count` uint16 values as
+ * little-endian bytes, as 64 hex digits. */
+void tu_sha256_u16_hex(const uint16_t *v, size_t count, char hex[65]);
+
 /* Writes (creates/truncates) a file; asserts on failure. */
 void tu_write_file(const char *path, const void *data, size_t size);
 /* Reads a whole file; asserts on failure. malloc'd; *size gets the length. */
