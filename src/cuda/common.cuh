@@ -223,6 +223,26 @@ __device__ __forceinline__ void store4_from_float(void *p, int64_t i,
                    pack2_from_float<DT>(v[2], v[3]));
 }
 
+/* The same with the dtype known at run time (not on a hot path). */
+__device__ __forceinline__ void load4_as_float(trellis_dtype dt, const void *p,
+                                               int64_t i, float (&v)[4]) {
+  if (dt == TRELLIS_F16)
+    load4_as_float<TRELLIS_F16>(p, i, v);
+  else if (dt == TRELLIS_BF16)
+    load4_as_float<TRELLIS_BF16>(p, i, v);
+  else
+    load4_as_float<TRELLIS_F32>(p, i, v);
+}
+__device__ __forceinline__ void
+store4_from_float(trellis_dtype dt, void *p, int64_t i, const float (&v)[4]) {
+  if (dt == TRELLIS_F16)
+    store4_from_float<TRELLIS_F16>(p, i, v);
+  else if (dt == TRELLIS_BF16)
+    store4_from_float<TRELLIS_BF16>(p, i, v);
+  else
+    store4_from_float<TRELLIS_F32>(p, i, v);
+}
+
 /* Four fp16 values (a scale vector) as floats. */
 __device__ __forceinline__ void load4_f16(const uint16_t *p, int64_t i,
                                           float (&v)[4]) {

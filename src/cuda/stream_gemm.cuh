@@ -218,12 +218,7 @@ __device__ __forceinline__ void load_slice(const Params &p, int64_t b, int t,
                                            int lane, float (&h)[4],
                                            float (&s)[4]) {
   const int64_t col0 = b * 128 + 4 * lane, at = (int64_t)t * p.k + col0;
-  if (p.in_dtype == TRELLIS_F16)
-    load4_as_float<0>(p.x, at, h);
-  else if (p.in_dtype == TRELLIS_BF16)
-    load4_as_float<1>(p.x, at, h);
-  else
-    load4_as_float<2>(p.x, at, h);
+  load4_as_float(p.in_dtype, p.x, at, h);
   load4_f16(p.s_in, col0, s);
 }
 
@@ -425,13 +420,7 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
       if (p.bias)
         h[e] = __fadd_rn(h[e], bs[e]);
     }
-    const int64_t at = (int64_t)t * p.n + col0;
-    if (p.out_dtype == TRELLIS_F16)
-      store4_from_float<0>(p.y, at, h);
-    else if (p.out_dtype == TRELLIS_BF16)
-      store4_from_float<1>(p.y, at, h);
-    else
-      store4_from_float<2>(p.y, at, h);
+    store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h);
   }
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
   if (warp == 0 && lane < C)
