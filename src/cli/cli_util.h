@@ -18,6 +18,7 @@ int cmd_info(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 /* ---- models and layers -------------------------------------------------- */
 
