@@ -1,4 +1,5 @@
-/* `trellis synth` and its generator (tools/synth_model.c):
+/* `trellis synth` and its generator (tools/synth_model.c), and what runs
+ * of `trellis info --plan` without a GPU:
  *   - the presets' shapes and names, the bitrate rule (the full presets
  *     within 0.001 of --bits), the shard plan, bad options;
  *   - a small model written by the CLI round-trips through `trellis info`
@@ -12,7 +13,8 @@
  *   - a refused write leaves the existing directory untouched, a failed
  *     write (RLIMIT_FSIZE) or an interrupted one (SIGINT, SIGKILL) leaves
  *     no model, and --force replaces a model directory only;
- *   - bad command lines exit 2. */
+ *   - bad command lines exit 2; `info --plan` without a GPU exits 1 (and
+ *     `info` without it works). */
 #include "testutil.h"
 
 #include "tools/npy.h"
@@ -987,6 +989,8 @@ static void test_bad_command_lines(void **state) {
       {{"synth", "glm-tp4", dir, "--shard-size", "0"}, "--shard-size"},
       {{"synth", "glm-tp4", dir, "--seed", "-1"}, "--seed"},
       {{"synth", "glm-tp4"}, "OUT_DIR"},
+      {{"info", TU_TOY_MODEL, "--max-m", "4"}, "--plan"},
+      {{"info", TU_TOY_MODEL, "--plan", "--max-m", "0"}, "--max-m"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cli_result r = run_cli(cases[i].args);
@@ -1006,6 +1010,24 @@ static void test_bad_command_lines(void **state) {
   free_result(&r);
 }
 
+/* ---------------------------------------------------------- info --plan -- */
+
+static void test_info_plan_without_gpu(void **state) {
+  (void)state;
+  const char *plain[] = {"info", TU_TOY_MODEL, NULL};
+  cli_result r = run_cli(plain);
+  expect_code("info", &r, 0);
+  free_result(&r);
+  if (tu_gpu_available()) /* the GPU side is gpu_model_plan's */
+    skip();
+  const char *args[] = {"info", TU_TOY_MODEL, "--plan", NULL};
+  r = run_cli(args);
+  expect_code("info --plan without a GPU", &r, 1);
+  assert_non_null(strstr(r.err, "CUDA device"));
+  assert_string_equal(r.out, "");
+  free_result(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
@@ -1020,6 +1042,7 @@ int main(void) {
       cmocka_unit_test(test_failed_write_leaves_nothing),
       cmocka_unit_test(test_stopped_write_leaves_nothing),
       cmocka_unit_test(test_bad_command_lines),
+      cmocka_unit_test(test_info_plan_without_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

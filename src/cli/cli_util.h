@@ -19,6 +19,8 @@ int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+/* `info PATH --plan` (cmd_info_plan.c); max_m_text may be NULL. */
+int cli_info_plan(const char *path, const char *max_m_text);
 
 /* ---- models and layers -------------------------------------------------- */
 
