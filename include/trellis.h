@@ -582,6 +582,18 @@ TRELLIS_API void trellis_plan_destroy(trellis_plan *plan);
 TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
                                               int64_t m,
                                               trellis_buffer_sizes *out);
+/* The buffers that plans run one after another on one stream can share
+ * (a model's layers in a decode step): each size in *max_out is the largest
+ * that any of plans[0..count-1] needs at m (trellis_plan_query), so one set
+ * of buffers of these sizes serves every plan's run at m. max_out->path is
+ * the path all of them take at m, or TRELLIS_PATH_NONE when they differ.
+ * count 0 gives zero sizes. m must be in 1..max_m of every plan; an error
+ * names the plan's index. For several m (the batch sizes an engine
+ * captures), provision the largest of each size over one call per m: sizes
+ * need not grow with m, as the path changes. */
+TRELLIS_API trellis_status
+trellis_plans_buffer_sizes(const trellis_plan *const *plans, size_t count,
+                           int64_t m, trellis_buffer_sizes *max_out);
 /* One-time host work: kernel attributes, occupancy, per-plan locks, the
  * expansion of legacy signs. A second call after success does nothing; a
  * failed call leaves nothing allocated, so it may be retried. It waits only

@@ -18,6 +18,9 @@ int cmd_info(int argc, char **argv);
 int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+/* `info PATH --plan` (cmd_info_plan.c); max_m_text may be NULL. */
+int cli_info_plan(const char *path, const char *max_m_text);
 
 /* ---- models and layers -------------------------------------------------- */
 

@@ -4,13 +4,20 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: trellis info PATH\n"
+    "usage: trellis info PATH [--plan [--max-m M]]\n"
     "\n"
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
     "model.safetensors or model.safetensors.index.json shards). Prints the\n"
     "quantization_config, one row per layer (name, k, n, K or pair kind/rate\n"
     "axis, codebook, payload bits per weight, MB, sign form, bias) and "
-    "totals.\n";
+    "totals.\n"
+    "\n"
+    "--plan prints instead, per layer, the GPU path and the caller buffers'\n"
+    "bytes (rotated, input_f16, output_f16, workspace) at m = 1, 8, 16, 32,\n"
+    "128 and M (default 256, at most 65536), and what one stream of the\n"
+    "model must provision: the weights, and each buffer's largest size over\n"
+    "the layers at every m up to M. Plans need a CUDA device: without one it\n"
+    "exits with status 1 and says so.\n";
 
 /* Bytes of the trellis payload: k*n*bits/8; a pair's two records. */
 static size_t payload_bytes_of(const trellis_layer_info *l) {
@@ -78,11 +85,20 @@ static void print_corrections(const trellis_model *model, size_t count) {
 }
 
 int cmd_info(int argc, char **argv) {
-  const char *pos[1];
+  const char *pos[1], *max_m = NULL;
+  int plan = 0;
   static const char *const names[] = {"PATH"};
-  int r = cli_parse(argc, argv, usage, NULL, 0, pos, names, 1);
+  const cli_option opts[] = {{"--plan", NULL, &plan},
+                             {"--max-m", &max_m, NULL}};
+  int r = cli_parse(argc, argv, usage, opts, 2, pos, names, 1);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
+  if (max_m && !plan) {
+    cli_error("info: --max-m needs --plan");
+    return CLI_USAGE;
+  }
+  if (plan)
+    return cli_info_plan(pos[0], max_m);
 
   trellis_model *model = NULL;
   trellis_clear_error();

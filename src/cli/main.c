@@ -12,6 +12,9 @@ static const char usage_text[] =
     "commands:\n"
     "  info PATH                      quantization config and EXL3 layers of\n"
     "                                 a .safetensors file or model directory\n"
+    "  info PATH --plan [--max-m M]   per layer the GPU path and buffer bytes\n"
+    "                                 for m = 1..M, and what one stream of\n"
+    "                                 the model must provision (needs CUDA)\n"
     "  decode PATH LAYER --output W.npy [--dense]\n"
     "                                 W_hat fp16 [k, n] (bit-exact), or with\n"
     "                                 --dense the original-basis weight fp32\n"
@@ -22,6 +25,11 @@ static const char usage_text[] =
     "                                 synthetic K6/MCG 4096x4096 layer on the\n"
     "                                 best device, checked against a "
     "reference\n"
+    "  synth PRESET OUT_DIR [--bits B] [--head-bits H] [--codebook C]\n"
+    "          [--blocks N] [--vocab N] [--seed S] [--shard-size MB]\n"
+    "          [--force]\n"
+    "                                 a synthetic EXL3 model directory\n"
+    "                                 (llama-3.1-8b, llama-3.1-70b, glm-tp4)\n"
     "  bench [...]                    GPU benchmark (CUDA builds; the same as\n"
     "                                 the trellis-bench program)\n"
     "  help                           this text\n"
@@ -35,8 +43,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"info", cmd_info}, {"decode", cmd_decode},        {"forward", cmd_forward},
-    {"demo", cmd_demo}, {"bench", trellis_bench_main},
+    {"info", cmd_info}, {"decode", cmd_decode}, {"forward", cmd_forward},
+    {"demo", cmd_demo}, {"synth", cmd_synth},   {"bench", trellis_bench_main},
 };
 
 int main(int argc, char **argv) {
