@@ -82,7 +82,10 @@ TRELLIS_API const char *trellis_status_name(trellis_status status);
 /* A short English description of the status. */
 TRELLIS_API const char *trellis_status_string(trellis_status status);
 /* Detail message of the last failing call on this thread ("" if none). The
- * pointer stays valid until the next library call on this thread. */
+ * pointer stays valid until the next library call on this thread. It is
+ * safe to print: control characters, bytes that are not UTF-8 and
+ * invisible line-reordering marks in the names and paths it quotes appear
+ * as "\xHH" (a backslash itself is kept). */
 TRELLIS_API const char *trellis_last_error(void);
 /* Clears this thread's detail message. */
 TRELLIS_API void trellis_clear_error(void);
