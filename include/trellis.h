@@ -410,6 +410,13 @@ TRELLIS_API trellis_status trellis_model_open(const char *path,
 TRELLIS_API void trellis_model_close(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
+/* The files the model read when it was opened: its data files (the
+ * .safetensors file, or every shard), then the index and config.json when
+ * it read them, as paths built from the one given to trellis_model_open.
+ * NULL past the last (or for NULL). Owned by the model. For callers that
+ * must not write over their own inputs. */
+TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
+                                                size_t index);
 /* EXL3 layers, sorted by name. Opening a model reads each layer's scales
  * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
  * the first bad element), never its payload.
