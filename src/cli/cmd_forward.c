@@ -111,7 +111,8 @@ int cmd_forward(int argc, char **argv) {
     trellis_model_close(model);
     return r;
   }
-  if ((r = check_input(input, &x, &layer, &m)) != CLI_OK)
+  if ((r = check_input(input, &x, &layer, &m)) != CLI_OK ||
+      (r = cli_check_output(output, model, input)) != CLI_OK)
     goto done;
 
   const int64_t n = layer.weight.n;
