@@ -82,7 +82,10 @@ TRELLIS_API const char *trellis_status_name(trellis_status status);
 /* A short English description of the status. */
 TRELLIS_API const char *trellis_status_string(trellis_status status);
 /* Detail message of the last failing call on this thread ("" if none). The
- * pointer stays valid until the next library call on this thread. */
+ * pointer stays valid until the next library call on this thread. It is
+ * safe to print: control characters, bytes that are not UTF-8 and
+ * invisible line-reordering marks in the names and paths it quotes appear
+ * as "\xHH" (a backslash itself is kept). */
 TRELLIS_API const char *trellis_last_error(void);
 /* Clears this thread's detail message. */
 TRELLIS_API void trellis_clear_error(void);
@@ -407,6 +410,13 @@ TRELLIS_API trellis_status trellis_model_open(const char *path,
 TRELLIS_API void trellis_model_close(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
+/* The files the model read when it was opened: its data files (the
+ * .safetensors file, or every shard), then the index and config.json when
+ * it read them, as paths built from the one given to trellis_model_open.
+ * NULL past the last (or for NULL). Owned by the model. For callers that
+ * must not write over their own inputs. */
+TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
+                                                size_t index);
 /* EXL3 layers, sorted by name. Opening a model reads each layer's scales
  * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
  * the first bad element), never its payload.
@@ -566,6 +576,25 @@ typedef struct trellis_buffers {
 
 TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
 
+/*
+ * Plans, threads and devices:
+ *   - create may run on several threads at once (each on its own current
+ *     device, which the plan records); plans share no memory they write.
+ *   - prepare and destroy change the plan: neither may overlap any other
+ *     call on the same plan. query and run only read it.
+ *   - Runs of one plan must not overlap on the device: the fused path's
+ *     rotation flags are plan memory. Runs on one stream, or on streams
+ *     ordered by events, are fine; for concurrent work create one plan per
+ *     stream (plans of one weight may run at once). Runs that may overlap
+ *     need their own buffers.
+ *   - prepare and run need the plan's device to be current: otherwise
+ *     TRELLIS_ERR_INVALID_ARGUMENT naming both devices.
+ *   - query, prepare, run and destroy check that the plan is live: one that
+ *     was destroyed is TRELLIS_ERR_INVALID_ARGUMENT while its memory has not
+ *     been reused, which builds without NDEBUG guarantee by keeping the
+ *     memory of the last 64 destroyed plans (in other builds a use after
+ *     destroy stays undefined). */
+
 /* The weight's pointers must be device memory, the payload 16-byte aligned,
  * suh/svh/bias 8-byte aligned (the kernels read them four at a time;
  * trellis_weight_upload aligns all of them). The plan copies the struct but
@@ -577,6 +606,8 @@ TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);
+/* Frees the plan and what prepare took. NULL is a no-op; a plan that is not
+ * live is left alone (trellis_last_error says so). */
 TRELLIS_API void trellis_plan_destroy(trellis_plan *plan);
 /* Path and buffer sizes for m (1..max_m). */
 TRELLIS_API trellis_status trellis_plan_query(const trellis_plan *plan,
@@ -601,7 +632,8 @@ trellis_plans_buffer_sizes(const trellis_plan *const *plans, size_t count,
  * data must be on the device when it is called. */
 TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
 /* Never allocates, synchronises or sets attributes; safe to capture into a
- * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE.
+ * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE; a
+ * current device other than the plan's is TRELLIS_ERR_INVALID_ARGUMENT.
  * Stream order: the fused kernel and the generic path's kernels are
  * programmatic dependent launches (sm_90 and newer): the fused kernel and
  * the decode-GEMM may start, and read the weight payload, while the kernel

@@ -22,41 +22,6 @@ static const char *const index_name = "model.safetensors.index.json";
 /* A layer of the toy model whose tensors all live in shard 2. */
 static const char *const shard2_layer = "model.layers.1.mlp.up_proj";
 
-static int dir_counter;
-
-/* A fresh copy of the toy model; returns its malloc'd directory. */
-static char *copy_toy(void) {
-  char name[32];
-  snprintf(name, sizeof name, "toy%d", dir_counter++);
-  char *dir = tu_tmp_path(name);
-  assert_int_equal(mkdir(dir, 0700), 0);
-  const char *files[] = {shard1, shard2, index_name, "config.json"};
-  for (size_t i = 0; i < 4; i++) {
-    char *src = tu_join(TU_TOY_MODEL, files[i]);
-    char *dst = tu_join(dir, files[i]);
-    size_t size;
-    uint8_t *buf = tu_read_file(src, &size);
-    tu_write_file(dst, buf, size);
-    free(buf);
-    free(src);
-    free(dst);
-  }
-  return dir;
-}
-
-/* Replaces dir/name by a FIFO (when `fifo`) or a symbolic link to
- * `target`. */
-static void replace(const char *dir, const char *name, int fifo,
-                    const char *target) {
-  char *path = tu_join(dir, name);
-  unlink(path);
-  if (fifo)
-    assert_int_equal(mkfifo(path, 0600), 0);
-  else
-    assert_int_equal(symlink(target, path), 0);
-  free(path);
-}
-
 static void expect_model(const char *path, trellis_status want,
                          const char *needle) {
   trellis_model *m = (trellis_model *)1;
@@ -93,9 +58,9 @@ static void test_fifo_never_blocks(void **state) {
   free(fifo);
 
   /* An index path given directly. */
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *index = tu_join(dir, index_name);
-  replace(dir, index_name, 1, NULL);
+  tu_replace_entry(dir, index_name, 1, NULL);
   expect_model(index, TRELLIS_ERR_IO, "index.json: is a FIFO (named pipe)");
   /* ... and found in the directory. */
   expect_model(dir, TRELLIS_ERR_IO, what);
@@ -103,19 +68,19 @@ static void test_fifo_never_blocks(void **state) {
   free(index);
   free(dir);
 
-  dir = copy_toy();
-  replace(dir, shard2, 1, NULL);
+  dir = tu_copy_toy();
+  tu_replace_entry(dir, shard2, 1, NULL);
   expect_model(dir, TRELLIS_ERR_IO, what);
   tu_assert_error_has("shard 'model-00002-of-00002.safetensors'");
   free(dir);
 
-  dir = copy_toy();
-  replace(dir, "config.json", 1, NULL);
+  dir = tu_copy_toy();
+  tu_replace_entry(dir, "config.json", 1, NULL);
   expect_model(dir, TRELLIS_ERR_IO, what);
   tu_assert_error_has("config.json");
   free(dir);
 
-  dir = copy_toy();
+  dir = tu_copy_toy();
   char *single = tu_join(dir, "model.safetensors");
   assert_int_equal(mkfifo(single, 0600), 0);
   expect_model(dir, TRELLIS_ERR_IO, what);
@@ -152,7 +117,7 @@ static void test_other_kinds(void **state) {
   free(sock);
 
   /* A directory's config.json that is itself a directory. */
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *config = tu_join(dir, "config.json");
   unlink(config);
   assert_int_equal(mkdir(config, 0700), 0);
@@ -167,31 +132,31 @@ static void test_other_kinds(void **state) {
 static void test_symlinks(void **state) {
   (void)state;
   /* A dangling shard link says so (not "No such file"). */
-  char *dir = copy_toy();
-  replace(dir, shard2, 0, "../blobs/missing-blob");
+  char *dir = tu_copy_toy();
+  tu_replace_entry(dir, shard2, 0, "../blobs/missing-blob");
   expect_model(dir, TRELLIS_ERR_NOT_FOUND,
                "is a symbolic link to '../blobs/missing-blob', which does not "
                "exist (dangling link)");
   tu_assert_error_has("shard 'model-00002-of-00002.safetensors'");
 
   /* A link loop. */
-  replace(dir, shard2, 0, shard2);
+  tu_replace_entry(dir, shard2, 0, shard2);
   expect_model(dir, TRELLIS_ERR_IO, "symbolic link loop");
 
   /* A dangling model.safetensors is reported, not "neither ... found". */
   char *index = tu_join(dir, index_name);
   unlink(index);
-  replace(dir, "model.safetensors", 0, "nowhere.safetensors");
+  tu_replace_entry(dir, "model.safetensors", 0, "nowhere.safetensors");
   expect_model(dir, TRELLIS_ERR_NOT_FOUND, "dangling link");
   assert_null(strstr(trellis_last_error(), "neither"));
   /* So is a looping one, and a dangling index. */
-  replace(dir, "model.safetensors", 0, "model.safetensors");
+  tu_replace_entry(dir, "model.safetensors", 0, "model.safetensors");
   expect_model(dir, TRELLIS_ERR_IO, "symbolic link loop");
   assert_null(strstr(trellis_last_error(), "neither"));
   char *single = tu_join(dir, "model.safetensors");
   unlink(single);
   free(single);
-  replace(dir, index_name, 0, "gone.json");
+  tu_replace_entry(dir, index_name, 0, "gone.json");
   expect_model(dir, TRELLIS_ERR_NOT_FOUND, "dangling link");
   assert_null(strstr(trellis_last_error(), "neither"));
   /* The model path itself. */
@@ -203,20 +168,20 @@ static void test_symlinks(void **state) {
   free(dir);
 
   /* A dangling config.json is an error, not a silently absent config. */
-  dir = copy_toy();
-  replace(dir, "config.json", 0, "missing-config.json");
+  dir = tu_copy_toy();
+  tu_replace_entry(dir, "config.json", 0, "missing-config.json");
   expect_model(dir, TRELLIS_ERR_NOT_FOUND, "config.json: is a symbolic link");
   free(dir);
 
   /* Shard links may leave the directory (the Hugging Face cache links
    * snapshots into blobs/): allowed. */
-  dir = copy_toy();
+  dir = tu_copy_toy();
   char *blobs = tu_tmp_path("blobs");
   mkdir(blobs, 0700);
   char *blob = tu_join(blobs, "shard2-blob");
   char *path = tu_join(dir, shard2);
   assert_int_equal(rename(path, blob), 0);
-  replace(dir, shard2, 0, blob);
+  tu_replace_entry(dir, shard2, 0, blob);
   expect_model(dir, TRELLIS_OK, NULL);
   free(path);
   free(blob);
@@ -238,7 +203,7 @@ static void test_foreign_shard(void **state) {
   char echoed[32], hex[32];
   snprintf(echoed, sizeof echoed, "%llu", (unsigned long long)v);
   snprintf(hex, sizeof hex, "%llx", (unsigned long long)v);
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *path = tu_join(dir, shard2);
   tu_write_file(path, text, strlen(text));
   expect_model(dir, TRELLIS_ERR_FORMAT, "not a safetensors file");
@@ -257,7 +222,7 @@ static void test_foreign_shard(void **state) {
    * position, not the token found there. */
   const char *texts[] = {index_name, "config.json"};
   for (size_t i = 0; i < 2; i++) {
-    dir = copy_toy();
+    dir = tu_copy_toy();
     path = tu_join(dir, texts[i]);
     tu_write_file(path, text, strlen(text));
     expect_model(dir, TRELLIS_ERR_FORMAT,
@@ -269,23 +234,6 @@ static void test_foreign_shard(void **state) {
 }
 
 /* ----------------------------------------------------------- limits -- */
-
-/* A header of `count` empty U8 tensors (the smallest possible entries). */
-static char *many_tensors(size_t count, size_t *len) {
-  size_t cap = count * 64 + 16, used = 0;
-  char *h = malloc(cap);
-  assert_non_null(h);
-  h[used++] = '{';
-  for (size_t i = 0; i < count; i++)
-    used += (size_t)snprintf(h + used, cap - used,
-                             "%s\"%zx\":{\"dtype\":\"U8\",\"shape\":[0],"
-                             "\"data_offsets\":[0,0]}",
-                             i ? "," : "", i);
-  h[used++] = '}';
-  h[used] = '\0';
-  *len = used;
-  return h;
-}
 
 static void expect_header(const char *header, trellis_status want,
                           const char *needle) {
@@ -313,7 +261,7 @@ static void test_header_limits(void **state) {
   /* The audit's header: ~1.8M tensors in ~100 MB, rejected before it is
    * parsed (a parse took 12 s and 2.2 GB). */
   size_t len;
-  char *h = many_tensors(1700000, &len);
+  char *h = tu_many_tensors_header(1700000, &len);
   assert_true(len < 100000000);
   double t0 = seconds();
   expect_header(h, TRELLIS_ERR_FORMAT,
@@ -323,10 +271,10 @@ static void test_header_limits(void **state) {
   print_message("1.7M-tensor header rejected in %.3f s\n", took);
   free(h);
   /* Just past the limit, and at it (both a few MB). */
-  h = many_tensors(262145, &len);
+  h = tu_many_tensors_header(262145, &len);
   expect_header(h, TRELLIS_ERR_FORMAT, "more than the limit of 262144");
   free(h);
-  h = many_tensors(262144, &len);
+  h = tu_many_tensors_header(262144, &len);
   expect_header(h, TRELLIS_OK, NULL);
   free(h);
 
@@ -378,7 +326,7 @@ static void test_header_limits(void **state) {
 static void test_text_limits(void **state) {
   (void)state;
   /* A 65 MiB config.json (sparse) is refused by its size, unread. */
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *config = tu_join(dir, "config.json");
   FILE *fp = fopen(config, "r+b");
   assert_non_null(fp);
@@ -443,7 +391,7 @@ static void truncate_file(const char *path, off_t size) {
  * the other shard stay usable. */
 static void test_truncated_after_open(void **state) {
   (void)state;
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *path = tu_join(dir, shard2);
   trellis_model *m;
   tu_assert_status(trellis_model_open(dir, &m), TRELLIS_OK);

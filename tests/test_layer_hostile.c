@@ -106,40 +106,9 @@ static long peak_rss_kb(void) {
 static void test_listing_copies_nothing(void **state) {
   (void)state;
   const int64_t k = 16384, n = 16384;
-  const size_t payload = (size_t)k * (size_t)n; /* K = 8: one byte each */
-  char header[512];
-  int len = snprintf(header, sizeof header,
-                     "{\"%s.suh\":{\"dtype\":\"F16\",\"shape\":[%lld],"
-                     "\"data_offsets\":[0,%lld]},"
-                     "\"%s.svh\":{\"dtype\":\"F16\",\"shape\":[%lld],"
-                     "\"data_offsets\":[%lld,%lld]},"
-                     "\"%s.trellis\":{\"dtype\":\"I16\",\"shape\":[%lld,%lld,"
-                     "128],\"data_offsets\":[%lld,%lld]}}",
-                     P, (long long)k, (long long)(2 * k), P, (long long)n,
-                     (long long)(2 * k), (long long)(2 * k + 2 * n), P,
-                     (long long)(k / 16), (long long)(n / 16),
-                     (long long)(2 * k + 2 * n),
-                     (long long)(2 * k + 2 * n + (int64_t)payload));
-  while (len % 2 == 0) /* odd length: every tensor starts misaligned */
-    header[len++] = ' ';
-  header[len] = '\0';
-  size_t scales = (size_t)(2 * k + 2 * n);
-  uint8_t *head = malloc(8 + (size_t)len + scales);
-  assert_non_null(head);
-  for (int i = 0; i < 8; i++)
-    head[i] = (uint8_t)((uint64_t)len >> (8 * i));
-  memcpy(head + 8, header, (size_t)len);
-  uint16_t one = 0x3C00;
-  for (size_t i = 0; i < scales / 2; i++)
-    memcpy(head + 8 + len + 2 * i, &one, 2);
   char *path = tu_tmp_path("huge-odd.safetensors");
-  tu_write_file(path, head, 8 + (size_t)len + scales);
-  FILE *fp = fopen(path, "r+b");
-  assert_non_null(fp);
-  assert_int_equal(
-      ftruncate(fileno(fp), (off_t)(8 + (size_t)len + scales + payload)), 0);
-  fclose(fp);
-  free(head);
+  const size_t payload = tu_write_odd_sparse_layer(path, P, k, n);
+  const size_t scales = (size_t)(2 * k + 2 * n);
 
   long rss0 = peak_rss_kb();
   trellis_model *m;

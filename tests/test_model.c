@@ -456,12 +456,46 @@ static void test_api_misuse(void **state) {
   trellis_model_close(NULL);
 }
 
+/* The files a model read: data files first, then the index and config. */
+static void test_file_paths(void **state) {
+  (void)state;
+  trellis_model *m = NULL;
+  tu_assert_status(trellis_model_open(TU_TOY_MODEL, &m), TRELLIS_OK);
+  const char *want[] = {shard1, shard2, "model.safetensors.index.json",
+                        "config.json"};
+  for (size_t i = 0; i < 4; i++) {
+    char *path = tu_join(TU_TOY_MODEL, want[i]);
+    assert_non_null(trellis_model_file_path(m, i));
+    assert_string_equal(trellis_model_file_path(m, i), path);
+    free(path);
+  }
+  assert_null(trellis_model_file_path(m, 4));
+  assert_null(trellis_model_file_path(m, (size_t)-1));
+  trellis_model_close(m);
+
+  /* Through the index: no config.json read. */
+  const char *index = TU_TOY_MODEL "/model.safetensors.index.json";
+  tu_assert_status(trellis_model_open(index, &m), TRELLIS_OK);
+  assert_string_equal(trellis_model_file_path(m, 2), index);
+  assert_null(trellis_model_file_path(m, 3));
+  trellis_model_close(m);
+
+  char *single = tu_tv_path("k2_mul1_256x128.safetensors");
+  tu_assert_status(trellis_model_open(single, &m), TRELLIS_OK);
+  assert_string_equal(trellis_model_file_path(m, 0), single);
+  assert_null(trellis_model_file_path(m, 1));
+  trellis_model_close(m);
+  free(single);
+  assert_null(trellis_model_file_path(NULL, 0));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_toy_model),    cmocka_unit_test(test_single_file),
-      cmocka_unit_test(test_bad_index),    cmocka_unit_test(test_bad_shard),
-      cmocka_unit_test(test_bad_config),   cmocka_unit_test(test_index_parse),
-      cmocka_unit_test(test_config_parse), cmocka_unit_test(test_api_misuse),
+      cmocka_unit_test(test_file_paths),  cmocka_unit_test(test_toy_model),
+      cmocka_unit_test(test_single_file), cmocka_unit_test(test_bad_index),
+      cmocka_unit_test(test_bad_shard),   cmocka_unit_test(test_bad_config),
+      cmocka_unit_test(test_index_parse), cmocka_unit_test(test_config_parse),
+      cmocka_unit_test(test_api_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,9 +4,15 @@
 #include "tools/npy.h"
 #include "tools/synth.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* An .npy image from a raw header dict and `data_size` bytes of data. */
 static uint8_t *make_npy(int major, const char *dict, const void *data,
@@ -301,8 +307,120 @@ static void test_files(void **state) {
   npy_free(NULL);
 }
 
+/* Entries of tu_tmpdir()/sub other than "." and "..". */
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+/* npy_write in a child whose file-size limit is `limit` bytes, so the
+ * write fails with EFBIG part-way; returns the child's status. */
+static trellis_status write_limited(const char *path, rlim_t limit) {
+  static float big[16384];
+  const int64_t shape[1] = {16384};
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    signal(SIGXFSZ, SIG_IGN);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+      _exit(100);
+    _exit((int)npy_write(path, TRELLIS_F32, 1, shape, big));
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  return (trellis_status)WEXITSTATUS(status);
+}
+
+/* A write replaces the file only when complete: a failure part-way
+ * leaves the old file (or no file) and no temporary behind; the mode of
+ * a replaced file is kept, a link stays a link; outputs that are not
+ * regular files are refused, never written through or removed. */
+static void test_write_replaces_atomically(void **state) {
+  (void)state;
+  char *dir = tu_tmp_path("atomic");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char *path = tu_join(dir, "y.npy");
+  tu_write_file(path, "precious", 8);
+  assert_int_equal(chmod(path, 0640), 0);
+
+  tu_assert_status(write_limited(path, 4096), TRELLIS_ERR_IO);
+  size_t size;
+  uint8_t *kept = tu_read_file(path, &size);
+  assert_int_equal(size, 8);
+  assert_memory_equal(kept, "precious", 8);
+  free(kept);
+  assert_int_equal(entries(dir), 1); /* the temporary file is gone */
+  char *fresh = tu_join(dir, "new.npy");
+  tu_assert_status(write_limited(fresh, 4096), TRELLIS_ERR_IO);
+  assert_int_equal(entries(dir), 1); /* nothing created */
+
+  /* A complete write replaces it, with the old mode. */
+  float v[3] = {1, 2, 3};
+  const int64_t shape[1] = {3};
+  tu_assert_status(npy_write(path, TRELLIS_F32, 1, shape, v), TRELLIS_OK);
+  struct stat sb;
+  assert_int_equal(stat(path, &sb), 0);
+  assert_int_equal(sb.st_mode & 0777, 0640);
+  npy_array a;
+  tu_assert_status(npy_read(path, &a), TRELLIS_OK);
+  assert_int_equal(a.nbytes, sizeof v);
+  npy_free(&a);
+
+  /* Through a link: the link stays, its target is replaced. */
+  char *link = tu_join(dir, "link.npy");
+  assert_int_equal(symlink("y.npy", link), 0);
+  v[0] = 7;
+  tu_assert_status(npy_write(link, TRELLIS_F32, 1, shape, v), TRELLIS_OK);
+  assert_int_equal(lstat(link, &sb), 0);
+  assert_true(S_ISLNK(sb.st_mode));
+  tu_assert_status(npy_read(path, &a), TRELLIS_OK);
+  assert_true(((float *)a.data)[0] == 7.0f);
+  npy_free(&a);
+  assert_int_equal(entries(dir), 2);
+
+  /* Not regular files: refused, left alone. */
+  char *fifo = tu_join(dir, "fifo.npy");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  alarm(30); /* an open of the FIFO would block */
+  tu_assert_status(npy_write(fifo, TRELLIS_F32, 1, shape, v), TRELLIS_ERR_IO);
+  tu_assert_error_has("is a FIFO (named pipe); an output must be a regular");
+  alarm(0);
+  assert_int_equal(lstat(fifo, &sb), 0);
+  assert_true(S_ISFIFO(sb.st_mode));
+  tu_assert_status(npy_write("/dev/null", TRELLIS_F32, 1, shape, v),
+                   TRELLIS_ERR_IO);
+  tu_assert_error_has("/dev/null: is a character device");
+  assert_int_equal(stat("/dev/null", &sb), 0);
+  assert_true(S_ISCHR(sb.st_mode));
+  tu_assert_status(npy_write(dir, TRELLIS_F32, 1, shape, v), TRELLIS_ERR_IO);
+  tu_assert_error_has("is a directory");
+  char *dangling = tu_join(dir, "dangling.npy");
+  assert_int_equal(symlink("missing.npy", dangling), 0);
+  tu_assert_status(npy_write(dangling, TRELLIS_F32, 1, shape, v),
+                   TRELLIS_ERR_NOT_FOUND);
+  tu_assert_error_has("dangling link");
+  assert_int_equal(lstat(dangling, &sb), 0);
+  assert_int_equal(entries(dir), 4); /* y, link, fifo, dangling */
+
+  free(dangling);
+  free(fifo);
+  free(link);
+  free(fresh);
+  free(path);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_write_replaces_atomically),
       cmocka_unit_test(test_roundtrip),
       cmocka_unit_test(test_header_variants),
       cmocka_unit_test(test_bad_headers),

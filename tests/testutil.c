@@ -341,6 +341,96 @@ uint8_t *tu_st_build(const tu_st_tensor *t, size_t count, size_t *size) {
   return buf;
 }
 
+/* ------------------------------------------------------ hostile files -- */
+
+char *tu_copy_toy(void) {
+  static int counter;
+  static const char *const files[] = {
+      "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+      "model.safetensors.index.json", "config.json"};
+  char name[32];
+  snprintf(name, sizeof name, "toy%d", counter++);
+  char *dir = tu_tmp_path(name);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char *src = tu_join(TU_TOY_MODEL, files[i]);
+    char *dst = tu_join(dir, files[i]);
+    size_t size;
+    uint8_t *buf = tu_read_file(src, &size);
+    tu_write_file(dst, buf, size);
+    free(buf);
+    free(src);
+    free(dst);
+  }
+  return dir;
+}
+
+void tu_replace_entry(const char *dir, const char *name, int fifo,
+                      const char *target) {
+  char *path = tu_join(dir, name);
+  unlink(path);
+  if (fifo)
+    assert_int_equal(mkfifo(path, 0600), 0);
+  else
+    assert_int_equal(symlink(target, path), 0);
+  free(path);
+}
+
+char *tu_many_tensors_header(size_t count, size_t *len) {
+  size_t cap = count * 64 + 16, used = 0;
+  char *h = malloc(cap);
+  assert_non_null(h);
+  h[used++] = '{';
+  for (size_t i = 0; i < count; i++)
+    used += (size_t)snprintf(h + used, cap - used,
+                             "%s\"%zx\":{\"dtype\":\"U8\",\"shape\":[0],"
+                             "\"data_offsets\":[0,0]}",
+                             i ? "," : "", i);
+  h[used++] = '}';
+  h[used] = '\0';
+  *len = used;
+  return h;
+}
+
+size_t tu_write_odd_sparse_layer(const char *path, const char *prefix,
+                                 int64_t k, int64_t n) {
+  const size_t payload = (size_t)k * (size_t)n; /* K = 8: one byte each */
+  char header[1024];
+  int len = snprintf(header, sizeof header,
+                     "{\"%s.suh\":{\"dtype\":\"F16\",\"shape\":[%lld],"
+                     "\"data_offsets\":[0,%lld]},"
+                     "\"%s.svh\":{\"dtype\":\"F16\",\"shape\":[%lld],"
+                     "\"data_offsets\":[%lld,%lld]},"
+                     "\"%s.trellis\":{\"dtype\":\"I16\",\"shape\":[%lld,%lld,"
+                     "128],\"data_offsets\":[%lld,%lld]}}",
+                     prefix, (long long)k, (long long)(2 * k), prefix,
+                     (long long)n, (long long)(2 * k),
+                     (long long)(2 * k + 2 * n), prefix, (long long)(k / 16),
+                     (long long)(n / 16), (long long)(2 * k + 2 * n),
+                     (long long)(2 * k + 2 * n + (int64_t)payload));
+  assert_true(len > 0 && (size_t)len < sizeof header - 2);
+  while (len % 2 == 0) /* odd length: every tensor starts misaligned */
+    header[len++] = ' ';
+  header[len] = '\0';
+  size_t scales = (size_t)(2 * k + 2 * n);
+  uint8_t *head = malloc(8 + (size_t)len + scales);
+  assert_non_null(head);
+  for (int i = 0; i < 8; i++)
+    head[i] = (uint8_t)((uint64_t)len >> (8 * i));
+  memcpy(head + 8, header, (size_t)len);
+  uint16_t one = 0x3C00;
+  for (size_t i = 0; i < scales / 2; i++)
+    memcpy(head + 8 + len + 2 * i, &one, 2);
+  tu_write_file(path, head, 8 + (size_t)len + scales);
+  free(head);
+  FILE *fp = fopen(path, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(
+      ftruncate(fileno(fp), (off_t)(8 + (size_t)len + scales + payload)), 0);
+  fclose(fp);
+  return payload;
+}
+
 /* ------------------------------------------------------------ asserts -- */
 
 void tu_assert_status_at(trellis_status got, trellis_status want,

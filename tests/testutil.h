@@ -118,6 +118,25 @@ uint8_t *tu_st_raw(const char *header, const void *data, size_t data_size,
 uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,
                        const void *data, size_t data_size, size_t *size);
 
+/* ------------------------------------------------- hostile files -- */
+
+/* A fresh copy of the toy model (config, index, two shards) in
+ * tu_tmpdir(); its malloc'd directory. */
+char *tu_copy_toy(void);
+/* Replaces dir/name by a FIFO (when `fifo`) or a symbolic link to
+ * `target`. */
+void tu_replace_entry(const char *dir, const char *name, int fifo,
+                      const char *target);
+/* A safetensors header (JSON) of `count` empty U8 tensors, the smallest
+ * entries there are; malloc'd, *len gets its length. */
+char *tu_many_tensors_header(size_t count, size_t *len);
+/* Writes a K8 layer `prefix` (suh, svh of 1.0, trellis) of k x n whose
+ * tensors all start misaligned (an odd header length) and whose payload is
+ * a sparse hole of k * n bytes, so that only copying it costs memory.
+ * Returns the payload bytes. */
+size_t tu_write_odd_sparse_layer(const char *path, const char *prefix,
+                                 int64_t k, int64_t n);
+
 /* Asserts `got == want`; on mismatch fails printing both status names and
  * trellis_last_error(). */
 #define tu_assert_status(got, want)                                            \

@@ -3,6 +3,7 @@
 #include "cli_util.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- models and layers -------------------------------------------------- */
 
@@ -46,6 +47,41 @@ int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
   trellis_clear_error();
   trellis_status st = npy_write(path, dtype, ndim, shape, data);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, path);
+}
+
+/* The same file as `sb`: the same device and inode, whatever the path. */
+static int same_file(const char *path, const struct stat *sb) {
+  struct stat other;
+  return path && stat(path, &other) == 0 && other.st_dev == sb->st_dev &&
+         other.st_ino == sb->st_ino;
+}
+
+int cli_check_output(const char *output, const trellis_model *model,
+                     const char *input) {
+  struct stat sb;
+  int exists = 0;
+  trellis_clear_error();
+  trellis_status st = npy_output_check(output, &sb, &exists);
+  if (st != TRELLIS_OK)
+    return cli_lib_error(st, output);
+  if (!exists)
+    return CLI_OK;
+  const char *read = NULL;
+  for (size_t i = 0; !read && trellis_model_file_path(model, i); i++)
+    if (same_file(trellis_model_file_path(model, i), &sb))
+      read = trellis_model_file_path(model, i);
+  if (!read && same_file(input, &sb))
+    read = input;
+  if (!read)
+    return CLI_OK;
+  if (strcmp(read, output) == 0)
+    cli_error("%s: is an input of this command; choose another --output",
+              output);
+  else
+    cli_error("%s: is the same file as %s, an input of this command; choose "
+              "another --output",
+              output, read);
+  return CLI_FAIL;
 }
 
 /* ---- devices --------------------------------------------------------------

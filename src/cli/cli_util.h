@@ -32,8 +32,16 @@ int cli_open_layer(const char *path, const char *layer_name,
 /* ---- .npy --------------------------------------------------------------- */
 
 int cli_read_npy(const char *path, npy_array *out);
+/* Writes through npy_write: `path` is replaced only by a complete file. */
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);
+/* Before any work: refuses an --output that npy_write refuses (a
+ * directory, FIFO, device, dangling link, missing directory) or that is a
+ * file the command reads: one of the model's files
+ * (trellis_model_file_path) or `input` (may be NULL), compared by device
+ * and inode, so links and other spellings of a path count. */
+int cli_check_output(const char *output, const trellis_model *model,
+                     const char *input);
 
 /* ---- devices --------------------------------------------------------------
  */

@@ -28,6 +28,10 @@ int cmd_decode(int argc, char **argv) {
   trellis_layer layer;
   if ((r = cli_open_layer(pos[0], pos[1], &model, &layer)) != CLI_OK)
     return r;
+  if ((r = cli_check_output(output, model, NULL)) != CLI_OK) {
+    trellis_model_close(model);
+    return r;
+  }
 
   const trellis_weight *w = &layer.weight;
   trellis_dtype dt = dense ? TRELLIS_F32 : TRELLIS_F16;

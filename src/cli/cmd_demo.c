@@ -32,7 +32,8 @@ static const char usage[] =
     "it: PASS when the relative L2 error is <= 2e-3. On a GPU it runs m = 1\n"
     "(fused path) and m = 129 (generic path) against the CPU reference; on\n"
     "the CPU it runs m = 1 against an fp64 product with the dense weight.\n"
-    "Prints the device, path, error and the median time of --reps runs.\n";
+    "Prints the device, path, error and the median time of --reps runs.\n"
+    "--threads N: CPU threads (0 = one per core; at most 256 run).\n";
 
 /* The demo's layer: synth_layer_init's random EXL3 layer (random trellis
  * words, suh/svh shaped like a real checkpoint's). */
@@ -135,8 +136,9 @@ fail:
 static int demo_cpu(const synth_layer *d, synth_rng *rng, int reps,
                     int threads) {
   const int64_t m = 1;
-  int nthreads = threads ? threads : cli_cpu_count();
-  printf("device: cpu (%d threads)\n", nthreads);
+  char used[128];
+  cli_cpu_threads(&d->w, threads, used, sizeof used);
+  printf("device: cpu (%s)\n", used);
   printf("reference: fp64 x . W_dense (trellis_dense_weight)\n");
   uint16_t *x = demo_input(rng, m);
   uint16_t *y = malloc((size_t)m * DEMO_N * sizeof *y);
@@ -214,9 +216,10 @@ static int demo_gpu(const synth_layer *d, synth_rng *rng, int reps,
       cli_gpu_open(&d->w, DEMO_GPU_M_LARGE, TRELLIS_F16, TRELLIS_F16, &g) !=
           CLI_OK)
     return CLI_FAIL;
+  char used[128];
+  cli_cpu_threads(&d->w, threads, used, sizeof used);
   printf("device: cuda %s\n", name);
-  printf("reference: CPU forward (trellis_cpu_forward, %d threads)\n",
-         threads ? threads : cli_cpu_count());
+  printf("reference: CPU forward (trellis_cpu_forward, %s)\n", used);
   int pass = 1, r = CLI_OK;
   const int64_t ms[] = {DEMO_GPU_M_SMALL, DEMO_GPU_M_LARGE};
   for (int i = 0; i < 2 && r == CLI_OK; i++)

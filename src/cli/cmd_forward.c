@@ -12,7 +12,8 @@ static const char usage[] =
     "y = Hblk(Hblk(x * suh) . W_hat) * svh + bias for one EXL3 layer.\n"
     "X is fp16 or fp32, [m, k] or [k] (then Y is [n]); Y is fp32 unless\n"
     "--out-dtype f16. --device auto (default) uses a CUDA GPU when one is\n"
-    "present, else the CPU reference (--threads N, 0 = one per core).\n";
+    "present, else the CPU reference (--threads N, 0 = one per core; at\n"
+    "most 256 run, and one per 16 columns of n: it prints how many ran).\n";
 
 /* Checks X against the layer; sets m and whether X was 1-D. */
 static int check_input(const char *path, const npy_array *x,
@@ -111,7 +112,8 @@ int cmd_forward(int argc, char **argv) {
     trellis_model_close(model);
     return r;
   }
-  if ((r = check_input(input, &x, &layer, &m)) != CLI_OK)
+  if ((r = check_input(input, &x, &layer, &m)) != CLI_OK ||
+      (r = cli_check_output(output, model, input)) != CLI_OK)
     goto done;
 
   const int64_t n = layer.weight.n;
@@ -125,12 +127,14 @@ int cmd_forward(int argc, char **argv) {
   if (dev == CLI_DEV_CUDA) {
     r = run_cuda(&layer, &x, m, y, ydt);
   } else {
+    char used[128];
+    cli_cpu_threads(&layer.weight, (int)threads, used, sizeof used);
     double t0 = cli_now();
     r = cli_cpu_forward(&layer.weight, x.data, x.dtype, m, y, ydt,
                         (int)threads);
     if (r == CLI_OK)
-      fprintf(stderr, "device: cpu (%d threads), path: cpu, %.3f ms\n",
-              threads ? (int)threads : cli_cpu_count(), 1e3 * (cli_now() - t0));
+      fprintf(stderr, "device: cpu (%s), path: cpu, %.3f ms\n", used,
+              1e3 * (cli_now() - t0));
   }
   if (r == CLI_OK) {
     int64_t shape[2] = {m, n};

@@ -44,23 +44,28 @@ static size_t layer_bytes(const trellis_layer_info *l) {
   return bytes;
 }
 
+/* Names and strings from the file are printed through cli_escape: a
+ * control character in them cannot reach the terminal. */
+#define SHOWN(text, buf) cli_escape((text), (buf), sizeof(buf))
+
 static void print_config(const trellis_quant_config *q) {
+  char buf[4 * sizeof q->quant_method];
   if (q == NULL || !q->present) {
     printf("quantization_config: none (no config.json with one)\n");
     return;
   }
   printf("quantization_config: quant_method %s",
-         q->quant_method[0] ? q->quant_method : "?");
+         q->quant_method[0] ? SHOWN(q->quant_method, buf) : "?");
   if (q->version[0])
-    printf(", version %s", q->version);
+    printf(", version %s", SHOWN(q->version, buf));
   if (q->bits > 0)
     printf(", bits %.2f", q->bits);
   if (q->head_bits > 0)
     printf(", head_bits %d", q->head_bits);
   if (q->codebook[0])
-    printf(", codebook %s", q->codebook);
+    printf(", codebook %s", SHOWN(q->codebook, buf));
   if (q->out_scales[0])
-    printf(", out_scales %s", q->out_scales);
+    printf(", out_scales %s", SHOWN(q->out_scales, buf));
   if (q->calibration_rows > 0 || q->calibration_cols > 0)
     printf(", calibration %lldx%lld", (long long)q->calibration_rows,
            (long long)q->calibration_cols);
@@ -72,14 +77,14 @@ static void print_corrections(const trellis_model *model, size_t count) {
   for (size_t i = 0; i < count; i++) {
     trellis_layer_info l;
     trellis_tensor t;
-    char name[512];
+    char name[512], shown[4 * 1024 + 1];
     if (trellis_model_layer_info(model, i, &l) != TRELLIS_OK ||
         snprintf(name, sizeof name, "%s.qsrt_a", l.name) >= (int)sizeof name ||
         trellis_model_find_tensor(model, name, &t) != TRELLIS_OK)
       continue;
     printf("note: %s has a rank-16 correction (qsrt_a, qsrt_b) that "
            "decode and forward do not apply\n",
-           l.name);
+           SHOWN(l.name, shown));
   }
   trellis_clear_error();
 }
@@ -107,15 +112,16 @@ int cmd_info(int argc, char **argv) {
     return cli_lib_error(st, pos[0]);
 
   size_t count = trellis_model_layer_count(model);
+  char shown[4 * 4096 + 1]; /* a path or name, escaped (4 bytes a byte) */
   int width = 4;
   for (size_t i = 0; i < count; i++) {
     trellis_layer_info l;
     if (trellis_model_layer_info(model, i, &l) == TRELLIS_OK &&
-        (int)strlen(l.name) > width)
-      width = (int)strlen(l.name);
+        (int)strlen(SHOWN(l.name, shown)) > width)
+      width = (int)strlen(shown);
   }
 
-  printf("%s\n", pos[0]);
+  printf("%s\n", SHOWN(pos[0], shown));
   print_config(trellis_model_quant_config(model));
   printf("\n%-*s %6s %6s %-5s %-8s %5s %9s %-13s %s\n", width, "name", "k", "n",
          "K", "codebook", "bpw", "MB", "signs", "bias");
@@ -142,8 +148,8 @@ int cmd_info(int argc, char **argv) {
                trellis_rate_axis_name(l.rate_axis));
     else
       snprintf(bits, sizeof bits, "%d", l.bits);
-    printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width, l.name,
-           (long long)l.k, (long long)l.n, bits,
+    printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
+           SHOWN(l.name, shown), (long long)l.k, (long long)l.n, bits,
            trellis_codebook_name(l.codebook),
            8.0 * (double)payload_bytes_of(&l) / ((double)l.k * (double)l.n),
            (double)bytes / 1e6, legacy ? "legacy su/sv" : "suh/svh",

@@ -53,15 +53,10 @@ static size_t layer_bytes(const trellis_layer_info *l) {
   return bytes;
 }
 
-/* A name as printed: control bytes and non-ASCII as \xNN. */
+/* A name as printed (cli_escape), padded to `width` columns. */
 static void print_name(const char *s, int width) {
-  int len = 0;
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p >= 0x20 && *p < 0x7f)
-      len += printf("%c", *p);
-    else
-      len += printf("\\x%02X", *p);
-  }
+  char buf[1024];
+  int len = printf("%s", cli_escape(s, buf, sizeof buf));
   printf("%*s", len < width ? width - len : 0, "");
 }
 
@@ -121,7 +116,8 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
 
   char device[256] = "";
   cli_gpu_device_name(device, sizeof device);
-  printf("%s\n", path);
+  char shown[1024];
+  printf("%s\n", cli_escape(path, shown, sizeof shown));
   printf("plans: max_m %lld, fp16 input, output and compute, default flags; "
          "%s; %zu plan%s for %zu layers (layers alike in shape, K, "
          "codebook, signs and bias share one)\n",
@@ -130,9 +126,10 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
   int width = 5;
   for (size_t i = 0; i < count; i++) {
     trellis_layer_info l;
+    char buf[1024];
     if (trellis_model_layer_info(model, i, &l) == TRELLIS_OK &&
-        (int)strlen(l.name) > width)
-      width = (int)strlen(l.name);
+        (int)strlen(cli_escape(l.name, buf, sizeof buf)) > width)
+      width = (int)strlen(buf);
   }
   printf("\n%-*s %6s %6s %-5s %-8s %6s %-8s %12s %10s %10s %12s\n", width,
          "layer", "k", "n", "K", "codebook", "m", "path", "rotated",

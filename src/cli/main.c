@@ -4,6 +4,7 @@
 #include "cli_util.h"
 #include "trellis_bench.h"
 
+#include <signal.h>
 #include <string.h>
 
 static const char usage_text[] =
@@ -48,6 +49,9 @@ static const command commands[] = {
 };
 
 int main(int argc, char **argv) {
+  /* A file-size limit (ulimit -f) makes an output write fail with EFBIG,
+   * reported and cleaned up, instead of killing the tool mid-write. */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     cli_error("missing command (try 'trellis help')");
     return CLI_USAGE;

@@ -55,9 +55,82 @@ const char *trellis_last_error(void) { return last_message; }
 
 void trellis_clear_error(void) { last_message[0] = '\0'; }
 
+/* Length of the UTF-8 sequence at p (at most `left` bytes) when it is
+ * well formed and safe to show, else 0. Unsafe: C0 controls and DEL,
+ * the C1 controls U+0080-U+009F, and the invisible marks that reorder or
+ * break lines (U+200E-U+200F, U+2028-U+202E, U+2066-U+2069). */
+static size_t safe_sequence(const unsigned char *p, size_t left) {
+  unsigned c = p[0];
+  if (c < 0x80)
+    return c >= 0x20 && c != 0x7f;
+  size_t len;
+  unsigned lo = 0x80, hi = 0xbf, cp;
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2, cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3, cp = c & 0x0f;
+    lo = c == 0xe0 ? 0xa0 : 0x80; /* no overlong forms */
+    hi = c == 0xed ? 0x9f : 0xbf; /* no surrogates */
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4, cp = c & 0x07;
+    lo = c == 0xf0 ? 0x90 : 0x80;
+    hi = c == 0xf4 ? 0x8f : 0xbf; /* nothing past U+10FFFF */
+  } else {
+    return 0;
+  }
+  if (left < len || p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 1; i < len; i++) {
+    if (i > 1 && (p[i] < 0x80 || p[i] > 0xbf))
+      return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  if (cp <= 0x9f || (cp >= 0x200e && cp <= 0x200f) ||
+      (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+    return 0;
+  return len;
+}
+
+size_t trl_escape_text(const char *in, char *out, size_t cap) {
+  static const char hex[] = "0123456789abcdef";
+  if (cap == 0)
+    return 0;
+  const unsigned char *p = (const unsigned char *)in;
+  size_t left = in ? strlen(in) : 0, used = 0;
+  while (left > 0) {
+    size_t len = safe_sequence(p, left);
+    if (len == 0) { /* one byte as \xHH; the next byte starts afresh */
+      if (used + 4 >= cap)
+        break;
+      out[used++] = '\\';
+      out[used++] = 'x';
+      out[used++] = hex[*p >> 4];
+      out[used++] = hex[*p & 15];
+      len = 1;
+    } else {
+      if (used + len >= cap)
+        break;
+      memcpy(out + used, p, len);
+      used += len;
+    }
+    p += len;
+    left -= len;
+  }
+  out[used] = '\0';
+  return used;
+}
+
+/* Every message is stored escaped (trl_escape_text), whatever it quotes:
+ * names and paths from files or callers cannot reach a terminal raw. */
+static void set_message(const char *raw) {
+  trl_escape_text(raw, last_message, MSG_CAP);
+}
+
 static trellis_status failv(trellis_status status, const char *fmt,
                             va_list ap) {
-  vsnprintf(last_message, MSG_CAP, fmt, ap);
+  char raw[MSG_CAP];
+  vsnprintf(raw, MSG_CAP, fmt, ap);
+  set_message(raw);
   return status;
 }
 
@@ -70,18 +143,19 @@ trellis_status trl_fail(trellis_status status, const char *fmt, ...) {
 }
 
 trellis_status trl_fail_prefix(trellis_status status, const char *fmt, ...) {
-  char old[MSG_CAP];
+  char raw[MSG_CAP];
   va_list ap;
-  memcpy(old, last_message, MSG_CAP);
   va_start(ap, fmt);
-  int used = vsnprintf(last_message, MSG_CAP, fmt, ap);
+  int used = vsnprintf(raw, MSG_CAP, fmt, ap);
   va_end(ap);
   if (used < 0 || used >= MSG_CAP - 3)
     return status;
   size_t room = (size_t)(MSG_CAP - used);
-  memcpy(last_message + used, ": ", 2);
-  size_t len = strnlen(old, room - 3);
-  memcpy(last_message + used + 2, old, len);
-  last_message[used + 2 + len] = '\0';
+  memcpy(raw + used, ": ", 2);
+  /* the old message is escaped already; escaping it again changes nothing */
+  size_t len = strnlen(last_message, room - 3);
+  memcpy(raw + used + 2, last_message, len);
+  raw[used + 2 + len] = '\0';
+  set_message(raw);
   return status;
 }

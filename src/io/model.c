@@ -43,6 +43,8 @@ struct trellis_model {
    * of layers with extra.lazy, and set's owned memory). */
   pthread_mutex_t lock;
   int lock_ready;
+  /* the text files read at open (trellis_model_file_path), or NULL */
+  char *index_path, *config_path;
 };
 
 static char *dup_str(const char *s) {
@@ -351,6 +353,8 @@ void trellis_model_close(trellis_model *m) {
     pthread_mutex_destroy(&m->lock);
   free(m->tensors);
   free(m->tensor_meta);
+  free(m->index_path);
+  free(m->config_path);
   free(m->label);
   free(m);
 }
@@ -414,6 +418,10 @@ static trellis_status open_index(trellis_model *m, const char *dir,
       trl_read_file(index_path, TEXT_FILE_LIMIT, (uint8_t **)&text, &len);
   if (st != TRELLIS_OK)
     return st;
+  if (!(m->index_path = dup_str(index_path))) {
+    free(text);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  }
   trl_index idx;
   st = trl_index_parse(text, len, index_path, &idx);
   free(text);
@@ -436,6 +444,8 @@ static trellis_status open_config(trellis_model *m, const char *dir) {
     if (st == TRELLIS_OK)
       st = trl_quant_config_parse(text, len, path, &m->qc);
     free(text);
+    m->config_path = path;
+    return st;
   }
   free(path);
   return st;
@@ -575,6 +585,23 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
 
 const trellis_quant_config *trellis_model_quant_config(const trellis_model *m) {
   return m ? &m->qc : NULL;
+}
+
+const char *trellis_model_file_path(const trellis_model *m, size_t index) {
+  if (!m)
+    return NULL;
+  if (index < m->file_count)
+    return m->files[index]->label;
+  index -= m->file_count;
+  const char *text[2] = {m->index_path, m->config_path};
+  for (size_t i = 0; i < 2; i++) {
+    if (!text[i])
+      continue;
+    if (index == 0)
+      return text[i];
+    index--;
+  }
+  return NULL;
 }
 
 size_t trellis_model_layer_count(const trellis_model *m) {

@@ -5,8 +5,44 @@
 #include "cuda/kernels.h"
 #include "format/weight.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* NULL, or not a live plan: destroyed (its magic poisoned) or foreign. */
+static trellis_status check_plan(const trellis_plan *plan, const char *what) {
+  if (!plan)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s: plan is NULL", what);
+  if (plan->magic != TRL_PLAN_MAGIC)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s: not a live plan (%s)",
+                    what,
+                    plan->magic == TRL_PLAN_POISON
+                        ? "it was destroyed"
+                        : "not from trellis_plan_create, or destroyed");
+  return TRELLIS_OK;
+}
+
+#ifdef NDEBUG
+#define KEEP_DEFAULT 0
+#else
+#define KEEP_DEFAULT 1
+#endif
+static atomic_int keep_destroyed = KEEP_DEFAULT;
+static _Atomic(trellis_plan *) kept[TRL_PLAN_KEPT];
+static atomic_uint kept_next;
+
+int trl_plan_keep_destroyed(int keep) {
+  return atomic_exchange(&keep_destroyed, keep != 0);
+}
+
+/* Frees a destroyed plan, or keeps it in the ring and frees the oldest. */
+static void free_destroyed(trellis_plan *plan) {
+  if (atomic_load(&keep_destroyed)) {
+    unsigned slot = atomic_fetch_add(&kept_next, 1u) % TRL_PLAN_KEPT;
+    plan = atomic_exchange(&kept[slot], plan);
+  }
+  free(plan);
+}
 
 static trellis_status check_desc(const trellis_plan_desc *d) {
   TRL_CHECK_STRUCT(d, trellis_plan_desc, "plan desc");
@@ -206,6 +242,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     free(p);
     return st;
   }
+  p->magic = TRL_PLAN_MAGIC;
   *out = p;
   return TRELLIS_OK;
 }
@@ -213,16 +250,18 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
 static void release_prepared(trellis_plan *plan);
 
 void trellis_plan_destroy(trellis_plan *plan) {
-  if (!plan)
-    return;
+  if (!plan || check_plan(plan, "plan destroy") != TRELLIS_OK)
+    return; /* not a live plan: left alone */
   release_prepared(plan);
-  free(plan);
+  plan->magic = TRL_PLAN_POISON;
+  free_destroyed(plan);
 }
 
 trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
                                   trellis_buffer_sizes *out) {
-  if (!plan)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  trellis_status st = check_plan(plan, "plan query");
+  if (st != TRELLIS_OK)
+    return st;
   if (!out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "buffer sizes output is NULL");
@@ -357,11 +396,12 @@ static void release_prepared(trellis_plan *plan) {
 }
 
 trellis_status trellis_plan_prepare(trellis_plan *plan) {
-  if (!plan)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  trellis_status st = check_plan(plan, "plan prepare");
+  if (st != TRELLIS_OK)
+    return st;
   if (plan->prepared)
     return TRELLIS_OK; /* idempotent */
-  const trellis_status st = prepare_once(plan);
+  st = prepare_once(plan);
   if (st != TRELLIS_OK) {
     /* nothing of a failed attempt stays: a retry starts from create */
     release_prepared(plan);
@@ -476,11 +516,23 @@ static trellis_status stream_run(const trellis_plan *p, const void *x,
 trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                            void *y, const trellis_buffers *buffers,
                            void *stream) {
-  if (!plan)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "plan is NULL");
+  trellis_status st = check_plan(plan, "trellis_run");
+  if (st != TRELLIS_OK)
+    return st;
   if (!plan->prepared)
     return trl_fail(TRELLIS_ERR_NOT_PREPARED,
                     "trellis_run before trellis_plan_prepare on this plan");
+  /* kernels, the plan's memory and its cuBLASLt handle live on the plan's
+   * device (a thread-local read; legal during stream capture) */
+  int dev = -1;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess)
+    return trl_cuda_fail(e, "trellis_run (current device)");
+  if (dev != plan->device)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "trellis_run: the current CUDA device is %d but the plan "
+                    "was created on device %d (cudaSetDevice(%d) first)",
+                    dev, plan->device, plan->device);
   TRL_CHECK_STRUCT(buffers, trellis_buffers, "buffers");
   if (m < 1 || m > plan->desc.max_m)
     return trl_fail(TRELLIS_ERR_SHAPE,
@@ -497,8 +549,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
   if (!trl_layout_compute(&plan->lp, path, m, &lay))
     return trl_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
                     (long long)m);
-  trellis_status st = check_buffer(buffers->rotated, buffers->rotated_bytes,
-                                   lay.rotated_bytes, "rotated");
+  st = check_buffer(buffers->rotated, buffers->rotated_bytes, lay.rotated_bytes,
+                    "rotated");
   if (st != TRELLIS_OK)
     return st;
   if (trl_layout_stream(&plan->lp, path, m))

@@ -6,6 +6,7 @@
 #include "plan/cuda_status.h"
 #include "plan/gate.h"
 #include "plan/layout.h"
+#include "plan/plan_check.h"
 #include "plan/prepare_fault.h"
 #include "cuda/kernels.h"
 
@@ -21,10 +22,15 @@ typedef struct dense_algo {
       tail; /* slice_n columns; the last, narrower slice */
 } dense_algo;
 
+/* trellis_plan.magic of a live plan, and of a destroyed one (plan_check.h) */
+#define TRL_PLAN_MAGIC 0x74726c50u
+#define TRL_PLAN_POISON 0xdeadd1e5u
+
 struct trellis_plan {
+  uint32_t magic;   /* TRL_PLAN_MAGIC from create to destroy */
   trellis_weight w; /* device pointers */
   trellis_plan_desc desc;
-  int device;
+  int device; /* current device at create: prepare and run check it */
   int sm_count, cc_major, cc_minor;
   int prepared;
   int fused_image; /* fused kernel image runs on this device */

@@ -1,5 +1,6 @@
 /* Command-line support: one-line errors and the option parser (see cli.h). */
 #include "tools/cli.h"
+#include "core/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -9,24 +10,29 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
+const char *cli_escape(const char *text, char *buf, size_t size) {
+  trl_escape_text(text, buf, size);
+  return buf;
+}
+
 void cli_error(const char *fmt, ...) {
-  char line[2048];
+  char line[2048], shown[4 * sizeof line];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  /* One line, whatever the message holds. */
-  for (char *p = line; *p; p++)
-    if (*p == '\n' || *p == '\r')
-      *p = ' ';
-  fprintf(stderr, "trellis: %s\n", line);
+  /* One line, whatever the message holds: nothing in it reaches the
+   * terminal raw. */
+  fprintf(stderr, "trellis: %s\n", cli_escape(line, shown, sizeof shown));
 }
 
 int cli_lib_error(trellis_status status, const char *context) {
   const char *detail = trellis_last_error();
   if (detail == NULL || detail[0] == '\0')
     detail = trellis_status_string(status);
-  if (context && context[0] && strstr(detail, context) == NULL)
+  char shown[4 * 1024]; /* the detail quotes names escaped: compare alike */
+  if (context && context[0] &&
+      strstr(detail, cli_escape(context, shown, sizeof shown)) == NULL)
     cli_error("%s: %s", context, detail);
   else
     cli_error("%s", detail);

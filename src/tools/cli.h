@@ -24,9 +24,15 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-/* Prints "trellis: <message>" as one line on stderr (newlines in the message
- * become spaces). */
+/* Prints "trellis: <message>" as one line on stderr. Control characters,
+ * bytes that are not UTF-8 and invisible line-reordering marks in the
+ * message (a newline included) are printed as "\xHH" (cli_escape). */
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* `text` made safe for a terminal into `buf` (`size` bytes, cut at a
+ * character boundary when it does not fit): the library's escaping of its
+ * own messages (trellis_last_error). Returns buf. For names and strings
+ * read from files that a command prints. */
+const char *cli_escape(const char *text, char *buf, size_t size);
 /* Prints "trellis: <context>: <library detail>" for a failed library call
  * and returns CLI_FAIL. The context is left out when the detail already
  * names it. */

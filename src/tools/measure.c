@@ -3,6 +3,7 @@
 #include "tools/cli.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -31,6 +32,19 @@ double cli_median(double *values, int count) {
 int cli_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+int cli_cpu_threads(const trellis_weight *w, int requested, char *desc,
+                    size_t size) {
+  int used = trellis_cpu_forward_threads(w, requested);
+  if (requested > used)
+    snprintf(desc, size,
+             "%d thread%s; --threads %d asked: at most 256 run, one per 16 "
+             "columns of n = %lld",
+             used, used == 1 ? "" : "s", requested, (long long)w->n);
+  else
+    snprintf(desc, size, "%d thread%s", used, used == 1 ? "" : "s");
+  return used;
 }
 
 int cli_cpu_forward(const trellis_weight *w, const void *x, trellis_dtype xd,

@@ -15,6 +15,13 @@ double cli_median(double *values, int count);
 
 /* Number of online CPU cores (at least 1). */
 int cli_cpu_count(void);
+/* The threads trellis_cpu_forward runs on `w` for `requested` (0 = one per
+ * core; it runs at most 256, and one per 16 output columns), and in `desc`
+ * the tool's words for it: "8 threads", or when fewer run than asked
+ * "8 threads; --threads 4096 asked: at most 256 run, one per 16 columns of
+ * n = 128". */
+int cli_cpu_threads(const trellis_weight *w, int requested, char *desc,
+                    size_t size);
 /* CPU forward with its own workspace (threads: 0 = one per core). */
 int cli_cpu_forward(const trellis_weight *w, const void *x, trellis_dtype xd,
                     int64_t m, void *y, trellis_dtype yd, int threads);
