@@ -13,13 +13,9 @@
 
 #include "tools/npy.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #define TOL 2e-3
 
@@ -28,60 +24,12 @@ static size_t ncases;
 
 /* ------------------------------------------------------------ running -- */
 
-typedef struct cli_result {
-  int code;  /* exit code, or 128 + signal */
-  char *out; /* stdout, malloc'd, NUL-terminated */
-  char *err; /* stderr, malloc'd */
-} cli_result;
-
-static char *read_text(const char *path) {
-  size_t size = 0;
-  uint8_t *data = tu_read_file(path, &size);
-  char *text = realloc(data, size + 1);
-  assert_non_null(text);
-  text[size] = '\0';
-  return text;
-}
-
 /* Runs TRELLIS_CLI_PATH with `args` (NULL-terminated, without argv[0]). */
-static cli_result run_cli(const char *const *args) {
-  const char *argv[32] = {TRELLIS_CLI_PATH};
-  int argc = 1;
-  for (; args[argc - 1]; argc++) {
-    assert_true(argc < 31);
-    argv[argc] = args[argc - 1];
-  }
-  argv[argc] = NULL;
-  char *out_path = tu_tmp_path("cli.stdout");
-  char *err_path = tu_tmp_path("cli.stderr");
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-      _exit(126);
-    execv(TRELLIS_CLI_PATH, (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  assert_true(waitpid(pid, &status, 0) == pid);
-  cli_result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(out_path);
-  r.err = read_text(err_path);
-  free(out_path);
-  free(err_path);
-  return r;
+static tu_run_result run_cli(const char *const *args) {
+  return tu_run_tool(TRELLIS_CLI_PATH, args, NULL);
 }
 
-static void free_result(cli_result *r) {
-  free(r->out);
-  free(r->err);
-}
-
-static void expect_success(const char *what, cli_result *r) {
+static void expect_success(const char *what, tu_run_result *r) {
   if (r->code != 0)
     fail_msg("%s: exit %d, stderr: %s", what, r->code, r->err);
 }
@@ -123,7 +71,7 @@ static void test_decode_every_case(void **state) {
     tv_open(c, &t);
     char *path = case_path(c);
     const char *args[] = {"decode", path, c->layer, "--output", out, NULL};
-    cli_result r = run_cli(args);
+    tu_run_result r = run_cli(args);
     expect_success(c->name, &r);
     npy_array w;
     int64_t shape[2] = {c->k, c->n};
@@ -132,7 +80,7 @@ static void test_decode_every_case(void **state) {
     if (memcmp(w.data, t.w_hat.data, w.nbytes) != 0)
       fail_msg("%s: trellis decode differs from w_hat", c->name);
     npy_free(&w);
-    free_result(&r);
+    tu_run_free(&r);
     free(path);
     tv_close(&t);
   }
@@ -149,7 +97,7 @@ static void test_decode_dense_every_case(void **state) {
     char *path = case_path(c);
     const char *args[] = {"decode",   path, c->layer, "--dense",
                           "--output", out,  NULL};
-    cli_result r = run_cli(args);
+    tu_run_result r = run_cli(args);
     expect_success(c->name, &r);
     npy_array w;
     int64_t shape[2] = {c->k, c->n};
@@ -161,7 +109,7 @@ static void test_decode_dense_every_case(void **state) {
     check_close("decode --dense", c->name, w.data, ref, count);
     free(ref);
     npy_free(&w);
-    free_result(&r);
+    tu_run_free(&r);
     free(path);
     tv_close(&t);
   }
@@ -194,7 +142,7 @@ static void forward_case(const tv_case *c, int64_t m, int ndim,
                         "--out-dtype",
                         ydt == TRELLIS_F16 ? "f16" : "f32",
                         NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_success(c->name, &r);
   /* The CLI says where it ran: "device: cpu ..." or "device: cuda ...". */
   char where[32];
@@ -218,7 +166,7 @@ static void forward_case(const tv_case *c, int64_t m, int ndim,
   free(got);
   free(ref);
   npy_free(&y);
-  free_result(&r);
+  tu_run_free(&r);
   free(xin);
   free(yout);
   free(path);
@@ -266,7 +214,7 @@ static void test_info_toy_model(void **state) {
                                       "mlp.gate_proj",    "mlp.up_proj",
                                       "mlp.down_proj"};
   const char *args[] = {"info", TU_TOY_MODEL, NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_success("info toy model", &r);
   for (int layer = 0; layer < 2; layer++)
     for (size_t p = 0; p < sizeof projs / sizeof projs[0]; p++) {
@@ -280,18 +228,18 @@ static void test_info_toy_model(void **state) {
   assert_null(strstr(r.out, "input_layernorm"));
   assert_non_null(strstr(r.out, "exl3")); /* the quantization_config */
   assert_non_null(strstr(r.out, "mcg"));
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 static void test_info_single_file(void **state) {
   (void)state;
   char *path = case_path(&cases[0]);
   const char *args[] = {"info", path, NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_success("info file", &r);
   assert_non_null(strstr(r.out, cases[0].layer));
   assert_non_null(strstr(r.out, "1 EXL3 layer,"));
-  free_result(&r);
+  tu_run_free(&r);
   free(path);
 }
 
@@ -300,13 +248,8 @@ static void test_info_single_file(void **state) {
 static void test_demo(void **state) {
   (void)state;
   const char *args[] = {"demo", NULL};
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  cli_result r = run_cli(args);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) +
-                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  print_message("trellis demo took %.1f s:\n%s", secs, r.out);
+  tu_run_result r = run_cli(args);
+  print_message("trellis demo took %.1f s:\n%s", r.secs, r.out);
   expect_success("demo", &r);
   assert_non_null(strstr(r.out, "result: PASS"));
   if (tu_gpu_available()) {
@@ -316,29 +259,29 @@ static void test_demo(void **state) {
                "generic path at m=129");
   } else {
     assert_non_null(strstr(r.out, "device: cpu"));
-    if (secs >= 30.0) /* the demo must stay quick on a plain CPU */
-      fail_msg("trellis demo took %.1f s on the CPU (limit 30 s)", secs);
+    if (r.secs >= 30.0) /* the demo must stay quick on a plain CPU */
+      fail_msg("trellis demo took %.1f s on the CPU (limit 30 s)", r.secs);
   }
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 static void test_version_and_help(void **state) {
   (void)state;
   const char *v[] = {"--version", NULL};
-  cli_result r = run_cli(v);
+  tu_run_result r = run_cli(v);
   expect_success("--version", &r);
   assert_non_null(strstr(r.out, TRELLIS_VERSION_STRING));
-  free_result(&r);
+  tu_run_free(&r);
   const char *h[] = {"help", NULL};
   r = run_cli(h);
   expect_success("help", &r);
   assert_non_null(strstr(r.out, "forward"));
-  free_result(&r);
+  tu_run_free(&r);
   const char *fh[] = {"forward", "--help", NULL};
   r = run_cli(fh);
   expect_success("forward --help", &r);
   assert_non_null(strstr(r.out, "--out-dtype"));
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 int main(void) {

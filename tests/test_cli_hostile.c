@@ -17,21 +17,15 @@
  *     reports the threads that run.
  * A file truncated while the tool has it open is covered at the library
  * level (test_hostile_files): the tool cannot be raced deterministically. */
-#define _DEFAULT_SOURCE /* wait4: the command's own peak memory */
 #include "testutil.h"
 
 #include "tools/npy.h"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define WATCHDOG_S 60 /* a command still running after this is a hang */
@@ -42,89 +36,12 @@ static const char *const toy_layer = "model.layers.0.mlp.up_proj";
 
 /* ------------------------------------------------------------ running -- */
 
-typedef struct run_result {
-  int code;       /* exit code, or 128 + signal */
-  char *out;      /* stdout, NUL-terminated */
-  char *err;      /* stderr */
-  long maxrss_kb; /* the command's peak resident memory */
-  double secs;
-} run_result;
-
-static char *read_text(const char *path) {
-  size_t size = 0;
-  uint8_t *data = tu_read_file(path, &size);
-  char *text = realloc(data, size + 1);
-  assert_non_null(text);
-  text[size] = '\0';
-  return text;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Runs the tool with `args` (NULL-terminated, without argv[0]); with
  * `fsize` > 0 under that file-size limit (RLIMIT_FSIZE, bytes). A command
  * that has not ended after WATCHDOG_S is killed and fails the test. */
-static run_result run(const char *const *args, rlim_t fsize) {
-  const char *argv[32] = {TRELLIS_CLI_PATH};
-  int argc = 1;
-  for (; args[argc - 1]; argc++) {
-    assert_true(argc < 31);
-    argv[argc] = args[argc - 1];
-  }
-  argv[argc] = NULL;
-  char *out_path = tu_tmp_path("run.stdout");
-  char *err_path = tu_tmp_path("run.stderr");
-  fflush(NULL);
-  double t0 = now();
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int i = open("/dev/null", O_RDONLY);
-    int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (i < 0 || o < 0 || e < 0 || dup2(i, 0) < 0 || dup2(o, 1) < 0 ||
-        dup2(e, 2) < 0)
-      _exit(126);
-    if (fsize > 0) {
-      struct rlimit rl = {fsize, fsize};
-      if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
-        _exit(126);
-    }
-    execv(TRELLIS_CLI_PATH, (char *const *)argv);
-    _exit(127);
-  }
-  int status = 0;
-  struct rusage ru;
-  memset(&ru, 0, sizeof ru);
-  pid_t got;
-  while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0 &&
-         now() - t0 < WATCHDOG_S)
-    nanosleep(&(struct timespec){0, 10000000}, NULL);
-  if (got == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    fail_msg("trellis %s %s: still running after %d s (hangs)", args[0],
-             args[1] ? args[1] : "", WATCHDOG_S);
-  }
-  assert_int_equal(got, pid);
-  run_result r;
-  r.secs = now() - t0;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.maxrss_kb = ru.ru_maxrss;
-  r.out = read_text(out_path);
-  r.err = read_text(err_path);
-  free(out_path);
-  free(err_path);
-  return r;
-}
-
-static void free_run(run_result *r) {
-  free(r->out);
-  free(r->err);
+static tu_run_result run(const char *const *args, uint64_t fsize) {
+  const tu_run_opts o = {.fsize = fsize, .watchdog_s = WATCHDOG_S};
+  return tu_run_tool(TRELLIS_CLI_PATH, args, &o);
 }
 
 /* No byte that could drive a terminal (text is escaped UTF-8 lines). */
@@ -138,7 +55,7 @@ static void assert_printable(const char *what, const char *text) {
 
 /* Exit 1 (not a crash, not success), exactly one printable line on
  * stderr, containing `needle`. */
-static void expect_error(run_result *r, const char *needle) {
+static void expect_error(tu_run_result *r, const char *needle) {
   size_t lines = 0;
   for (const char *p = r->err; *p; p++)
     lines += *p == '\n';
@@ -149,7 +66,7 @@ static void expect_error(run_result *r, const char *needle) {
   assert_printable("stderr", r->err);
 }
 
-static void expect_ok(run_result *r) {
+static void expect_ok(tu_run_result *r) {
   if (r->code != 0)
     fail_msg("expected success; exit %d:\n%s", r->code, r->err);
   assert_printable("stdout", r->out);
@@ -239,16 +156,16 @@ static void test_fifos_do_not_block(void **state) {
   char *fifo = tu_tmp_path("fifo.safetensors");
   assert_int_equal(mkfifo(fifo, 0600), 0);
   const char *info[] = {"info", fifo, NULL};
-  run_result r = run(info, 0);
+  tu_run_result r = run(info, 0);
   expect_error(&r, "is a FIFO (named pipe)");
-  free_run(&r);
+  tu_run_free(&r);
 
   char *dir = tu_copy_toy();
   tu_replace_entry(dir, "config.json", 1, NULL);
   const char *info_dir[] = {"info", dir, NULL};
   r = run(info_dir, 0);
   expect_error(&r, "config.json: is a FIFO");
-  free_run(&r);
+  tu_run_free(&r);
 
   char *model = tv_file();
   char *xfifo = tu_tmp_path("x-fifo.npy");
@@ -258,7 +175,7 @@ static void test_fifos_do_not_block(void **state) {
                        "--input", xfifo, "--output", y,          NULL};
   r = run(fwd, 0);
   expect_error(&r, "x-fifo.npy: is a FIFO");
-  free_run(&r);
+  tu_run_free(&r);
   free(y);
   free(xfifo);
   free(model);
@@ -283,10 +200,10 @@ static void test_failed_write_keeps_file(void **state) {
 
   /* W_hat is 256 x 128 fp16 = 64 KiB: the limit stops it after 8 KiB */
   const char *args[] = {"decode", model, tv_layer, "--output", w, NULL};
-  run_result r = run(args, 8192);
+  tu_run_result r = run(args, 8192);
   expect_error(&r, "w.npy: write failed: File too large (the existing file "
                    "is unchanged)");
-  free_run(&r);
+  tu_run_free(&r);
   assert_unchanged(w, (const uint8_t *)"precious", 8);
   assert_int_equal(entries(dir), 2); /* m.safetensors, w.npy */
 
@@ -294,13 +211,13 @@ static void test_failed_write_keeps_file(void **state) {
   const char *args2[] = {"decode", model, tv_layer, "--output", fresh, NULL};
   r = run(args2, 8192);
   expect_error(&r, "(nothing was written)");
-  free_run(&r);
+  tu_run_free(&r);
   assert_int_equal(entries(dir), 2);
 
   /* Without the limit: replaced whole, the mode kept. */
   r = run(args, 0);
   expect_ok(&r);
-  free_run(&r);
+  tu_run_free(&r);
   npy_array a;
   tu_assert_status(npy_read(w, &a), TRELLIS_OK);
   assert_int_equal(a.nbytes, 256 * 128 * 2);
@@ -333,17 +250,17 @@ static void test_output_is_an_input(void **state) {
   assert_int_equal(link(model, hard), 0);
 
   const char *self[] = {"decode", model, tv_layer, "--output", model, NULL};
-  run_result r = run(self, 0);
+  tu_run_result r = run(self, 0);
   expect_error(&r, "m.safetensors: is an input of this command");
-  free_run(&r);
+  tu_run_free(&r);
   const char *via_link[] = {"decode", model, tv_layer, "--output", sym, NULL};
   r = run(via_link, 0);
   expect_error(&r, "link.npy: is the same file as");
-  free_run(&r);
+  tu_run_free(&r);
   const char *via_hard[] = {"decode", model, tv_layer, "--output", hard, NULL};
   r = run(via_hard, 0);
   expect_error(&r, "an input of this command");
-  free_run(&r);
+  tu_run_free(&r);
   assert_unchanged(model, mbytes, msize);
 
   /* forward: --input as --output */
@@ -355,7 +272,7 @@ static void test_output_is_an_input(void **state) {
                        "--input", x,     "--output", x,          NULL};
   r = run(fwd, 0);
   expect_error(&r, "x.npy: is an input of this command");
-  free_run(&r);
+  tu_run_free(&r);
   assert_unchanged(x, xbytes, xsize);
 
   /* a model directory: a shard, the index, config.json */
@@ -371,7 +288,7 @@ static void test_output_is_an_input(void **state) {
     expect_error(&r, ": is an input of this command");
     if (!strstr(r.err, files[i]))
       fail_msg("the refusal does not name %s: %s", files[i], r.err);
-    free_run(&r);
+    tu_run_free(&r);
     assert_unchanged(path, before, size);
     free(before);
     free(path);
@@ -399,9 +316,9 @@ static void test_output_not_a_file(void **state) {
                         "out-fifo.npy: is a FIFO", "out-dir: is a directory"};
   for (size_t i = 0; i < 3; i++) {
     const char *args[] = {"decode", model, tv_layer, "--output", outs[i], NULL};
-    run_result r = run(args, 0);
+    tu_run_result r = run(args, 0);
     expect_error(&r, what[i]);
-    free_run(&r);
+    tu_run_free(&r);
   }
   struct stat sb;
   assert_int_equal(stat("/dev/null", &sb), 0);
@@ -423,10 +340,10 @@ static void test_info_misaligned_copies_nothing(void **state) {
   tu_write_odd_sparse_layer(path, "model.layers.3.mlp.up_proj", 16384, 16384);
   /* the tool's own footprint (a CUDA build loads cuBLASLt: ~200 MiB) */
   const char *version[] = {"--version", NULL};
-  run_result base = run(version, 0);
+  tu_run_result base = run(version, 0);
   expect_ok(&base);
   const char *args[] = {"info", path, NULL};
-  run_result r = run(args, 0);
+  tu_run_result r = run(args, 0);
   expect_ok(&r);
   assert_non_null(strstr(r.out, "model.layers.3.mlp.up_proj"));
   assert_non_null(strstr(r.out, "1 EXL3 layer,"));
@@ -436,8 +353,8 @@ static void test_info_misaligned_copies_nothing(void **state) {
   if (r.maxrss_kb > base.maxrss_kb + 64 * 1024)
     fail_msg("info used %ld KiB more than --version: it copied the layer",
              r.maxrss_kb - base.maxrss_kb);
-  free_run(&base);
-  free_run(&r);
+  tu_run_free(&base);
+  tu_run_free(&r);
   free(path);
 }
 
@@ -450,13 +367,13 @@ static void test_nonfinite_scales(void **state) {
   write_x(x, 128);
   const char *fwd[] = {"forward", model, tv_layer,   "--device", "cpu",
                        "--input", x,     "--output", y,          NULL};
-  run_result r = run(fwd, 0);
+  tu_run_result r = run(fwd, 0);
   expect_error(&r, "tensor 'model.layers.0.mlp.proj.suh' element 5 is NaN");
-  free_run(&r);
+  tu_run_free(&r);
   const char *dec[] = {"decode", model, tv_layer, "--output", y, NULL};
   r = run(dec, 0);
   expect_error(&r, "element 5 is NaN");
-  free_run(&r);
+  tu_run_free(&r);
   assert_int_equal(entries(dir), 2); /* no y.npy */
   free(x);
   free(y);
@@ -483,7 +400,7 @@ static void test_names_escaped(void **state) {
   char *config_path = tu_join(dir, "config.json");
   tu_write_file(config_path, config, strlen(config));
   const char *info[] = {"info", dir, NULL};
-  run_result r = run(info, 0);
+  tu_run_result r = run(info, 0);
   expect_ok(&r);
   if (!strstr(r.out, evil_shown))
     fail_msg("info does not show the name escaped:\n%s", r.out);
@@ -494,7 +411,7 @@ static void test_names_escaped(void **state) {
     lines += *p == '\n';
   /* path, config, blank, header, one row, blank, totals */
   assert_int_equal(lines, 7);
-  free_run(&r);
+  tu_run_free(&r);
 
   /* error lines: a NaN in the evil layer, named escaped */
   char *bad = tu_join(dir, "bad\x1b[1m.safetensors");
@@ -504,14 +421,14 @@ static void test_names_escaped(void **state) {
   r = run(dec, 0);
   expect_error(&r, evil_shown);
   assert_non_null(strstr(r.err, "bad\\x1b[1m.safetensors"));
-  free_run(&r);
+  tu_run_free(&r);
 
   /* a layer name from the command line */
   const char *missing[] = {"decode",   good, "no\x1b[31mpe\nlayer",
                            "--output", y,    NULL};
   r = run(missing, 0);
   expect_error(&r, "no EXL3 layer named 'no\\x1b[31mpe\\x0alayer'");
-  free_run(&r);
+  tu_run_free(&r);
   free(y);
   free(bad);
   free(config_path);
@@ -527,9 +444,9 @@ static void test_dangling_and_foreign_shards(void **state) {
   tu_replace_entry(dir, "model-00002-of-00002.safetensors", 0,
                    "../blobs/missing");
   const char *info[] = {"info", dir, NULL};
-  run_result r = run(info, 0);
+  tu_run_result r = run(info, 0);
   expect_error(&r, "which does not exist (dangling link)");
-  free_run(&r);
+  tu_run_free(&r);
   free(dir);
 
   dir = tu_copy_toy();
@@ -540,7 +457,7 @@ static void test_dangling_and_foreign_shards(void **state) {
   r = run(info2, 0);
   expect_error(&r, "not a safetensors file");
   assert_null(strstr(r.err, "root"));
-  free_run(&r);
+  tu_run_free(&r);
   free(shard);
   free(dir);
 }
@@ -556,11 +473,11 @@ static void test_limits(void **state) {
   char *path = tu_tmp_path("many.safetensors");
   tu_write_file(path, buf, size);
   const char *info[] = {"info", path, NULL};
-  run_result r = run(info, 0);
+  tu_run_result r = run(info, 0);
   expect_error(&r, "more than the limit of 262144 tensors per file");
   print_message("a header of 262145 tensors (%zu bytes) refused in %.2f s\n",
                 len, r.secs);
-  free_run(&r);
+  tu_run_free(&r);
   free(path);
   free(buf);
   free(h);
@@ -578,14 +495,14 @@ static void test_limits(void **state) {
                      "256 run, one per 16 columns of n = 128)") ||
       strstr(r.err, "4096 threads"))
     fail_msg("forward does not say how many threads ran: %s", r.err);
-  free_run(&r);
+  tu_run_free(&r);
   const char *three[] = {"forward", model,       tv_layer, "--device",
                          "cpu",     "--input",   x,        "--output",
                          y,         "--threads", "3",      NULL};
   r = run(three, 0);
   expect_ok(&r);
   assert_non_null(strstr(r.err, "device: cpu (3 threads), path: cpu"));
-  free_run(&r);
+  tu_run_free(&r);
   /* demo: a 4096-column layer runs at most 256 */
   const char *demo[] = {"demo", "--device",  "cpu",  "--reps",
                         "1",    "--threads", "4096", NULL};
@@ -593,7 +510,7 @@ static void test_limits(void **state) {
   expect_ok(&r);
   if (!strstr(r.out, "device: cpu (256 threads; --threads 4096 asked"))
     fail_msg("demo does not say how many threads ran:\n%s", r.out);
-  free_run(&r);
+  tu_run_free(&r);
   free(x);
   free(y);
   free(model);

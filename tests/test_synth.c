@@ -22,95 +22,29 @@
 #include "tools/synth_model.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ running -- */
 
-typedef struct cli_result {
-  int code;  /* exit code, or 128 + signal */
-  char *out; /* stdout, malloc'd */
-  char *err; /* stderr, malloc'd */
-} cli_result;
-
-static char *read_text(const char *path) {
-  size_t size = 0;
-  uint8_t *data = tu_read_file(path, &size);
-  char *text = realloc(data, size + 1);
-  assert_non_null(text);
-  text[size] = '\0';
-  return text;
+/* Runs TRELLIS_CLI_PATH with `args` (NULL-terminated, without argv[0]);
+ * `o` (may be NULL) sets a file-size limit or a signal after a delay. */
+static tu_run_result run_cli_opts(const char *const *args,
+                                  const tu_run_opts *o) {
+  return tu_run_tool(TRELLIS_CLI_PATH, args, o);
 }
 
-/* How the child runs: a file-size limit (0: none), a signal sent after
- * `after_ms` (0: none). */
-typedef struct run_opts {
-  rlim_t fsize;
-  int sig, after_ms;
-} run_opts;
-
-static cli_result run_cli_opts(const char *const *args, const run_opts *o) {
-  const char *argv[32] = {TRELLIS_CLI_PATH};
-  int argc = 1;
-  for (; args[argc - 1]; argc++) {
-    assert_true(argc < 31);
-    argv[argc] = args[argc - 1];
-  }
-  argv[argc] = NULL;
-  char *out_path = tu_tmp_path("cli.stdout");
-  char *err_path = tu_tmp_path("cli.stderr");
-  fflush(NULL);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
-      _exit(126);
-    if (o && o->fsize) {
-      struct rlimit rl = {o->fsize, o->fsize};
-      if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
-        _exit(126);
-    }
-    execv(TRELLIS_CLI_PATH, (char *const *)argv);
-    _exit(127);
-  }
-  if (o && o->sig) {
-    struct timespec ts = {o->after_ms / 1000, (o->after_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    kill(pid, o->sig);
-  }
-  int status = 0;
-  assert_true(waitpid(pid, &status, 0) == pid);
-  cli_result r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = read_text(out_path);
-  r.err = read_text(err_path);
-  free(out_path);
-  free(err_path);
-  return r;
-}
-
-static cli_result run_cli(const char *const *args) {
+static tu_run_result run_cli(const char *const *args) {
   return run_cli_opts(args, NULL);
 }
 
-static void free_result(cli_result *r) {
-  free(r->out);
-  free(r->err);
-}
-
-static void expect_code(const char *what, cli_result *r, int code) {
+static void expect_code(const char *what, tu_run_result *r, int code) {
   if (r->code != code)
     fail_msg("%s: exit %d (expected %d), stderr: %s", what, r->code, code,
              r->err);
@@ -412,11 +346,11 @@ static char *synth_cli(const char *dir_name, const char *const *options) {
     args[n++] = options[i];
   }
   args[n] = NULL;
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_code("synth", &r, 0);
   assert_non_null(strstr(r.out, dir));
   assert_string_equal(r.err, ""); /* no progress when not a terminal */
-  free_result(&r);
+  tu_run_free(&r);
   return dir;
 }
 
@@ -474,7 +408,7 @@ static void check_model_bytes(const synth_model *m, const char *dir) {
 /* `trellis info DIR` lists every EXL3 layer as planned. */
 static void check_info(const synth_model *m, const char *dir) {
   const char *args[] = {"info", dir, NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_code("info", &r, 0);
   char line[256];
   snprintf(line, sizeof line,
@@ -505,7 +439,7 @@ static void check_info(const synth_model *m, const char *dir) {
     assert_int_equal(atoi(bits), mod->bits);
     assert_string_equal(cb, trellis_codebook_name(m->opt.codebook));
   }
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 /* `trellis decode DIR LAYER` is W_hat of synth_layer_init's words from the
@@ -515,9 +449,9 @@ static void check_decode(const synth_model *m, const char *dir,
   const synth_module *mod = find_module(m, layer);
   char *out = tu_tmp_path("w.npy");
   const char *args[] = {"decode", dir, layer, "--output", out, NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_code("decode", &r, 0);
-  free_result(&r);
+  tu_run_free(&r);
   npy_array w;
   tu_assert_status(npy_read(out, &w), TRELLIS_OK);
   assert_int_equal(w.dtype, TRELLIS_F16);
@@ -797,18 +731,18 @@ static void test_refuses_existing(void **state) {
 
   const char *args[] = {"synth", "glm-tp4", dir,   "--blocks",
                         "1",     "--vocab", "128", NULL};
-  cli_result r = run_cli(args);
+  tu_run_result r = run_cli(args);
   expect_code("synth onto a directory", &r, 1);
   assert_non_null(strstr(r.err, "exists"));
   assert_non_null(strstr(r.err, "--force"));
-  free_result(&r);
+  tu_run_free(&r);
 
   const char *forced[] = {"synth",   "glm-tp4", dir,       "--blocks", "1",
                           "--vocab", "128",     "--force", NULL};
   r = run_cli(forced);
   expect_code("--force onto a non-model directory", &r, 1);
   assert_non_null(strstr(r.err, "notes.txt"));
-  free_result(&r);
+  tu_run_free(&r);
   /* untouched, and nothing beside it */
   char *list = listing(dir);
   assert_string_equal(list, "notes.txt");
@@ -829,7 +763,7 @@ static void test_refuses_existing(void **state) {
   r = run_cli(onto_file);
   expect_code("--force onto a file", &r, 1);
   assert_non_null(strstr(r.err, "regular file"));
-  free_result(&r);
+  tu_run_free(&r);
   unlink(file);
   free(file);
 
@@ -839,15 +773,15 @@ static void test_refuses_existing(void **state) {
                          "--vocab", "128",     "--seed", "1",        NULL};
   r = run_cli(first);
   expect_code("synth", &r, 0);
-  free_result(&r);
+  tu_run_free(&r);
   char *config_path = tu_join(model, "config.json");
-  char *config1 = read_text(config_path);
+  char *config1 = tu_read_text(config_path);
   const char *again[] = {"synth",   "glm-tp4", model,    "--blocks", "1",
                          "--vocab", "128",     "--seed", "2",        NULL};
   r = run_cli(again);
   expect_code("synth onto a model", &r, 1);
-  free_result(&r);
-  char *config = read_text(config_path);
+  tu_run_free(&r);
+  char *config = tu_read_text(config_path);
   assert_string_equal(config, config1);
   free(config);
   const char *replace[] = {"synth", "glm-tp4", model, "--blocks",
@@ -855,8 +789,8 @@ static void test_refuses_existing(void **state) {
                            "2",     "--force", NULL};
   r = run_cli(replace);
   expect_code("synth --force onto a model", &r, 0);
-  free_result(&r);
-  config = read_text(config_path);
+  tu_run_free(&r);
+  config = tu_read_text(config_path);
   assert_non_null(strstr(config, "\"seed\": 2"));
   free(config);
   list = listing(parent);
@@ -878,11 +812,11 @@ static void test_failed_write_leaves_nothing(void **state) {
   const char *args[] = {"synth", "glm-tp4", dir,   "--blocks",
                         "2",     "--vocab", "128", NULL};
   /* writes past 1 MiB fail (the CLI ignores SIGXFSZ, so EFBIG) */
-  run_opts o = {(rlim_t)1 << 20, 0, 0};
-  cli_result r = run_cli_opts(args, &o);
+  tu_run_opts o = {.fsize = 1 << 20};
+  tu_run_result r = run_cli_opts(args, &o);
   expect_code("synth under RLIMIT_FSIZE", &r, 1);
   assert_non_null(strstr(r.err, "File too large"));
-  free_result(&r);
+  tu_run_free(&r);
   char *list = listing(parent);
   assert_string_equal(list, "");
   free(list);
@@ -892,15 +826,15 @@ static void test_failed_write_leaves_nothing(void **state) {
                        "8",     "--vocab", "128", NULL};
   static const int delays[] = {2, 4, 8};
   for (int i = 0; i < 3; i++) {
-    run_opts sig = {0, SIGINT, delays[i]};
+    tu_run_opts sig = {.sig = SIGINT, .signal_after_ms = delays[i]};
     r = run_cli_opts(big, &sig);
     list = listing(parent);
     if (r.code == 0) { /* finished first: a whole model */
       assert_string_equal(list, "out");
       const char *info[] = {"info", dir, NULL};
-      cli_result ri = run_cli(info);
+      tu_run_result ri = run_cli(info);
       expect_code("info of the finished model", &ri, 0);
-      free_result(&ri);
+      tu_run_free(&ri);
       remove_flat_dir(dir);
     } else {
       if (r.code != 128 + SIGINT)
@@ -908,16 +842,16 @@ static void test_failed_write_leaves_nothing(void **state) {
       assert_string_equal(list, "");
     }
     free(list);
-    free_result(&r);
+    tu_run_free(&r);
   }
 
   /* SIGKILL cannot be caught: the temporary directory may stay, but no
    * model appears at OUT_DIR */
-  run_opts kill9 = {0, SIGKILL, 20};
+  tu_run_opts kill9 = {.sig = SIGKILL, .signal_after_ms = 20};
   r = run_cli_opts(big, &kill9);
   if (r.code == 128 + SIGKILL)
     assert_false(exists(dir));
-  free_result(&r);
+  tu_run_free(&r);
   free(dir);
   free(parent);
 }
@@ -993,21 +927,21 @@ static void test_bad_command_lines(void **state) {
       {{"info", TU_TOY_MODEL, "--plan", "--max-m", "0"}, "--max-m"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    cli_result r = run_cli(cases[i].args);
+    tu_run_result r = run_cli(cases[i].args);
     if (r.code != 2 || !strstr(r.err, cases[i].needle))
       fail_msg("%s %s: exit %d, stderr: %s", cases[i].args[0],
                cases[i].args[2] ? cases[i].args[2] : "", r.code, r.err);
     assert_true(one_line(r.err));
-    free_result(&r);
+    tu_run_free(&r);
   }
   assert_false(exists(dir));
   free(dir);
 
   const char *help[] = {"synth", "--help", NULL};
-  cli_result r = run_cli(help);
+  tu_run_result r = run_cli(help);
   expect_code("synth --help", &r, 0);
   assert_non_null(strstr(r.out, "llama-3.1-70b"));
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 /* ---------------------------------------------------------- info --plan -- */
@@ -1015,9 +949,9 @@ static void test_bad_command_lines(void **state) {
 static void test_info_plan_without_gpu(void **state) {
   (void)state;
   const char *plain[] = {"info", TU_TOY_MODEL, NULL};
-  cli_result r = run_cli(plain);
+  tu_run_result r = run_cli(plain);
   expect_code("info", &r, 0);
-  free_result(&r);
+  tu_run_free(&r);
   if (tu_gpu_available()) /* the GPU side is gpu_model_plan's */
     skip();
   const char *args[] = {"info", TU_TOY_MODEL, "--plan", NULL};
@@ -1025,7 +959,7 @@ static void test_info_plan_without_gpu(void **state) {
   expect_code("info --plan without a GPU", &r, 1);
   assert_non_null(strstr(r.err, "CUDA device"));
   assert_string_equal(r.out, "");
-  free_result(&r);
+  tu_run_free(&r);
 }
 
 int main(void) {

@@ -1,15 +1,21 @@
 /* Shared test helpers (see testutil.h). */
+#define _DEFAULT_SOURCE /* wait4: a child's own peak memory (tu_run_tool) */
 #include "testutil.h"
 
 #include "core/sha256.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* -------------------------------------------------------------- paths -- */
@@ -108,6 +114,15 @@ uint8_t *tu_read_file(const char *path, size_t *size) {
     fail_msg("cannot read %s", path);
   *size = len;
   return buf;
+}
+
+char *tu_read_text(const char *path) {
+  size_t size = 0;
+  uint8_t *data = tu_read_file(path, &size);
+  char *text = realloc(data, size + 1);
+  assert_non_null(text);
+  text[size] = '\0';
+  return text;
 }
 
 /* ------------------------------------------------------- test vectors -- */
@@ -446,6 +461,94 @@ void tu_assert_error_has_at(const char *needle, const char *file, int line) {
   if (!strstr(msg, needle))
     fail_msg("%s:%d: error message \"%s\" does not contain \"%s\"", file, line,
              msg, needle);
+}
+
+/* ----------------------------------------------------- running a tool -- */
+
+static double mono_secs(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+tu_run_result tu_run_tool(const char *tool, const char *const *args,
+                          const tu_run_opts *opts) {
+  static const tu_run_opts plain;
+  const tu_run_opts *o = opts ? opts : &plain;
+  const char *argv[32] = {tool};
+  int argc = 1;
+  for (; args[argc - 1]; argc++) {
+    assert_true(argc < 31);
+    argv[argc] = args[argc - 1];
+  }
+  argv[argc] = NULL;
+  char *out_path = tu_tmp_path("run.stdout");
+  char *err_path = tu_tmp_path("run.stderr");
+  fflush(NULL);
+  double t0 = mono_secs();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    /* stdin from /dev/null: a tool under test never waits on a terminal. */
+    int i = open("/dev/null", O_RDONLY);
+    int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (i < 0 || fo < 0 || fe < 0 || dup2(i, 0) < 0 || dup2(fo, 1) < 0 ||
+        dup2(fe, 2) < 0)
+      _exit(126);
+    if (o->fsize > 0) {
+      struct rlimit rl = {(rlim_t)o->fsize, (rlim_t)o->fsize};
+      if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        _exit(126);
+    }
+    execv(tool, (char *const *)argv);
+    _exit(127);
+  }
+  if (o->sig) {
+    /* The child is not reaped before the kill, so its pid cannot be
+     * reused: a child that ended already is a zombie, unaffected. */
+    struct timespec ts = {o->signal_after_ms / 1000,
+                          (o->signal_after_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    kill(pid, o->sig);
+  }
+  int status = 0;
+  struct rusage ru; /* wait4, not getrusage: this child's peak alone */
+  memset(&ru, 0, sizeof ru);
+  pid_t got;
+  if (o->watchdog_s > 0) {
+    while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0 &&
+           mono_secs() - t0 < o->watchdog_s)
+      nanosleep(&(struct timespec){0, 10000000}, NULL);
+    if (got == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      free(out_path);
+      free(err_path);
+      const char *name = strrchr(tool, '/');
+      fail_msg("%s %s %s: still running after %d s (hangs)",
+               name ? name + 1 : tool, args[0] ? args[0] : "",
+               args[0] && args[1] ? args[1] : "", o->watchdog_s);
+    }
+  } else {
+    got = wait4(pid, &status, 0, &ru);
+  }
+  assert_int_equal(got, pid);
+  tu_run_result r;
+  r.secs = mono_secs() - t0;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.maxrss_kb = ru.ru_maxrss;
+  r.out = tu_read_text(out_path);
+  r.err = tu_read_text(err_path);
+  free(out_path);
+  free(err_path);
+  return r;
+}
+
+void tu_run_free(tu_run_result *r) {
+  free(r->out);
+  free(r->err);
+  r->out = r->err = NULL;
 }
 
 /* ---------------------------------------------------------------- GPU -- */

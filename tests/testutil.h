@@ -55,6 +55,8 @@ void tu_sha256_u16_hex(const uint16_t *v, size_t count, char hex[65]);
 void tu_write_file(const char *path, const void *data, size_t size);
 /* Reads a whole file; asserts on failure. malloc'd; *size gets the length. */
 uint8_t *tu_read_file(const char *path, size_t *size);
+/* tu_read_file as a NUL-terminated string; malloc'd. */
+char *tu_read_text(const char *path);
 
 /* ------------------------------------------------------ test vectors -- */
 
@@ -147,6 +149,33 @@ void tu_assert_status_at(trellis_status got, trellis_status want,
 #define tu_assert_error_has(needle)                                            \
   tu_assert_error_has_at((needle), __FILE__, __LINE__)
 void tu_assert_error_has_at(const char *needle, const char *file, int line);
+
+/* ----------------------------------------------------- running a tool -- */
+
+/* How tu_run_tool runs the child; all zero (or NULL) is a plain run. */
+typedef struct tu_run_opts {
+  uint64_t fsize;      /* RLIMIT_FSIZE in bytes (0: no limit) */
+  int sig;             /* sent to the child signal_after_ms after it starts */
+  int signal_after_ms; /* (sig 0: nothing is sent) */
+  int watchdog_s;      /* still running after this: killed, the test fails
+                          (0: waits as long as it takes) */
+} tu_run_opts;
+
+typedef struct tu_run_result {
+  int code;       /* exit code, or 128 + the signal that ended it */
+  char *out;      /* stdout, NUL-terminated; free with tu_run_free */
+  char *err;      /* stderr, likewise */
+  double secs;    /* wall time from start to exit */
+  long maxrss_kb; /* the child's own peak resident memory (wait4) */
+} tu_run_result;
+
+/* Runs the program `tool` (a path, e.g. TRELLIS_CLI_PATH) with `args`
+ * (NULL-terminated, without argv[0], at most 30): stdin from /dev/null,
+ * stdout and stderr into files in tu_tmpdir() that are read back. `opts`
+ * may be NULL. Asserts when the child cannot be started or waited for. */
+tu_run_result tu_run_tool(const char *tool, const char *const *args,
+                          const tu_run_opts *opts);
+void tu_run_free(tu_run_result *r);
 
 /* ---------------------------------------------------------------- GPU -- */
 

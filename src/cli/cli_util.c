@@ -33,6 +33,29 @@ int cli_open_layer(const char *path, const char *layer_name,
   return CLI_OK;
 }
 
+size_t cli_layer_payload_bytes(const trellis_layer_info *l) {
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = l->k;
+  w.n = l->n;
+  w.bits = l->bits;
+  w.codebook = l->codebook;
+  w.pair = l->pair;
+  w.rate_axis = l->rate_axis;
+  return trellis_weight_payload_bytes(&w);
+}
+
+size_t cli_layer_bytes(const trellis_layer_info *l) {
+  size_t bytes = cli_layer_payload_bytes(l);
+  bytes += l->input_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->k * 2
+                                                  : (size_t)l->k / 8;
+  bytes += l->output_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->n * 2
+                                                   : (size_t)l->n / 8;
+  if (l->has_bias)
+    bytes += (size_t)l->n * 2;
+  return bytes;
+}
+
 /* ---- .npy --------------------------------------------------------------- */
 
 int cli_read_npy(const char *path, npy_array *out) {

@@ -1,6 +1,6 @@
-/* Helpers shared by the `trellis` subcommands: opening layers, .npy files
- * with one-line errors, devices and the GPU side. Exit codes, errors and the
- * option parser come from the tools library (tools/cli.h). */
+/* Helpers shared by the `trellis` subcommands: opening layers and their sizes,
+ * .npy files with one-line errors, devices and the GPU side. Exit codes, errors
+ * and the option parser come from the tools library (tools/cli.h). */
 #ifndef CLI_UTIL_H
 #define CLI_UTIL_H
 
@@ -28,6 +28,12 @@ int cli_info_plan(const char *path, const char *max_m_text);
  * success *model must be closed with trellis_model_close(). */
 int cli_open_layer(const char *path, const char *layer_name,
                    trellis_model **model, trellis_layer *layer);
+/* Sizes from a layer's header description alone (`info` and `info --plan`
+ * never read payloads): the trellis payload, k*n*bits/8 or a pair's two
+ * records; and all its tensors, payload, scales or signs and bias (what
+ * the checkpoint holds and an upload copies). */
+size_t cli_layer_payload_bytes(const trellis_layer_info *l);
+size_t cli_layer_bytes(const trellis_layer_info *l);
 
 /* ---- .npy --------------------------------------------------------------- */
 

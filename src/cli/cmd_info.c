@@ -19,31 +19,6 @@ static const char usage[] =
     "the layers at every m up to M. Plans need a CUDA device: without one it\n"
     "exits with status 1 and says so.\n";
 
-/* Bytes of the trellis payload: k*n*bits/8; a pair's two records. */
-static size_t payload_bytes_of(const trellis_layer_info *l) {
-  trellis_weight w;
-  trellis_weight_init(&w);
-  w.k = l->k;
-  w.n = l->n;
-  w.bits = l->bits;
-  w.codebook = l->codebook;
-  w.pair = l->pair;
-  w.rate_axis = l->rate_axis;
-  return trellis_weight_payload_bytes(&w);
-}
-
-/* Bytes the layer occupies in the checkpoint: payload, scales, bias. */
-static size_t layer_bytes(const trellis_layer_info *l) {
-  size_t bytes = payload_bytes_of(l);
-  bytes += l->input_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->k * 2
-                                                  : (size_t)l->k / 8;
-  bytes += l->output_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->n * 2
-                                                   : (size_t)l->n / 8;
-  if (l->has_bias)
-    bytes += (size_t)l->n * 2;
-  return bytes;
-}
-
 /* Names and strings from the file are printed through cli_escape: a
  * control character in them cannot reach the terminal. */
 #define SHOWN(text, buf) cli_escape((text), (buf), sizeof(buf))
@@ -136,9 +111,9 @@ int cmd_info(int argc, char **argv) {
       trellis_model_close(model);
       return cli_lib_error(st, pos[0]);
     }
-    size_t bytes = layer_bytes(&l);
+    size_t bytes = cli_layer_bytes(&l);
     total_bytes += bytes;
-    payload_bytes += payload_bytes_of(&l);
+    payload_bytes += cli_layer_payload_bytes(&l);
     weights += (double)l.k * (double)l.n;
     int legacy = l.input_signs == TRELLIS_SIGNS_LEGACY ||
                  l.output_signs == TRELLIS_SIGNS_LEGACY;
@@ -151,7 +126,8 @@ int cmd_info(int argc, char **argv) {
     printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
            SHOWN(l.name, shown), (long long)l.k, (long long)l.n, bits,
            trellis_codebook_name(l.codebook),
-           8.0 * (double)payload_bytes_of(&l) / ((double)l.k * (double)l.n),
+           8.0 * (double)cli_layer_payload_bytes(&l) /
+               ((double)l.k * (double)l.n),
            (double)bytes / 1e6, legacy ? "legacy su/sv" : "suh/svh",
            l.has_bias ? "yes" : "no");
   }

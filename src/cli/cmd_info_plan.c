@@ -32,27 +32,6 @@ static int same_kind(const trellis_layer_info *a, const trellis_layer_info *b) {
          a->pair == b->pair && a->rate_axis == b->rate_axis;
 }
 
-/* Bytes the layer's tensors hold (and its upload copies): payload, scales
- * or signs, bias. */
-static size_t layer_bytes(const trellis_layer_info *l) {
-  trellis_weight w;
-  trellis_weight_init(&w);
-  w.k = l->k;
-  w.n = l->n;
-  w.bits = l->bits;
-  w.codebook = l->codebook;
-  w.pair = l->pair;
-  w.rate_axis = l->rate_axis;
-  size_t bytes = trellis_weight_payload_bytes(&w);
-  bytes += l->input_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->k * 2
-                                                  : (size_t)l->k / 8;
-  bytes += l->output_signs == TRELLIS_SIGNS_SCALED ? (size_t)l->n * 2
-                                                   : (size_t)l->n / 8;
-  if (l->has_bias)
-    bytes += (size_t)l->n * 2;
-  return bytes;
-}
-
 /* A name as printed (cli_escape), padded to `width` columns. */
 static void print_name(const char *s, int width) {
   char buf[1024];
@@ -140,7 +119,7 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
     trellis_status st = trellis_model_layer_info(model, i, &l);
     if (st != TRELLIS_OK)
       return cli_lib_error(st, path);
-    weight_bytes += layer_bytes(&l);
+    weight_bytes += cli_layer_bytes(&l);
     const kind *kd = &kinds[kind_of[i]];
     char bits[16];
     if (l.pair != TRELLIS_PAIR_NONE)
