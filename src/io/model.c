@@ -661,8 +661,9 @@ static trellis_status fetch_layer(const trellis_model *cm, size_t index,
   return st;
 }
 
-trellis_status trellis_model_layer(const trellis_model *m, size_t index,
-                                   trellis_layer *out) {
+/* The arguments of the per-layer queries. */
+static trellis_status check_layer_args(const trellis_model *m, size_t index,
+                                       const void *out) {
   if (!m || !out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
                     m ? "out" : "m");
@@ -670,18 +671,22 @@ trellis_status trellis_model_layer(const trellis_model *m, size_t index,
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "%s: layer index %zu out of range (%zu layers)", m->label,
                     index, m->set.count);
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_model_layer(const trellis_model *m, size_t index,
+                                   trellis_layer *out) {
+  trellis_status st = check_layer_args(m, index, out);
+  if (st != TRELLIS_OK)
+    return st;
   return fetch_layer(m, index, out);
 }
 
 trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
                                         trellis_layer_info *out) {
-  if (!m || !out)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                    m ? "out" : "m");
-  if (index >= m->set.count)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "%s: layer index %zu out of range (%zu layers)", m->label,
-                    index, m->set.count);
+  trellis_status st = check_layer_args(m, index, out);
+  if (st != TRELLIS_OK)
+    return st;
   /* Fields that realignment never writes. */
   const trellis_layer *L = &m->set.layers[index];
   const trl_layer_extra *x = &m->set.extra[index];
