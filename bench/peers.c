@@ -76,10 +76,9 @@ typedef struct lt_ctx {
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, d;
   cublasLtMatmulAlgo_t algo;
-  void *const *w;
+  void **w; /* `copies` weight copies, past 4x L2 together */
   int copies;
-  const void *x;
-  void *y, *ws;
+  void *x, *y, *ws;
   size_t ws_bytes;
   float one, zero;
 } lt_ctx;
@@ -98,6 +97,58 @@ static int lt_enqueue(void *ctx, int index, cudaStream_t stream) {
     return CLI_FAIL;
   }
   return CLI_OK;
+}
+
+/* The descriptors of one (M, layout), released (NULL ones skipped). */
+static void lt_release(lt_ctx *c) {
+  if (c->a)
+    cublasLtMatrixLayoutDestroy(c->a);
+  if (c->b)
+    cublasLtMatrixLayoutDestroy(c->b);
+  if (c->d)
+    cublasLtMatrixLayoutDestroy(c->d);
+  if (c->desc)
+    cublasLtMatmulDescDestroy(c->desc);
+  c->desc = NULL;
+  c->a = c->b = c->d = NULL;
+}
+
+/* The handle and the operands a peer times: `copies` weights of `wbytes`
+ * (seeds from `wseed`), x of `xbytes`, y of `ybytes` and the workspace, the
+ * weights and x filled by bench_fill with `kind`, the fills finished.
+ * lt_free releases what was made, also after a failure. */
+static int lt_alloc(lt_ctx *c, int copies, size_t wbytes, uint64_t wseed,
+                    size_t xbytes, uint64_t xseed, size_t ybytes, int kind,
+                    cudaStream_t stream) {
+  int r = CLI_FAIL;
+  BENCH_ALLOC(c->w, copies);
+  c->copies = copies;
+  BENCH_LT(cublasLtCreate(&c->h));
+  for (int i = 0; i < copies; i++) {
+    BENCH_CUDA(cudaMalloc(&c->w[i], wbytes));
+    BENCH_KERNEL(bench_fill(c->w[i], wbytes / 2, wseed * 1000003u + (uint64_t)i,
+                            kind, stream));
+  }
+  BENCH_CUDA(cudaMalloc(&c->x, xbytes));
+  BENCH_CUDA(cudaMalloc(&c->y, ybytes));
+  BENCH_CUDA(cudaMalloc(&c->ws, c->ws_bytes));
+  BENCH_KERNEL(bench_fill(c->x, xbytes / 2, xseed, kind, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  r = CLI_OK;
+done:
+  return r;
+}
+
+static void lt_free(lt_ctx *c) {
+  if (c->h)
+    cublasLtDestroy(c->h);
+  if (c->w)
+    for (int i = 0; i < c->copies; i++)
+      cudaFree(c->w[i]);
+  free(c->w);
+  cudaFree(c->x);
+  cudaFree(c->y);
+  cudaFree(c->ws);
 }
 
 /* One (M, layout): heuristic algorithm (once), then graph replay. */
@@ -148,14 +199,7 @@ static int lt_time(lt_ctx *c, int transposed, int64_t k, int64_t n, int64_t m,
 done:
   if (pref)
     cublasLtMatmulPreferenceDestroy(pref);
-  if (c->a)
-    cublasLtMatrixLayoutDestroy(c->a);
-  if (c->b)
-    cublasLtMatrixLayoutDestroy(c->b);
-  if (c->d)
-    cublasLtMatrixLayoutDestroy(c->d);
-  if (c->desc)
-    cublasLtMatmulDescDestroy(c->desc);
+  lt_release(c);
   return r;
 }
 
@@ -170,25 +214,10 @@ int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
   for (int i = 0; i < nms; i++)
     max_m = ms[i] > max_m ? ms[i] : max_m;
   lt_ctx c = {.one = 1.0f, .zero = 0.0f, .ws_bytes = BENCH_LT_WORKSPACE};
-  void **w = NULL, *x = NULL, *y = NULL, *ws = NULL;
   int r = CLI_FAIL;
-  BENCH_ALLOC(w, copies);
-  BENCH_LT(cublasLtCreate(&c.h));
-  for (int i = 0; i < copies; i++) {
-    BENCH_CUDA(cudaMalloc(&w[i], wbytes));
-    BENCH_KERNEL(bench_fill(w[i], wbytes / 2,
-                            0xc0b1a5ull * 1000003u + (uint64_t)i, 1, stream));
-  }
-  BENCH_CUDA(cudaMalloc(&x, (size_t)max_m * (size_t)k * 2));
-  BENCH_CUDA(cudaMalloc(&y, (size_t)max_m * (size_t)n * 2));
-  BENCH_CUDA(cudaMalloc(&ws, BENCH_LT_WORKSPACE));
-  BENCH_KERNEL(bench_fill(x, (size_t)max_m * (size_t)k, 0x5eedull, 1, stream));
-  BENCH_CUDA(cudaStreamSynchronize(stream));
-  c.w = w;
-  c.copies = copies;
-  c.x = x;
-  c.y = y;
-  c.ws = ws;
+  if (lt_alloc(&c, copies, wbytes, 0xc0b1a5ull, (size_t)max_m * (size_t)k * 2,
+               0x5eedull, (size_t)max_m * (size_t)n * 2, 1, stream) != CLI_OK)
+    goto done;
   for (int i = 0; i < nms; i++) {
     if (lt_time(&c, 0, k, n, ms[i], launches, reps, stream, &kn_us[i]) !=
             CLI_OK ||
@@ -198,15 +227,7 @@ int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
   }
   r = CLI_OK;
 done:
-  if (c.h)
-    cublasLtDestroy(c.h);
-  if (w)
-    for (int i = 0; i < copies; i++)
-      cudaFree(w[i]);
-  free(w);
-  cudaFree(x);
-  cudaFree(y);
-  cudaFree(ws);
+  lt_free(&c);
   return r;
 }
 
@@ -327,19 +348,6 @@ done:
   return r;
 }
 
-static void fp8_release(lt_ctx *c) {
-  if (c->a)
-    cublasLtMatrixLayoutDestroy(c->a);
-  if (c->b)
-    cublasLtMatrixLayoutDestroy(c->b);
-  if (c->d)
-    cublasLtMatrixLayoutDestroy(c->d);
-  if (c->desc)
-    cublasLtMatmulDescDestroy(c->desc);
-  c->desc = NULL;
-  c->a = c->b = c->d = NULL;
-}
-
 /* One rounded M: fp16 output, else bf16; each candidate launched once
  * eagerly (one cuBLASLt refuses is left out), then timed; the fastest
  * kept, and with `check` set checked. */
@@ -351,7 +359,7 @@ static int fp8_time(lt_ctx *c, const float *one, int64_t k, int64_t n,
   int count = 0, best = -1, r = CLI_FAIL;
   *why = "no algorithm";
   for (int o = 0; o < 2 && count == 0; o++) {
-    fp8_release(c);
+    lt_release(c);
     if (fp8_describe(c, one, k, n, m, outs[o], heur, &count, why) != CLI_OK)
       goto done;
     if (count > 0)
@@ -389,7 +397,7 @@ static int fp8_time(lt_ctx *c, const float *one, int64_t k, int64_t n,
   }
   r = CLI_OK;
 done:
-  fp8_release(c);
+  lt_release(c);
   return r;
 }
 
@@ -409,31 +417,16 @@ int bench_fp8_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
     max_m = m > max_m ? m : max_m;
   }
   lt_ctx c = {.one = 1.0f, .zero = 0.0f, .ws_bytes = BENCH_LT_WORKSPACE};
-  void **w = NULL, *x = NULL, *y = NULL, *ws = NULL;
   float *one = NULL;
   const char *why = NULL;
   int checked = 0, noted = 0, r = CLI_FAIL;
-  BENCH_ALLOC(w, copies);
-  BENCH_LT(cublasLtCreate(&c.h));
-  for (int i = 0; i < copies; i++) {
-    BENCH_CUDA(cudaMalloc(&w[i], wbytes));
-    BENCH_KERNEL(bench_fill(w[i], wbytes / 2,
-                            0xf8e4a3ull * 1000003u + (uint64_t)i, 2, stream));
-  }
-  BENCH_CUDA(cudaMalloc(&x, (size_t)max_m * (size_t)k));
-  BENCH_CUDA(cudaMalloc(&y, (size_t)max_m * (size_t)n * 2));
-  BENCH_CUDA(cudaMalloc(&ws, BENCH_LT_WORKSPACE));
+  if (lt_alloc(&c, copies, wbytes, 0xf8e4a3ull, (size_t)max_m * (size_t)k,
+               0xf8f8ull, (size_t)max_m * (size_t)n * 2, 2, stream) != CLI_OK)
+    goto done;
   BENCH_CUDA(cudaMalloc((void **)&one, sizeof *one));
   BENCH_CUDA(cudaMemcpyAsync(one, &host_one, sizeof host_one,
                              cudaMemcpyHostToDevice, stream));
-  BENCH_KERNEL(
-      bench_fill(x, (size_t)max_m * (size_t)k / 2, 0xf8f8ull, 2, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
-  c.w = w;
-  c.copies = copies;
-  c.x = x;
-  c.y = y;
-  c.ws = ws;
   for (int i = 0; i < nms; i++) {
     int same = -1;
     for (int j = 0; j < i && same < 0; j++)
@@ -470,15 +463,7 @@ int bench_fp8_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
   }
   r = CLI_OK;
 done:
-  if (c.h)
-    cublasLtDestroy(c.h);
-  if (w)
-    for (int i = 0; i < copies; i++)
-      cudaFree(w[i]);
-  free(w);
-  cudaFree(x);
-  cudaFree(y);
-  cudaFree(ws);
+  lt_free(&c);
   cudaFree(one);
   return r;
 }
