@@ -141,23 +141,6 @@ static void close_case(loaded *t) {
   trellis_file_close(t->ref);
 }
 
-static void *copy_tensor(const trellis_tensor *t) {
-  void *p = malloc(t->nbytes ? t->nbytes : 1);
-  assert_non_null(p);
-  memcpy(p, t->data, t->nbytes);
-  return p;
-}
-
-static void check_close(const char *what, const bcase *c, const float *got,
-                        const float *ref, size_t count) {
-  const double rel = tu_rel_l2(got, ref, count);
-  const double maxd = tu_max_abs_diff(got, ref, count);
-  const double maxr = tu_max_abs(ref, count);
-  if (!tu_all_finite(got, count) || !(rel <= TOL) || !(maxd <= TOL * maxr))
-    fail_msg("%s %s: rel_l2 %.3e, max|d| %.3e vs %.3e allowed", c->name, what,
-             rel, maxd, TOL * maxr);
-}
-
 /* ---------------------------------------------------- per-case checks -- */
 
 /* FORMAT.md §9.5: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles
@@ -302,8 +285,8 @@ static void test_w_dense(void **state) {
   assert_non_null(w);
   memset(w, 0xFF, count * 4);
   tu_assert_status(trellis_dense_weight(&t.layer.weight, w), TRELLIS_OK);
-  float *ref = copy_tensor(&t.w_dense);
-  check_close("w_dense", c, w, ref, count);
+  float *ref = tu_copy_tensor(&t.w_dense);
+  tu_assert_close(c->name, "w_dense", w, ref, count, TOL);
   free(ref);
   free(w);
   close_case(&t);
@@ -313,37 +296,12 @@ static void forward_once(const bcase *c, const loaded *t, const uint16_t *x16,
                          const float *yref, trellis_dtype xdt,
                          trellis_dtype ydt, int threads) {
   const trellis_weight *w = &t->layer.weight;
-  const size_t xcount = (size_t)c->m * (size_t)c->k;
-  const size_t ycount = (size_t)c->m * (size_t)c->n;
-  const void *x = x16;
-  float *x32 = NULL;
-  if (xdt == TRELLIS_F32) {
-    x32 = malloc(xcount * sizeof *x32);
-    assert_non_null(x32);
-    tu_f16_to_f32(x16, x32, xcount);
-    x = x32;
-  }
-  const size_t ws_bytes = trellis_cpu_workspace_size(w, c->m, threads);
-  assert_true(ws_bytes > 0);
-  void *ws = malloc(ws_bytes);
-  void *y = malloc(ycount * trellis_dtype_size(ydt));
-  float *yf = malloc(ycount * sizeof *yf);
-  assert_true(ws && y && yf);
-  memset(y, 0xFF, ycount * trellis_dtype_size(ydt));
-  tu_assert_status(
-      trellis_cpu_forward(w, x, xdt, c->m, y, ydt, ws, ws_bytes, threads),
-      TRELLIS_OK);
-  if (ydt == TRELLIS_F16)
-    tu_f16_to_f32(y, yf, ycount);
-  else
-    memcpy(yf, y, ycount * sizeof *yf);
+  assert_true(trellis_cpu_workspace_size(w, c->m, threads) > 0);
+  float *yf = tu_cpu_forward_f32(w, x16, c->m, xdt, ydt, threads);
   char what[96];
   snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
            trellis_dtype_name(xdt), trellis_dtype_name(ydt), threads);
-  check_close(what, c, yf, yref, ycount);
-  free(x32);
-  free(ws);
-  free(y);
+  tu_assert_close(c->name, what, yf, yref, (size_t)c->m * (size_t)c->n, TOL);
   free(yf);
 }
 
@@ -352,8 +310,8 @@ static void test_cpu_forward(void **state) {
   loaded t;
   open_case(c, &t);
   assert_int_equal(t.y.nbytes, (size_t)c->m * (size_t)c->n * 4);
-  uint16_t *x16 = copy_tensor(&t.x);
-  float *yref = copy_tensor(&t.y);
+  uint16_t *x16 = tu_copy_tensor(&t.x);
+  float *yref = tu_copy_tensor(&t.y);
   const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
   const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
   for (int threads = 1; threads <= 2; threads++)
@@ -444,8 +402,9 @@ static void test_cli_decode_forward(void **state) {
     tu_assert_status(npy_read(y_path, &a), TRELLIS_OK);
     assert_int_equal(a.dtype, TRELLIS_F32);
     assert_int_equal(a.nbytes, t.y.nbytes);
-    float *yref = copy_tensor(&t.y);
-    check_close("cli forward", c, a.data, yref, (size_t)(c->m * c->n));
+    float *yref = tu_copy_tensor(&t.y);
+    tu_assert_close(c->name, "cli forward", a.data, yref, (size_t)(c->m * c->n),
+                    TOL);
     free(yref);
     npy_free(&a);
     free(model);

@@ -17,25 +17,6 @@
 
 #define TOL 2e-3
 
-/* Copies a mapped tensor into aligned memory (mapped data need not be). */
-static void *copy_tensor(const trellis_tensor *t) {
-  void *p = malloc(t->nbytes ? t->nbytes : 1);
-  assert_non_null(p);
-  memcpy(p, t->data, t->nbytes);
-  return p;
-}
-
-/* Asserts rel L2 <= TOL and max|got - ref| <= TOL * max|ref|. */
-static void check_close(const char *what, const tv_case *c, const float *got,
-                        const float *ref, size_t count) {
-  double rel = tu_rel_l2(got, ref, count);
-  double maxd = tu_max_abs_diff(got, ref, count);
-  double maxr = tu_max_abs(ref, count);
-  if (!tu_all_finite(got, count) || !(rel <= TOL) || !(maxd <= TOL * maxr))
-    fail_msg("%s %s: rel_l2 %.3e, max|d| %.3e vs %.3e allowed (finite %d)",
-             c->name, what, rel, maxd, TOL * maxr, tu_all_finite(got, count));
-}
-
 static void test_layer_matches_manifest(void **state) {
   const tv_case *c = *state;
   tv_loaded t;
@@ -85,8 +66,8 @@ static void test_dense_weight(void **state) {
   assert_non_null(w);
   memset(w, 0xff, count * 4); /* NaN: unwritten elements fail */
   tu_assert_status(trellis_dense_weight(&t.layer.weight, w), TRELLIS_OK);
-  float *ref = copy_tensor(&t.w_dense);
-  check_close("w_dense", c, w, ref, count);
+  float *ref = tu_copy_tensor(&t.w_dense);
+  tu_assert_close(c->name, "w_dense", w, ref, count, TOL);
   free(ref);
   free(w);
   tv_close(&t);
@@ -97,36 +78,11 @@ static void forward_once(const tv_case *c, const tv_loaded *t,
                          const uint16_t *x16, const float *yref,
                          trellis_dtype xdt, trellis_dtype ydt, int threads) {
   const trellis_weight *w = &t->layer.weight;
-  size_t xcount = (size_t)c->m * (size_t)c->k;
-  size_t ycount = (size_t)c->m * (size_t)c->n;
-  void *x = (void *)x16;
-  float *x32 = NULL;
-  if (xdt == TRELLIS_F32) {
-    x32 = malloc(xcount * sizeof *x32);
-    assert_non_null(x32);
-    tu_f16_to_f32(x16, x32, xcount);
-    x = x32;
-  }
-  size_t ws_bytes = trellis_cpu_workspace_size(w, c->m, threads);
-  void *ws = malloc(ws_bytes ? ws_bytes : 1);
-  void *y = malloc(ycount * trellis_dtype_size(ydt));
-  float *yf = malloc(ycount * sizeof *yf);
-  assert_true(ws && y && yf);
-  memset(y, 0xff, ycount * trellis_dtype_size(ydt)); /* NaN-filled */
-  tu_assert_status(
-      trellis_cpu_forward(w, x, xdt, c->m, y, ydt, ws, ws_bytes, threads),
-      TRELLIS_OK);
-  if (ydt == TRELLIS_F16)
-    tu_f16_to_f32(y, yf, ycount);
-  else
-    memcpy(yf, y, ycount * sizeof *yf);
+  float *yf = tu_cpu_forward_f32(w, x16, c->m, xdt, ydt, threads);
   char what[96];
   snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
            trellis_dtype_name(xdt), trellis_dtype_name(ydt), threads);
-  check_close(what, c, yf, yref, ycount);
-  free(x32);
-  free(ws);
-  free(y);
+  tu_assert_close(c->name, what, yf, yref, (size_t)c->m * (size_t)c->n, TOL);
   free(yf);
 }
 
@@ -135,8 +91,8 @@ static void test_cpu_forward(void **state) {
   tv_loaded t;
   tv_open(c, &t);
   assert_int_equal(t.y.nbytes, (size_t)c->m * (size_t)c->n * 4);
-  uint16_t *x16 = copy_tensor(&t.x);
-  float *yref = copy_tensor(&t.y);
+  uint16_t *x16 = tu_copy_tensor(&t.x);
+  float *yref = tu_copy_tensor(&t.y);
   const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
   const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
   for (int threads = 1; threads <= 2; threads++)

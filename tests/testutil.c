@@ -287,6 +287,55 @@ void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n) {
     dst[i] = trellis_bf16_to_f32(src[i]);
 }
 
+void tu_assert_close(const char *name, const char *what, const float *got,
+                     const float *ref, size_t count, double tol) {
+  const double rel = tu_rel_l2(got, ref, count);
+  const double maxd = tu_max_abs_diff(got, ref, count);
+  const double maxr = tu_max_abs(ref, count);
+  if (!tu_all_finite(got, count) || !(rel <= tol) || !(maxd <= tol * maxr))
+    fail_msg("%s %s: rel_l2 %.3e, max|d| %.3e vs %.3e allowed (finite %d)",
+             name, what, rel, maxd, tol * maxr, tu_all_finite(got, count));
+}
+
+void *tu_copy_tensor(const trellis_tensor *t) {
+  void *p = malloc(t->nbytes ? t->nbytes : 1);
+  assert_non_null(p);
+  memcpy(p, t->data, t->nbytes);
+  return p;
+}
+
+float *tu_cpu_forward_f32(const trellis_weight *w, const uint16_t *x16,
+                          int64_t m, trellis_dtype xdt, trellis_dtype ydt,
+                          int threads) {
+  const size_t xcount = (size_t)m * (size_t)w->k;
+  const size_t ycount = (size_t)m * (size_t)w->n;
+  const void *x = x16;
+  float *x32 = NULL;
+  if (xdt == TRELLIS_F32) {
+    x32 = malloc(xcount * sizeof *x32);
+    assert_non_null(x32);
+    tu_f16_to_f32(x16, x32, xcount);
+    x = x32;
+  }
+  const size_t ws_bytes = trellis_cpu_workspace_size(w, m, threads);
+  void *ws = malloc(ws_bytes ? ws_bytes : 1);
+  void *y = malloc(ycount * trellis_dtype_size(ydt));
+  float *yf = malloc(ycount * sizeof *yf);
+  assert_true(ws && y && yf);
+  memset(y, 0xFF, ycount * trellis_dtype_size(ydt)); /* NaN-filled */
+  tu_assert_status(
+      trellis_cpu_forward(w, x, xdt, m, y, ydt, ws, ws_bytes, threads),
+      TRELLIS_OK);
+  if (ydt == TRELLIS_F16)
+    tu_f16_to_f32(y, yf, ycount);
+  else
+    memcpy(yf, y, ycount * sizeof *yf);
+  free(x32);
+  free(ws);
+  free(y);
+  return yf;
+}
+
 /* ----------------------------------------------- safetensors builders -- */
 
 uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,

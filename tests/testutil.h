@@ -96,6 +96,20 @@ int tu_all_finite(const float *v, size_t n);
 /* fp16/bf16 bit arrays -> float (dst may not alias src). */
 void tu_f16_to_f32(const uint16_t *src, float *dst, size_t n);
 void tu_bf16_to_f32(const uint16_t *src, float *dst, size_t n);
+/* Asserts `got` is finite, rel L2 <= tol and max|got - ref| <= tol *
+ * max|ref|; the failure names `name` and `what`. */
+void tu_assert_close(const char *name, const char *what, const float *got,
+                     const float *ref, size_t count, double tol);
+
+/* A mapped tensor copied into malloc'd memory (mapped data need not be
+ * aligned for its dtype). */
+void *tu_copy_tensor(const trellis_tensor *t);
+/* trellis_cpu_forward of x (fp16 bits, m rows of w->k; converted when `xdt`
+ * is f32) into a NaN-filled y of `ydt`, asserted TRELLIS_OK; y as float
+ * (m * w->n), malloc'd. */
+float *tu_cpu_forward_f32(const trellis_weight *w, const uint16_t *x16,
+                          int64_t m, trellis_dtype xdt, trellis_dtype ydt,
+                          int threads);
 
 /* ---------------------------------------------- safetensors builders -- */
 
