@@ -59,15 +59,6 @@ static const trellis_tensor *find(const trellis_tensor *ts, size_t n, char *key,
   return NULL;
 }
 
-static void shape_str(const trellis_tensor *t, char *buf, size_t cap) {
-  size_t used = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < t->ndim && used < cap; i++)
-    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
-                             (long long)t->shape[i]);
-  if (used < cap)
-    snprintf(buf + used, cap - used, "]");
-}
-
 /* ------------------------------------------------------------- owning -- */
 
 static int own(trl_layer_set *s, void *p) {
@@ -130,7 +121,7 @@ static trellis_status check_vector(const char *label, const char *prefix,
                     trellis_tensor_dtype_name(dtype));
   if (t->ndim != 1 || t->shape[0] != len) {
     char sh[96];
-    shape_str(t, sh, sizeof sh);
+    trl_shape_text(t, sh, sizeof sh);
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': %s has shape %s, expected [%lld] (%s)",
                     label, prefix, what, sh, (long long)len, why);
@@ -147,7 +138,7 @@ static trellis_status check_marker(const char *label, const char *prefix,
                     label, prefix, what, trellis_tensor_dtype_name(t->dtype));
   if (!(t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1))) {
     char sh[96];
-    shape_str(t, sh, sizeof sh);
+    trl_shape_text(t, sh, sizeof sh);
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': %s marker has shape %s, expected [] "
                     "or [1]",
@@ -204,7 +195,7 @@ static trellis_status check_trellis(const char *label, const char *prefix,
                                     const trellis_tensor *t,
                                     trellis_weight *w) {
   char sh[96];
-  shape_str(t, sh, sizeof sh);
+  trl_shape_text(t, sh, sizeof sh);
   if (t->dtype != TRELLIS_T_I16)
     return trl_fail(TRELLIS_ERR_DTYPE,
                     "%s: layer '%s': trellis has dtype %s, expected I16", label,

@@ -23,15 +23,6 @@
 #define QSRT_MIN_BITS 2
 #define QSRT_MAX_BITS 6
 
-static void shape_text(const trellis_tensor *t, char *buf, size_t cap) {
-  size_t used = (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < t->ndim && used < cap; i++)
-    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
-                             (long long)t->shape[i]);
-  if (used < cap)
-    snprintf(buf + used, cap - used, "]");
-}
-
 /* An F16 vector; its length is returned in *len. */
 static trellis_status check_scale(const char *label, const char *prefix,
                                   const trellis_tensor *t, const char *what,
@@ -42,7 +33,7 @@ static trellis_status check_scale(const char *label, const char *prefix,
                     prefix, what, trellis_tensor_dtype_name(t->dtype));
   if (t->ndim != 1) {
     char sh[96];
-    shape_text(t, sh, sizeof sh);
+    trl_shape_text(t, sh, sizeof sh);
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': %s has shape %s, expected 1 dimension",
                     label, prefix, what, sh);
@@ -134,7 +125,7 @@ static trellis_status describe_uniform(const char *label, const char *prefix,
                                        int64_t svh_len, trellis_weight *w) {
   const trellis_tensor *t = g->payload;
   char sh[96];
-  shape_text(t, sh, sizeof sh);
+  trl_shape_text(t, sh, sizeof sh);
   if (t->ndim != 3 || t->shape[2] % 16 != 0)
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': qsrt_trellis has shape %s, expected "
@@ -261,7 +252,7 @@ static trellis_status describe_pair(const char *label, const char *prefix,
   const trellis_tensor *t = g->payload;
   if (t->ndim != 1 || (uint64_t)t->shape[0] != words) {
     char sh[96];
-    shape_text(t, sh, sizeof sh);
+    trl_shape_text(t, sh, sizeof sh);
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': qsrt_pair has shape %s, expected "
                     "[%llu] (%s on %s: (%lld/16)*128*(%d+%d) words)",

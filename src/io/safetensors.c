@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -636,4 +637,13 @@ trellis_status trellis_file_find(const trellis_file *f, const char *name,
     return st;
   *out = f->tensors[i];
   return TRELLIS_OK;
+}
+
+void trl_shape_text(const trellis_tensor *t, char *buf, size_t cap) {
+  size_t used = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < t->ndim && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%lld", i ? ", " : "",
+                             (long long)t->shape[i]);
+  if (used < cap)
+    snprintf(buf + used, cap - used, "]");
 }

@@ -51,6 +51,9 @@ trellis_status trl_file_check_size(const trellis_file *f);
 /* Index of `name` in the sorted tensor array, or -1. */
 ptrdiff_t trl_file_index(const trellis_file *f, const char *name);
 
+/* `t`'s shape for a message, "[d0, d1, ...]", cut to `cap` bytes. */
+void trl_shape_text(const trellis_tensor *t, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif
