@@ -195,12 +195,12 @@ __device__ __forceinline__ void st_async_f32(uint32_t addr, float v,
                : "memory");
 }
 /* Arrive on a (possibly remote) mbarrier given by its cluster address,
- * without ordering: the caller's reads it hands back have completed (their
- * values were used before a barrier), and a release at cluster scope
- * would wait for every store of the thread to reach the GPU. */
+ * releasing at cluster scope: the peer that waits on it then sees this
+ * CTA's registration of the next round's bytes (and its reads of the
+ * buffer it hands back are complete). */
 __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar) {
   asm volatile(
-      "mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar)
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar)
       : "memory");
 }
 __device__ __forceinline__ void cluster_sync_all() {
@@ -354,6 +354,15 @@ __device__ __forceinline__ int first_owned(int rank, int round, int C) {
   return ((rank - round) % C + C) % C;
 }
 
+/* The bytes the peers push into this CTA's inbox in round r: every row it
+ * owns, 128 fp32 from each of the C CTAs. */
+__device__ __forceinline__ uint32_t inbox_round_bytes(int rank, int round,
+                                                      int C, int m) {
+  const int t0 = first_owned(rank, round, C);
+  const int rows = t0 < m ? (m - 1 - t0) / C + 1 : 0;
+  return (uint32_t)(rows * C * 128 * 4);
+}
+
 /* This thread's partial sums of strip round `round` (D fragments of tile
  * column `warp`, tokens 2q, 2q + 1 (+ 8 i)) pushed to the row owners. */
 template <int NTOK>
@@ -380,12 +389,14 @@ push_partials(const float (&d)[NTOK / 2], uint32_t inbox, const Bars &bb, int m,
 
 /* The owner's side of strip round `round`: waits for the peers' sums, adds
  * them in rank order, rotates (H128), scales by s_out, adds the bias and
- * stores y; then (all consumer warps synchronised) hands the inbox buffer
- * back to every CTA of the cluster. */
+ * stores y; then (all consumer warps synchronised) registers the bytes of
+ * round + 2 on the buffer's "full" barrier and only then hands the buffer
+ * back to every CTA of the cluster, so no peer's bytes can precede the
+ * registration. `rounds`: the strips this cluster runs. */
 template <int NTOK>
 __device__ __forceinline__ void
 finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
-             int round, int rank, int C, int warp, int lane) {
+             int round, int rounds, int rank, int C, int warp, int lane) {
   const int m = (int)p.m, buf = round & 1;
   const uint32_t parity = (uint32_t)(round >> 1) & 1u;
   const int t0 = first_owned(rank, round, C);
@@ -423,8 +434,15 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
     store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h);
   }
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
-  if (warp == 0 && lane < C)
-    mbar_arrive_remote(mapa(bb.in_free(buf), lane));
+  if (warp == 0) {
+    /* this round's phase is complete: a warp waited on it, or it expected
+     * no bytes */
+    if (lane == 0 && round + 2 < rounds)
+      mbar_arrive_tx(bb.in_full(buf), inbox_round_bytes(rank, round + 2, C, m));
+    __syncwarp();
+    if (lane < C)
+      mbar_arrive_remote(mapa(bb.in_free(buf), lane));
+  }
 }
 #endif
 
@@ -462,6 +480,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t kblocks = p.k / 128, strips = p.n / 128;
   const int64_t kb0 = min((int64_t)rank * p.chunk_blocks, kblocks);
   const int nblk = (int)(min(kb0 + p.chunk_blocks, kblocks) - kb0);
+  const int rounds =
+      cluster_id < strips ? (int)((strips - 1 - cluster_id) / p.clusters) + 1
+                          : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -472,6 +493,10 @@ __global__ void __launch_bounds__(kThreads, 3)
       mbar_init(bb.in_full(b), 1); /* the owner's expect_tx */
       mbar_init(bb.in_free(b), C); /* one per CTA of the cluster */
     }
+    /* rounds 0 and 1 expect their bytes before any peer can push them
+     * (later rounds: finish_strip) */
+    for (int r = 0; r < 2 && r < rounds; ++r)
+      mbar_arrive_tx(bb.in_full(r), inbox_round_bytes(rank, r, C, (int)p.m));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   /* every CTA's barriers exist before any peer pushes into them */
@@ -675,17 +700,14 @@ __global__ void __launch_bounds__(kThreads, 3)
     if (round >= 2)
       mbar_wait(bb.in_free(round & 1), ((round >> 1) - 1) & 1);
     push_partials<NTOK>(d, inbox, bb, m, round, rank, C, warp, lane);
-    if (threadIdx.x == 0) {
-      const int t0 = first_owned(rank, round, C);
-      const int rows = t0 < m ? (m - 1 - t0) / C + 1 : 0;
-      mbar_arrive_tx(bb.in_full(round & 1), rows * C * 128 * 4);
-    }
     if (round > 0)
-      finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rank, C, warp, lane);
+      finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rounds, rank, C,
+                         warp, lane);
     prev = strip;
   }
   if (round > 0)
-    finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rank, C, warp, lane);
+    finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rounds, rank, C, warp,
+                       lane);
   /* No peer touches our shared memory once every CTA has handed back the
    * inbox buffers of the last two strips. */
   for (int r = round - 2 < 0 ? 0 : round - 2; r < round; ++r)
