@@ -7,12 +7,14 @@
 # build: it pip-installs ./python into a folder of its own with the
 # machine's python3 and its scikit-build-core, cmake and ninja (nothing is
 # fetched), and runs the package's pytest suite (the GPU tests included,
-# with the machine's torch) and python/examples/swap_linears.py. Sanitizers: memcheck with the leak
-# check on every GPU test; synccheck, initcheck and racecheck on the small
-# configuration of gpu_stream and on gpu_ownership (TRELLIS_TEST_SMALL=1);
-# any report fails the stage. SAN_TESTS limits memcheck to the tests named
-# (default: every gpu_* test), SAN_TOOLS the tools (default all four),
-# SAN_TIMEOUT bounds each run (300 s).
+# with the machine's torch) and python/examples/swap_linears.py. Sanitizers (SAN_JOBS runs at
+# once, default 6): memcheck with the leak check on every GPU test;
+# synccheck on gpu_stream, gpu_ownership and gpu_fused; initcheck on
+# gpu_stream and on gpu_ownership's every-path test; racecheck on one
+# persistent-kernel variant (the reduced configurations: TRELLIS_TEST_SMALL
+# and TRELLIS_TEST_FILTER); any report or timeout fails the stage.
+# SAN_TESTS limits memcheck to the tests named (default: every gpu_* test),
+# SAN_TOOLS the tools (default all four), SAN_TIMEOUT bounds each run (400 s).
 # The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
 # need, ~2.5 min on an H200; --with-generic is left out when BENCH ARGS
 # force plan flags or sweep); SWEEP=1 adds a second call, the --sweep of
@@ -58,41 +60,58 @@ fi
 san_rc=0
 san_lines=()
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
-  sanitize() { # TOOL TEST [extra compute-sanitizer args]
-    local tool=$1 t=$2 log
-    shift 2
-    log="$OUT/san-$tool-$t.log"
-    local t0 rc
-    t0=$(date +%s)
-    # tests whose assertions are about timing between streams skip them
-    # (the sanitizers serialise the device's work)
-    TRELLIS_TEST_SMALL=${SMALL:-0} TRELLIS_UNDER_SANITIZER=1 \
-      timeout "${SAN_TIMEOUT:-300}" \
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" \
-      "$BUILD/tests/$t" >"$log" 2>&1
-    rc=$?
-    local summary
-    summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$log" | tail -2 | tr '\n' ' ')
-    # 77: the test skipped (no GPU); 124: timed out
-    san_lines+=("$(printf '%-10s %-14s rc %-3s %4ss  %s' "$tool" "$t" "$rc" "$(($(date +%s) - t0))" "$summary")")
-    [ "$rc" -eq 0 ] || san_rc=1
+  # sanitize TOOL TEST SMALL FILTER [extra compute-sanitizer args]: one run
+  # in the background (SAN_JOBS at a time: the sanitizers are CPU-bound
+  # and the runs share the GPU), its summary line to $OUT/san/*.line
+  mkdir -p "$OUT/san"
+  rm -f "$OUT"/san/*.line
+  sanitize() {
+    local tool=$1 t=$2 small=$3 filter=$4
+    shift 4
+    while [ "$(jobs -rp | wc -l)" -ge "${SAN_JOBS:-6}" ]; do sleep 1; done
+    (
+      log="$OUT/san/$tool-$t.log"
+      t0=$(date +%s)
+      # tests whose assertions are about timing between streams skip them
+      # (the sanitizers serialise the device's work)
+      TRELLIS_TEST_SMALL=$small TRELLIS_TEST_FILTER=$filter TRELLIS_UNDER_SANITIZER=1 \
+        timeout "${SAN_TIMEOUT:-400}" \
+        compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" \
+        "$BUILD/tests/$t" >"$log" 2>&1
+      rc=$?
+      summary=$(grep -E "ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$log" | tail -2 | tr '\n' ' ')
+      # 77: the test skipped (no GPU); 124: timed out; 99: a report
+      printf '%-10s %-16s %-20s rc %-3s %4ss  %s\n' "$tool" "$t" "${filter:-all tests}" "$rc" \
+        "$(($(date +%s) - t0))" "$summary" >"$OUT/san/$tool-$t.line"
+    ) &
   }
   tools=" ${SAN_TOOLS:-memcheck synccheck initcheck racecheck} "
+  # racecheck is the slowest: one variant of the persistent kernel
+  # (shared-memory ring, resident activations, inbox) on three strips of
+  # one cluster, started first
+  [[ $tools != *" racecheck "* ]] || sanitize racecheck gpu_stream 2 test_every_variant
+  if [[ $tools == *" initcheck "* ]]; then
+    sanitize initcheck gpu_stream 1 ""
+    sanitize initcheck gpu_ownership 1 test_prepare_twice # every path once
+  fi
+  if [[ $tools == *" synccheck "* ]]; then
+    for t in gpu_stream gpu_ownership gpu_fused; do
+      sanitize synccheck "$t" 1 ""
+    done
+  fi
   if [[ $tools == *" memcheck "* ]]; then
     for t in ${SAN_TESTS:-$(cd "$BUILD/tests" && ls gpu_* 2>/dev/null)}; do
       [ -x "$BUILD/tests/$t" ] || continue
-      SMALL=1 sanitize memcheck "$t" --leak-check full
+      sanitize memcheck "$t" 1 "" --leak-check full
     done
   fi
-  for tool in synccheck initcheck; do
-    [[ $tools == *" $tool "* ]] || continue
-    for t in gpu_stream gpu_ownership; do
-      SMALL=1 sanitize "$tool" "$t"
-    done
+  wait
+  for f in "$OUT"/san/*.line; do
+    [ -e "$f" ] || continue
+    line=$(cat "$f")
+    san_lines+=("$line")
+    [[ $line == *" rc 0 "* ]] || san_rc=1
   done
-  # racecheck is slow: one variant of the persistent kernel (shared-memory
-  # ring, resident activations, inbox) on several strips per cluster
-  [[ $tools != *" racecheck "* ]] || SMALL=2 sanitize racecheck gpu_stream
 fi
 sweep_rc=0
 if [ "$what" = all ] || [ "$what" = bench ]; then

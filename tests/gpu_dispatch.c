@@ -103,5 +103,5 @@ int main(void) {
       cmocka_unit_test(test_rotations), cmocka_unit_test(test_fused),
       cmocka_unit_test(test_status),
   };
-  return cmocka_run_group_tests_name("gpu_dispatch", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_dispatch", tests);
 }

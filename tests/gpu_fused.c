@@ -308,5 +308,5 @@ int main(void) {
       cmocka_unit_test(test_dependent_launches),
       cmocka_unit_test(test_gate_goes_generic),
   };
-  return cmocka_run_group_tests_name("gpu_fused", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_fused", tests);
 }

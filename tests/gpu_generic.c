@@ -530,5 +530,5 @@ int main(void) {
       cmocka_unit_test(test_dependent_launches),
       cmocka_unit_test(test_misuse),
   };
-  return cmocka_run_group_tests_name("gpu_generic", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_generic", tests);
 }

@@ -270,5 +270,5 @@ int main(void) {
       cmocka_unit_test(test_mixed_model),
       cmocka_unit_test(test_k6_mcg_model_needs_no_workspace),
   };
-  return cmocka_run_group_tests_name("gpu_model_plan", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_model_plan", tests);
 }

@@ -263,5 +263,5 @@ int main(void) {
       cmocka_unit_test(test_prepare_leaves_other_streams),
       cmocka_unit_test(test_device_weight_handle),
   };
-  return cmocka_run_group_tests_name("gpu_ownership", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_ownership", tests);
 }

@@ -141,5 +141,5 @@ int main(void) {
       cmocka_unit_test(test_foreign_pointer),
       cmocka_unit_test(test_other_device),
   };
-  return cmocka_run_group_tests_name("gpu_plan_checks", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_plan_checks", tests);
 }

@@ -277,5 +277,5 @@ int main(void) {
       cmocka_unit_test(test_generic_capture_without_workspace),
       cmocka_unit_test(test_flags),
   };
-  return cmocka_run_group_tests_name("gpu_stream", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_stream", tests);
 }

@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -203,5 +204,14 @@ void tu_require_gpu(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* Runs a group; TRELLIS_TEST_FILTER (a cmocka glob such as
+ * "test_every_variant") limits it to the tests it matches, for the slow
+ * sanitizer runs. */
+#define TU_RUN_TESTS(name, tests)                                              \
+  (getenv("TRELLIS_TEST_FILTER") && *getenv("TRELLIS_TEST_FILTER")             \
+       ? cmocka_set_test_filter(getenv("TRELLIS_TEST_FILTER"))                 \
+       : (void)0,                                                              \
+   cmocka_run_group_tests_name(name, tests, NULL, NULL))
 
 #endif
