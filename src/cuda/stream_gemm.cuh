@@ -355,12 +355,20 @@ __device__ __forceinline__ int first_owned(int rank, int round, int C) {
 }
 
 /* The bytes the peers push into this CTA's inbox in round r: every row it
- * owns, 128 fp32 from each of the C CTAs. */
+ * owns, 128 fp32 from each of the C CTAs. A cluster of one CTA stores
+ * into its own inbox with plain stores (st.async needs a peer), counted
+ * by arrivals instead (in_full_count). */
 __device__ __forceinline__ uint32_t inbox_round_bytes(int rank, int round,
                                                       int C, int m) {
   const int t0 = first_owned(rank, round, C);
   const int rows = t0 < m ? (m - 1 - t0) / C + 1 : 0;
-  return (uint32_t)(rows * C * 128 * 4);
+  return C > 1 ? (uint32_t)(rows * C * 128 * 4) : 0u;
+}
+
+/* Arrivals that complete an inbox buffer's "full" phase: the owner's
+ * registration, and with one CTA each consumer warp's after its stores. */
+__device__ __forceinline__ unsigned in_full_count(int C) {
+  return C > 1 ? 1u : 1u + kConsumerWarps;
 }
 
 /* This thread's partial sums of strip round `round` (D fragments of tile
@@ -372,6 +380,26 @@ push_partials(const float (&d)[NTOK / 2], uint32_t inbox, const Bars &bb, int m,
   const int g = lane >> 2, q = lane & 3, col = 16 * warp + g;
   const int buf = round & 1;
   const uint32_t base = inbox + buf * inbox_buf_bytes(NTOK, C);
+  if (C == 1) { /* every row is ours (warp-uniform branch) */
+#pragma unroll
+    for (int i = 0; i < NTOK / 8; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = 8 * i + 2 * q + h;
+        if (t < m) {
+          const uint32_t row = base + (t * 128) * 4;
+          asm volatile("st.shared.f32 [%0], %1;\n"
+                       "st.shared.f32 [%2], %3;" ::"r"(row + col * 4),
+                       "f"(d[4 * i + h]), "r"(row + (col + 8) * 4),
+                       "f"(d[4 * i + 2 + h])
+                       : "memory");
+        }
+      }
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(bb.in_full(buf)); /* releases the warp's stores */
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < NTOK / 8; ++i)
 #pragma unroll
@@ -433,6 +461,9 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
     }
     store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h);
   }
+  if (t0 >= m && warp == 0) /* no rows: the phase completed at registration,
+                             * waited on all the same */
+    mbar_wait(bb.in_full(buf), parity);
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
   if (warp == 0) {
     /* this round's phase is complete: a warp waited on it, or it expected
@@ -440,7 +471,9 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
     if (lane == 0 && round + 2 < rounds)
       mbar_arrive_tx(bb.in_full(buf), inbox_round_bytes(rank, round + 2, C, m));
     __syncwarp();
-    if (lane < C)
+    if (C == 1 && lane == 0)
+      mbar_arrive(bb.in_free(buf));
+    else if (C > 1 && lane < C)
       mbar_arrive_remote(mapa(bb.in_free(buf), lane));
   }
 }
@@ -480,9 +513,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int64_t kblocks = p.k / 128, strips = p.n / 128;
   const int64_t kb0 = min((int64_t)rank * p.chunk_blocks, kblocks);
   const int nblk = (int)(min(kb0 + p.chunk_blocks, kblocks) - kb0);
-  const int rounds =
-      cluster_id < strips ? (int)((strips - 1 - cluster_id) / p.clusters) + 1
-                          : 0;
+  const int rounds = cluster_id < strips
+                         ? (int)((strips - 1 - cluster_id) / p.clusters) + 1
+                         : 0;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -490,7 +523,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       mbar_init(bb.empty + 8 * s, kConsumerWarps);
     }
     for (int b = 0; b < 2; ++b) {
-      mbar_init(bb.in_full(b), 1); /* the owner's expect_tx */
+      mbar_init(bb.in_full(b), in_full_count(C));
       mbar_init(bb.in_free(b), C); /* one per CTA of the cluster */
     }
     /* rounds 0 and 1 expect their bytes before any peer can push them
@@ -701,8 +734,8 @@ __global__ void __launch_bounds__(kThreads, 3)
       mbar_wait(bb.in_free(round & 1), ((round >> 1) - 1) & 1);
     push_partials<NTOK>(d, inbox, bb, m, round, rank, C, warp, lane);
     if (round > 0)
-      finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rounds, rank, C,
-                         warp, lane);
+      finish_strip<NTOK>(p, inbox, bb, prev, round - 1, rounds, rank, C, warp,
+                         lane);
     prev = strip;
   }
   if (round > 0)
