@@ -541,6 +541,34 @@ static trellis_status fill(synth_rng *r, fill_kind kind, uint64_t count,
   return TRELLIS_OK;
 }
 
+/* The magnitudes of a linear module's suh and svh (synth_model.h). */
+static void linear_scales(const synth_model *m, const synth_module *mod,
+                          double *in_scale, double *out_scale) {
+  *in_scale =
+      1.0 / (m->codebook_rms * sqrt(SCALE_MEAN_SQUARE * (double)mod->k));
+  *out_scale = 1.0 / sqrt(SCALE_MEAN_SQUARE);
+}
+
+trellis_status synth_linear_scales(const synth_model *m, size_t index,
+                                   uint16_t *suh, uint16_t *svh) {
+  if (index >= m->module_count || m->modules[index].kind != SYNTH_LINEAR ||
+      suh == NULL || svh == NULL)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "synth: scales of module %zu (of %zu), which is not an "
+                    "EXL3 linear layer",
+                    index, m->module_count);
+  const synth_module *mod = &m->modules[index];
+  double in_scale, out_scale;
+  linear_scales(m, mod, &in_scale, &out_scale);
+  synth_rng r;
+  synth_seed(&r, synth_module_seed(m->opt.seed, mod->name));
+  synth_skip(&r, (uint64_t)mod->k * (uint64_t)mod->n / 16 *
+                     (uint64_t)mod->bits / 4); /* four words per draw */
+  synth_scales(&r, suh, (size_t)mod->k, in_scale);
+  synth_scales(&r, svh, (size_t)mod->n, out_scale);
+  return TRELLIS_OK;
+}
+
 trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
                                  size_t cap, synth_sink sink, void *ctx) {
   if (index >= m->module_count || buf == NULL || cap < 4096 || sink == NULL)
@@ -565,9 +593,8 @@ trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
     break;
   }
   /* the order of synth_layer_init: words, suh, svh */
-  const double in_scale =
-      1.0 / (m->codebook_rms * sqrt(SCALE_MEAN_SQUARE * (double)k));
-  const double out_scale = 1.0 / sqrt(SCALE_MEAN_SQUARE);
+  double in_scale, out_scale;
+  linear_scales(m, mod, &in_scale, &out_scale);
   if ((st = fill(&r, FILL_WORDS, k * n / 16 * (uint64_t)mod->bits, 0.0, buf,
                  cap, sink, ctx)) != TRELLIS_OK ||
       (st = fill(&r, FILL_SCALES, k, in_scale, buf, cap, sink, ctx)) !=

@@ -188,6 +188,15 @@ typedef int (*synth_sink)(void *ctx, const void *data, size_t bytes);
 trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
                                  size_t cap, synth_sink sink, void *ctx);
 
+/* The scales of LINEAR module `index`, suh[k] and svh[n], exactly as
+ * synth_module_emit writes them, without generating its words: its RNG
+ * skips the words' draws (synth_skip), so a caller can generate the words
+ * elsewhere (word i is bits 16 (i % 4) .. of draw i / 4 of the module's
+ * RNG, seeded with synth_module_seed) and get the module bit for bit.
+ * TRELLIS_ERR_INVALID_ARGUMENT for any other module. */
+trellis_status synth_linear_scales(const synth_model *m, size_t index,
+                                   uint16_t *suh, uint16_t *svh);
+
 /* "model-00002-of-00005.safetensors" for shard 1 of 5 (0-based). */
 void synth_shard_name(const synth_model *m, int shard, char *out, size_t cap);
 /* The safetensors header of a shard (JSON padded with spaces to a multiple
