@@ -64,6 +64,7 @@ typedef struct step_preset_options {
   int blocks;    /* 0: the preset's */
   int head_bits; /* 1..8; 16: an fp16 head, left out of the step */
   trellis_codebook codebook;
+  int64_t vocab; /* the head's n; 0: the preset's */
   uint64_t seed;
 } step_preset_options;
 

@@ -112,6 +112,7 @@ static int list_preset(const char *name, const step_preset_options *po,
   so.head_bits = po->head_bits;
   so.codebook = po->codebook;
   so.seed = po->seed;
+  so.vocab = po->vocab;
   if (synth_preset_find(name) == NULL) {
     char names[256] = "";
     for (size_t i = 0; i < synth_preset_count(); i++) {
