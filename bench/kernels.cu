@@ -73,15 +73,17 @@ __global__ void standin_kernel(const __half *__restrict__ q,
 __global__ void digest_kernel(const uint16_t *__restrict__ p, size_t count,
                               unsigned long long *__restrict__ out) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
-  unsigned long long sum = 0, bad = 0;
+  unsigned long long sum = 0, bad = 0, poison = 0;
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += stride) {
     const uint16_t v = p[i];
     sum += mix64(((uint64_t)i << 16) ^ v ^ 0x5851F42D4C957F2Dull);
     bad += (v & 0x7C00u) == 0x7C00u; /* exponent all ones: inf or NaN */
+    poison += v == 0xFFFFu;
   }
   atomicAdd(&out[0], sum);
   atomicAdd(&out[1], bad);
+  atomicAdd(&out[2], poison);
 }
 
 } // namespace

@@ -38,10 +38,11 @@ int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
 int bench_attention_standin(const uint16_t *q, uint16_t *out, size_t count,
                             void *stream);
 
-/* Adds a digest of `count` fp16 words at p to out[0..1] (zeroed by the
+/* Adds a digest of `count` fp16 words at p to out[0..2] (zeroed by the
  * caller): out[0] += sum of a 64-bit mix of (index, word) (order-free, so
  * equal words give equal digests whatever the schedule), out[1] += the
- * number of non-finite values. */
+ * number of non-finite values, out[2] += the number of words 0xFFFF (the
+ * poison a NaN fill leaves). */
 int bench_digest(const uint16_t *p, size_t count, unsigned long long *out,
                  void *stream);
 

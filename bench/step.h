@@ -144,7 +144,7 @@ typedef struct step_engine {
   step_op *ops;              /* [nops] one step (plans by copy) */
   size_t nops;
   size_t *piece_first, *piece_end; /* [npieces] ops of each piece */
-  unsigned long long *digests;     /* device [count][2] (step_digest_all) */
+  unsigned long long *digests;     /* device [count][3] (step_digest_all) */
   size_t weight_bytes;             /* device bytes of the weights */
   size_t buffer_bytes;             /* shared buffers */
   size_t activation_bytes;         /* x0, outputs, stand-in, digests */
@@ -181,19 +181,19 @@ int step_launch(step_engine *e, step_mode mode, int copy, int64_t m,
 /* Fills every layer output and the stand-in's output with NaN (0xFFFF). */
 int step_poison(step_engine *e, cudaStream_t stream);
 /* A digest of every layer's output (its first m rows) into out[count]: a
- * 64-bit hash of the fp16 words and their count of non-finite values.
- * Waits for the stream. */
+ * 64-bit hash of the fp16 words, their count of non-finite values and of
+ * the poison word 0xFFFF (unwritten by the step). Waits for the stream. */
 typedef struct step_digest {
-  unsigned long long hash, nonfinite;
+  unsigned long long hash, nonfinite, poison;
 } step_digest;
 int step_digest_all(step_engine *e, int64_t m, cudaStream_t stream,
                     step_digest *out);
 /* The check of `mode` at m (graphs captured): the eager step of copy 0
- * with every output poisoned first is the reference (every layer's output
- * finite); then `replays` times for each copy: poison, one step in
- * `mode`, every digest and the final output's bytes equal to the
- * reference's. *ok = 1 when all were; *detail says what differed first.
- * CLI_FAIL only for a failed call. */
+ * with every output poisoned first is the reference (every element of
+ * every layer's output written; finite for a preset); then `replays` times for
+ * each copy: poison, one step in `mode`, every digest and the final output's
+ * bytes equal to the reference's. *ok = 1 when all were; *detail says what
+ * differed first. CLI_FAIL only for a failed call. */
 int step_check(step_engine *e, step_mode mode, int64_t m, int replays,
                cudaStream_t stream, int *ok, char *detail, size_t size);
 #endif

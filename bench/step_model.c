@@ -132,7 +132,7 @@ static int list_preset(const char *name, const step_preset_options *po,
     const synth_module *mod = &m->synth.modules[i];
     if (mod->kind != SYNTH_LINEAR) /* an fp16 head is not an EXL3 layer */
       continue;
-    if (add_layer(m, cap, mod->name, mod->k, mod->n, mod->bits, so.codebook,
+    if (add_layer(m, cap, mod->name, mod->k, mod->n, mod->bits, mod->codebook,
                   i) != CLI_OK)
       return CLI_FAIL;
   }

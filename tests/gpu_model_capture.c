@@ -1,11 +1,12 @@
 /* Whole-model decode steps captured into CUDA graphs, through the
  * benchmark's step engine (bench/step.h):
  *   - synthetic models written by synth (a GLM-style shard with K5 and K6
- *     MCG layers, fused and generic side by side, and a K4 head; a Llama
- *     block of MUL1 and of 3INST): FULL and PIECEWISE capture at several
- *     m, outputs poisoned with NaN before each replay, 100 replays (two
- *     weight copies) bit-equal to the eager step, every layer's output and
- *     the final output; the first layer against the CPU reference;
+ *     MCG layers, fused and generic side by side, a block of MUL1 and a K4
+ *     head; Llama blocks of MUL1 and 3INST at K3 and K4): FULL and
+ *     PIECEWISE capture at several m, outputs poisoned with NaN before
+ *     each replay, 100 replays (two weight copies) bit-equal to the eager
+ *     step, every layer's output and the final output; the first layer
+ *     against the CPU reference;
  *   - the preset synthesised on the device gives the directory's step bit
  *     for bit;
  *   - an all-K6/MCG model needs no workspace to m = 128 on sm_90: with
@@ -21,9 +22,11 @@
 #define REPLAYS 100
 
 static char *write_synth(const char *name, const char *preset, int blocks,
-                         double bits, int head_bits, trellis_codebook cb) {
+                         double bits, int head_bits, trellis_codebook cb,
+                         int odd_cb) {
   synth_options o;
   synth_options_init(&o);
+  o.odd_block_codebook = odd_cb;
   o.preset = preset;
   o.blocks = blocks;
   o.bits = bits;
@@ -108,15 +111,19 @@ static void test_mixed_models(void **state) {
     double bits;
     int head_bits;
     trellis_codebook cb;
+    int odd_cb;
   } models[] = {
-      /* K5 and K6 MCG (generic and fused), a K4 head */
-      {"cap-glm", "glm-tp4", 3, 5.5, 4, TRELLIS_CB_MCG},
-      {"cap-mul1", "llama-3.1-8b", 1, 3.5, 4, TRELLIS_CB_MUL1},
-      {"cap-3inst", "llama-3.1-8b", 1, 2.0, 3, TRELLIS_CB_3INST},
+      /* K5 and K6 MCG (generic and fused) in blocks 0 and 2, K5 and K6
+       * MUL1 in block 1, a K4 MCG head */
+      {"cap-glm", "glm-tp4", 3, 5.5, 4, TRELLIS_CB_MCG, TRELLIS_CB_MUL1},
+      /* Llama blocks of MUL1 and 3INST, K3 and K4 */
+      {"cap-llama", "llama-3.1-8b", 2, 3.5, 4, TRELLIS_CB_MUL1,
+       TRELLIS_CB_3INST},
   };
   for (size_t d = 0; d < sizeof models / sizeof models[0]; d++) {
     char *dir = write_synth(models[d].name, models[d].preset, models[d].blocks,
-                            models[d].bits, models[d].head_bits, models[d].cb);
+                            models[d].bits, models[d].head_bits, models[d].cb,
+                            models[d].odd_cb);
     step_model m;
     step_engine e;
     open_step(dir, NULL, d == 0 ? 2 : 1, ms, 3, s, &m, &e);
@@ -127,6 +134,10 @@ static void test_mixed_models(void **state) {
       assert_int_equal(sz.path, TRELLIS_PATH_NONE);
     }
     assert_true(e.need.workspace_bytes > 0);
+    int cbs[3] = {0, 0, 0}; /* the codebooks really mix */
+    for (size_t i = 0; i < m.count; i++)
+      cbs[m.layers[i].codebook]++;
+    assert_true(cbs[models[d].cb] > 0 && cbs[models[d].odd_cb] > 0);
     check_first_layer(&e, &m, 8, s);
     for (size_t j = 0; j < 3; j++) {
       check_mode(&e, STEP_FULL, ms[j], d == 0 ? REPLAYS : 10, s);
@@ -144,7 +155,7 @@ static void test_preset_equals_directory(void **state) {
   static const int64_t ms[] = {8};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG);
+  char *dir = write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG, -1);
   step_preset_options po;
   step_preset_options_init(&po);
   po.bits = 4.5;
@@ -166,7 +177,7 @@ static void test_preset_equals_directory(void **state) {
   assert_int_equal(step_enqueue(&eb, 0, 8, s), CLI_OK);
   assert_int_equal(step_digest_all(&eb, 8, s, db), CLI_OK);
   for (size_t i = 0; i < ma.count; i++) {
-    assert_true(da[i].nonfinite == 0);
+    assert_true(da[i].nonfinite == 0 && da[i].poison == 0);
     if (da[i].hash != db[i].hash)
       fail_msg("%s: the preset's output differs from the directory's",
                ma.layers[i].name);
@@ -189,7 +200,7 @@ static void test_k6_mcg_without_workspace(void **state) {
   static const int64_t ms[] = {1, 8, 64, 128};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG);
+  char *dir = write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 4, s, &m, &e);
@@ -226,7 +237,7 @@ static void test_underprovisioned_workspace(void **state) {
   static const int64_t ms[] = {8, 128};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG);
+  char *dir = write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 2, s, &m, &e);

@@ -166,6 +166,52 @@ static void test_dir_matches_preset(void **state) {
   free(dir);
 }
 
+/* A model of mixed codebooks (synth's odd_block_codebook): each layer's
+ * marker decides, and the step lists each layer's own. */
+static void test_mixed_codebooks(void **state) {
+  (void)state;
+  synth_options so;
+  synth_options_init(&so);
+  so.preset = "glm-tp4";
+  so.blocks = 3;
+  so.bits = 4.0;
+  so.head_bits = 4;
+  so.vocab = 256;
+  so.odd_block_codebook = TRELLIS_CB_MUL1;
+  synth_model sm;
+  assert_int_equal(synth_model_plan(&so, &sm), TRELLIS_OK);
+  char *dir = tu_tmp_path("step-mixed-cb");
+  assert_int_equal(synth_model_write(&sm, dir, 0, NULL, NULL, NULL),
+                   TRELLIS_OK);
+  step_model m;
+  assert_int_equal(step_model_open(dir, NULL, &m), CLI_OK);
+  assert_int_equal(m.count, 3 * 3 + 1);
+  for (size_t i = 0; i < m.count; i++) {
+    const step_layer *l = &m.layers[i];
+    const trellis_codebook want =
+        l->block == 1 ? TRELLIS_CB_MUL1 : TRELLIS_CB_MCG;
+    if (l->codebook != want)
+      fail_msg("%s: codebook %s, want %s", l->name,
+               trellis_codebook_name(l->codebook), trellis_codebook_name(want));
+  }
+  /* the scales follow each layer's codebook (its RMS) */
+  size_t b = sm.module_count;
+  for (size_t i = 0; i < sm.module_count; i++)
+    if (strcmp(sm.modules[i].name, "model.layers.1.mlp.down_proj") == 0)
+      b = i;
+  assert_true(b < sm.module_count);
+  assert_int_equal(sm.modules[b].codebook, TRELLIS_CB_MUL1);
+  assert_true(sm.odd_block_codebook_rms < sm.codebook_rms); /* 1.0 < 1.24 */
+  step_model_close(&m);
+  /* not an EXL3 codebook */
+  synth_model bad;
+  so.odd_block_codebook = TRELLIS_CB_SQG_E4M3;
+  tu_assert_status(synth_model_plan(&so, &bad), TRELLIS_ERR_INVALID_ARGUMENT);
+  synth_model_free(&bad);
+  synth_model_free(&sm);
+  free(dir);
+}
+
 static void test_bad_models(void **state) {
   (void)state;
   step_preset_options po = preset_opts(4.0, 0, 6);
@@ -358,6 +404,7 @@ int main(void) {
       cmocka_unit_test(test_llama_preset),
       cmocka_unit_test(test_glm_preset),
       cmocka_unit_test(test_dir_matches_preset),
+      cmocka_unit_test(test_mixed_codebooks),
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_device_words_are_synth_words),
       cmocka_unit_test(test_rules),
