@@ -19,6 +19,7 @@ static const char usage[] =
     "       trellis bench --model DIR|preset:NAME [--m LIST] [--bits B]\n"
     "                     [--blocks N] [--head-bits K] [--codebook CB]\n"
     "                     [--no-peers] [--reps N] [--warmup-ms T] [--force F]\n"
+    "                     [--csv FILE] [--json FILE]\n"
     "       (trellis-bench takes the same arguments)\n"
     "\n"
     "GPU benchmark of EXL3 layers (CUDA builds), method of bench/README.md:\n"
@@ -292,9 +293,9 @@ static int parse_step_options(bench_options *o, int npos, const char *shapes,
   int r;
   const int preset = strncmp(o->model, "preset:", 7) == 0;
   if (npos > 0 || shapes || o->sweep || o->quick || o->with_generic ||
-      o->targets_path || o->csv_path || o->json_path) {
-    cli_error("--model: shapes, --sweep, --quick, --with-generic, --targets, "
-              "--csv and --json are options of the layer benchmark");
+      o->targets_path) {
+    cli_error("--model: shapes, --sweep, --quick, --with-generic and "
+              "--targets are options of the layer benchmark");
     return CLI_USAGE;
   }
   if (!preset && (bits || blocks || head_bits || codebook)) {

@@ -7,6 +7,8 @@
 
 #include "kernels.h"
 
+#include <jansson.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -455,6 +457,17 @@ done:
 
 /* ---- report ------------------------------------------------------------- */
 
+/* K averaged over the step's weights. */
+static double bits_average(const step_model *model) {
+  double kbits = 0, weights = 0;
+  for (size_t i = 0; i < model->count; i++) {
+    const double w = (double)model->layers[i].k * (double)model->layers[i].n;
+    weights += w;
+    kbits += w * model->layers[i].bits;
+  }
+  return weights > 0 ? kbits / weights : 0;
+}
+
 static void print_headline(const bench_env *env, const bench_options *o,
                            const step_model *model, int copies) {
   char fl[64];
@@ -467,16 +480,10 @@ static void print_headline(const bench_env *env, const bench_options *o,
          "buffer, median of %d)\n",
          env->read_peak_gbs, (double)BENCH_READ_BYTES / (1 << 30),
          BENCH_READ_REPS);
-  double kbits = 0, weights = 0;
-  for (size_t i = 0; i < model->count; i++) {
-    const double w = (double)model->layers[i].k * (double)model->layers[i].n;
-    weights += w;
-    kbits += w * model->layers[i].bits;
-  }
   printf("model: %s: %d blocks, hidden %lld, %zu EXL3 layers%s, %.3f bits "
          "per weight on average, %.1f MiB of trellis payload per step\n",
          model->source, model->blocks, (long long)model->hidden, model->count,
-         model->has_head ? " (lm_head included)" : "", kbits / weights,
+         model->has_head ? " (lm_head included)" : "", bits_average(model),
          model->weight_bytes / (1 << 20));
   printf("method: every layer uploaded and planned once (max_m %lld, flags "
          "%s), one set of caller buffers sized with "
@@ -582,6 +589,132 @@ static void print_results(const bench_env *env, const bench_options *o,
   fflush(stdout);
 }
 
+/* ---- files -------------------------------------------------------------- */
+
+static void csv_num(FILE *f, const char *fmt, double v) {
+  fputc(',', f);
+  if (isfinite(v))
+    fprintf(f, fmt, v);
+}
+
+/* One row per M; text fields never hold a quote or comma but the GPU's and
+ * the model's names, which are quoted. */
+static int write_csv(const char *path, const bench_env *env,
+                     const step_model *model, const step_row *rows, int nms,
+                     const peer_result *p16, const peer_result *p8) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    cli_error("--csv %s: cannot open for writing", path);
+    return CLI_FAIL;
+  }
+  fprintf(f, "gpu,date,commit,read_peak_gbs,model,bits,m,eager_us,full_us,"
+             "piecewise_us,weight_bytes,weight_gbs,pct_read_peak,fp16_us,"
+             "vs_fp16,fp16_pool,fp8_us,vs_fp8,fp8_m,fp8_pool,check");
+  for (int kd = 0; kd < STEP_KINDS; kd++)
+    fprintf(f, ",%s_us", synth_role_name(step_kind_role(kd)));
+  fputc('\n', f);
+  for (int j = 0; j < nms; j++) {
+    const step_row *r = &rows[j];
+    const double gbs = model->weight_bytes / (r->us[1] * 1e-6) / 1e9;
+    fprintf(f, "\"%s\",%s,%s,%.1f,\"%s\",%.4f,%lld", env->gpu, env->date,
+            env->commit, env->read_peak_gbs, model->source, bits_average(model),
+            (long long)r->m);
+    for (int md = 0; md < 3; md++)
+      csv_num(f, "%.3f", r->us[md]);
+    fprintf(f, ",%.0f", model->weight_bytes);
+    csv_num(f, "%.1f", gbs);
+    csv_num(f, "%.2f", 100.0 * gbs / env->read_peak_gbs);
+    csv_num(f, "%.3f", r->fp16_us);
+    csv_num(f, "%.3f", r->fp16_us / r->us[1]);
+    fprintf(f, ",%d", p16->pool);
+    csv_num(f, "%.3f", r->fp8_us);
+    csv_num(f, "%.3f", r->fp8_us / r->us[1]);
+    fprintf(f, ",%lld,%d,%s", (long long)r->fp8_m, p8->pool,
+            r->ok[0] && r->ok[1] && r->ok[2] ? "PASS" : "FAIL");
+    for (int kd = 0; kd < STEP_KINDS; kd++)
+      csv_num(f, "%.3f", r->kind_us[kd]);
+    fputc('\n', f);
+  }
+  if (fclose(f) != 0) {
+    cli_error("--csv %s: write failed", path);
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+static json_t *jnum(double v) {
+  return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *json_peer(const peer_result *p) {
+  return json_pack("{s:i, s:i, s:f, s:s?}", "pool_blocks", p->pool, "copies",
+                   p->copies, "weight_bytes", p->weight_bytes, "note", p->note);
+}
+
+static int write_json(const char *path, const bench_env *env,
+                      const bench_options *o, const step_model *model,
+                      const step_row *rows, const step_engine *st,
+                      size_t mem_used, const peer_result *p16,
+                      const peer_result *p8) {
+  char fl[64];
+  json_t *jrows = json_array();
+  for (int j = 0; jrows && j < o->nms; j++) {
+    const step_row *r = &rows[j];
+    const double gbs = model->weight_bytes / (r->us[1] * 1e-6) / 1e9;
+    json_t *kinds = json_object();
+    for (int kd = 0; kinds && kd < STEP_KINDS; kd++)
+      if (!isnan(r->kind_us[kd]))
+        json_object_set_new(kinds, synth_role_name(step_kind_role(kd)),
+                            jnum(r->kind_us[kd]));
+    json_t *row = json_pack(
+        "{s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:o, "
+        "s:{s:b, s:b, s:b}, s:[s, s, s]}",
+        "m", (json_int_t)r->m, "eager_us", jnum(r->us[0]), "full_us",
+        jnum(r->us[1]), "piecewise_us", jnum(r->us[2]), "weight_gbs", jnum(gbs),
+        "pct_read_peak", jnum(100.0 * gbs / env->read_peak_gbs), "kinds_us",
+        kinds ? kinds : json_null(), "fp16_us", jnum(r->fp16_us), "vs_fp16",
+        jnum(r->fp16_us / r->us[1]), "fp8_us", jnum(r->fp8_us), "fp8_m",
+        (json_int_t)r->fp8_m, "vs_fp8", jnum(r->fp8_us / r->us[1]), "check",
+        "eager", r->ok[0], "full", r->ok[1], "piecewise", r->ok[2],
+        "check_detail", r->detail[0], r->detail[1], r->detail[2]);
+    if (row == NULL || json_array_append_new(jrows, row) != 0) {
+      json_decref(jrows);
+      jrows = NULL;
+    }
+  }
+  json_t *root =
+      jrows == NULL
+          ? NULL
+          : json_pack(
+                "{s:s, s:s, s:s, s:f, s:{s:s, s:i, s:I, s:I, s:b, s:f, s:f}, "
+                "s:{s:i, s:f, s:s, s:I, s:i, s:i}, s:{s:I, s:I, s:I, s:I, "
+                "s:I, s:I, s:I}, s:{s:o, s:o}, s:o, s:b}",
+                "gpu", env->gpu, "date", env->date, "commit", env->commit,
+                "read_peak_gbs", env->read_peak_gbs, "model", "source",
+                model->source, "blocks", model->blocks, "hidden",
+                (json_int_t)model->hidden, "layers", (json_int_t)model->count,
+                "head", model->has_head, "bits", bits_average(model),
+                "weight_bytes", model->weight_bytes, "method", "reps", o->reps,
+                "warmup_ms", o->warmup_ms, "flags",
+                bench_flags_name(o->flags, fl, sizeof fl), "max_m",
+                (json_int_t)env->max_m, "copies", st->copies, "pieces",
+                st->npieces, "memory", "weights", (json_int_t)st->weight_bytes,
+                "rotated", (json_int_t)st->need.rotated_bytes, "input_f16",
+                (json_int_t)st->need.input_f16_bytes, "output_f16",
+                (json_int_t)st->need.output_f16_bytes, "workspace",
+                (json_int_t)st->need.workspace_bytes, "activations",
+                (json_int_t)st->activation_bytes, "engine_total",
+                (json_int_t)mem_used, "peers", "fp16", json_peer(p16), "fp8",
+                json_peer(p8), "rows", jrows, "complete", 1);
+  if (root == NULL || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
+    json_decref(root);
+    cli_error("--json %s: cannot write", path);
+    return CLI_FAIL;
+  }
+  json_decref(root);
+  return CLI_OK;
+}
+
 int bench_step_run(const bench_options *o) {
   bench_env env;
   step_model model;
@@ -634,6 +767,12 @@ int bench_step_run(const bench_options *o) {
        time_peer(o, &env, &model, 1, stream, rows, &p8) != CLI_OK))
     goto done;
   print_results(&env, o, &model, rows, &stats, mem_used, &p16, &p8);
+  if (o->csv_path &&
+      write_csv(o->csv_path, &env, &model, rows, o->nms, &p16, &p8) != CLI_OK)
+    goto done;
+  if (o->json_path && write_json(o->json_path, &env, o, &model, rows, &stats,
+                                 mem_used, &p16, &p8) != CLI_OK)
+    goto done;
   for (int j = 0; j < o->nms; j++)
     failed += !(rows[j].ok[0] && rows[j].ok[1] && rows[j].ok[2]);
   r = CLI_OK;
