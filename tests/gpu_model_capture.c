@@ -21,6 +21,15 @@
 
 #define REPLAYS 100
 
+/* Replays per check: REPLAYS, or 3 under TRELLIS_TEST_SMALL (the
+ * compute-sanitizer runs, where every launch is checked). */
+static int replays(int full) {
+  const char *small = getenv("TRELLIS_TEST_SMALL");
+  if (small && small[0] && strcmp(small, "0") != 0)
+    return 3;
+  return full;
+}
+
 static char *write_synth(const char *name, const char *preset, int blocks,
                          double bits, int head_bits, trellis_codebook cb,
                          int odd_cb) {
@@ -140,8 +149,8 @@ static void test_mixed_models(void **state) {
     assert_true(cbs[models[d].cb] > 0 && cbs[models[d].odd_cb] > 0);
     check_first_layer(&e, &m, 8, s);
     for (size_t j = 0; j < 3; j++) {
-      check_mode(&e, STEP_FULL, ms[j], d == 0 ? REPLAYS : 10, s);
-      check_mode(&e, STEP_PIECEWISE, ms[j], d == 0 ? REPLAYS : 10, s);
+      check_mode(&e, STEP_FULL, ms[j], replays(d == 0 ? REPLAYS : 10), s);
+      check_mode(&e, STEP_PIECEWISE, ms[j], replays(d == 0 ? REPLAYS : 10), s);
     }
     close_step(&m, &e);
     free(dir);
@@ -208,8 +217,8 @@ static void test_k6_mcg_without_workspace(void **state) {
   assert_null(e.b.workspace);
   e.b.workspace_bytes = 0;
   for (size_t j = 0; j < 4; j++) {
-    check_mode(&e, STEP_FULL, ms[j], REPLAYS, s);
-    check_mode(&e, STEP_PIECEWISE, ms[j], REPLAYS, s);
+    check_mode(&e, STEP_FULL, ms[j], replays(REPLAYS), s);
+    check_mode(&e, STEP_PIECEWISE, ms[j], replays(REPLAYS), s);
   }
   close_step(&m, &e);
   free(dir);
@@ -234,16 +243,16 @@ static void expect_capture_error(step_engine *e, step_mode mode, int64_t m,
 
 static void test_underprovisioned_workspace(void **state) {
   (void)state;
-  static const int64_t ms[] = {8, 128};
+  static const int64_t ms[] = {1, 8, 128};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   char *dir = write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
-  open_step(dir, NULL, 1, ms, 2, s, &m, &e);
+  open_step(dir, NULL, 1, ms, 3, s, &m, &e);
   assert_true(e.need.workspace_bytes > 0);
   int tested = 0;
-  for (size_t j = 0; j < 2; j++) {
+  for (size_t j = 0; j < 3; j++) {
     trellis_buffer_sizes sz;
     OK(trellis_plans_buffer_sizes((const trellis_plan *const *)e.plans,
                                   e.nplans, ms[j], &sz));
