@@ -149,7 +149,9 @@ typedef struct peer_step {
   void *attn, *ws;
   float *one; /* FP8 scales: a device fp32 1.0 */
   cublasLtHandle_t h;
-  bench_lt_desc *ld; /* [count] at the current m */
+  bench_lt_desc *ld; /* [count] at the current m (layers of one shape
+                        use the first one's: shape_of) */
+  size_t *shape_of;  /* [count] the first layer of the same k x n */
   cublasLtMatmulAlgo_t *algo;
   cudaGraphExec_t *exec; /* [copies] */
   float alpha, beta;
@@ -159,9 +161,10 @@ typedef struct peer_step {
 static int peer_layer(peer_step *p, int copy, size_t i, cudaStream_t stream) {
   const void *w = p->w[(size_t)copy * p->nslots + p->slot_of[i]];
   cublasStatus_t s = cublasLtMatmul(
-      p->h, p->ld[i].desc, &p->alpha, w, p->ld[i].a, p->x[i], p->ld[i].b,
-      &p->beta, p->y[i], p->ld[i].d, p->y[i], p->ld[i].d, &p->algo[i], p->ws,
-      BENCH_LT_WORKSPACE, stream);
+      p->h, p->ld[p->shape_of[i]].desc, &p->alpha, w, p->ld[p->shape_of[i]].a,
+      p->x[i], p->ld[p->shape_of[i]].b, &p->beta, p->y[i],
+      p->ld[p->shape_of[i]].d, p->y[i], p->ld[p->shape_of[i]].d,
+      &p->algo[p->shape_of[i]], p->ws, BENCH_LT_WORKSPACE, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     cli_error("cuBLASLt: cublasLtMatmul (%s): %s", p->model->layers[i].name,
               cublasLtGetStatusName(s));
@@ -228,6 +231,7 @@ static void peer_free(peer_step *p) {
   if (p->h)
     cublasLtDestroy(p->h);
   free(p->slot_of);
+  free(p->shape_of);
   free(p->x);
   free(p->w);
   free(p->y);
@@ -250,6 +254,8 @@ static int peer_describe(peer_step *p, int64_t m, cudaStream_t stream,
   for (size_t i = 0; i < model->count; i++) {
     const step_layer *l = &model->layers[i];
     int count = 0, usable = -1;
+    if (p->shape_of[i] != i) /* described with its shape's first layer */
+      continue;
     if (p->fp8) {
       const trellis_dtype outs[2] = {TRELLIS_F16, TRELLIS_BF16};
       for (int o = 0; o < 2 && count == 0; o++) {
@@ -402,6 +408,14 @@ static int time_peer(const bench_options *o, const bench_env *env,
   BENCH_CUDA(cudaStreamSynchronize(stream));
   BENCH_LT(cublasLtCreate(&p.h));
   BENCH_ALLOC(p.ld, model->count);
+  BENCH_ALLOC(p.shape_of, model->count);
+  for (size_t i = 0; i < model->count; i++) {
+    p.shape_of[i] = i;
+    for (size_t j = 0; j < i && p.shape_of[i] == i; j++)
+      if (model->layers[j].k == model->layers[i].k &&
+          model->layers[j].n == model->layers[i].n)
+        p.shape_of[i] = j;
+  }
   BENCH_ALLOC(p.algo, model->count);
   BENCH_ALLOC(p.exec, p.copies);
 
