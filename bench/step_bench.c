@@ -545,6 +545,14 @@ static void peer_text(char *out, size_t size, const peer_result *p,
                p->copies == 1 ? "y" : "ies (cycled)");
 }
 
+/* A number, or "n/a" where not measured. */
+static void cell(char *out, size_t size, const char *fmt, double v) {
+  if (isnan(v))
+    bench_sfmt(out, size, "n/a");
+  else
+    snprintf(out, size, fmt, v);
+}
+
 static void print_results(const bench_env *env, const bench_options *o,
                           const step_model *model, const step_row *rows,
                           const step_engine *st, size_t mem_used,
@@ -559,11 +567,16 @@ static void print_results(const bench_env *env, const bench_options *o,
     const step_row *r = &rows[j];
     const double gbs = model->weight_bytes / (r->us[1] * 1e-6) / 1e9;
     const int ok = r->ok[0] && r->ok[1] && r->ok[2];
-    printf("| %4lld | %10.1f | %10.1f | %10.1f | %8.1f | %5.1f%% | %10.1f | "
-           "%6.2fx | %10.1f | %6.2fx | %-5s |\n",
+    char f16[32], v16[32], f8[32], v8[32];
+    cell(f16, sizeof f16, "%.1f", r->fp16_us);
+    cell(v16, sizeof v16, "%.2fx", r->fp16_us / r->us[1]);
+    cell(f8, sizeof f8, "%.1f", r->fp8_us);
+    cell(v8, sizeof v8, "%.2fx", r->fp8_us / r->us[1]);
+    printf("| %4lld | %10.1f | %10.1f | %10.1f | %8.1f | %5.1f%% | %10s | "
+           "%7s | %10s | %7s | %-5s |\n",
            (long long)r->m, r->us[0], r->us[1], r->us[2], gbs,
-           100.0 * gbs / env->read_peak_gbs, r->fp16_us, r->fp16_us / r->us[1],
-           r->fp8_us, r->fp8_us / r->us[1], ok ? "PASS" : "FAIL");
+           100.0 * gbs / env->read_peak_gbs, f16, v16, f8, v8,
+           ok ? "PASS" : "FAIL");
   }
   printf("\nper layer kind (us per step, each kind's layers alone as one "
          "graph):\n| %4s |",

@@ -131,7 +131,7 @@ if [ "$what" = step ] || { [ "${STEP_BENCH:-0}" = 1 ] && { [ "$what" = all ] || 
       step_lines+=("$(echo "$line" | awk -F'|' -v p="$p" -v b="$b" '{
         gsub(/ /, "", $0); printf "%-14s %4s %4s %10s %10s %10s %7s %8s %8s %5s",
         p, b, $2, $3, $4, $5, $7, $9, $11, $12 }')")
-    done < <(grep -E '^\| +[0-9]+ \|' "$log")
+    done < <(grep -E '^\| +[0-9]+ \|.*\| (PASS|FAIL) +\|$' "$log")
     [ $rc -eq 0 ] || step_lines+=("$p $b: rc $rc: $(grep -E 'trellis:' "$log" | tail -2 | tr '\n' ' ')")
   done
   step_lines+=("($(($(date +%s) - t0)) s)")
