@@ -37,10 +37,12 @@ static int upload_preset(step_engine *e, size_t i, int copy,
   const size_t slot = (size_t)copy * m->count + i;
   const size_t payload = l->payload_bytes; /* a multiple of 256 */
   const size_t bytes = payload + 2 * (size_t)l->k + 2 * (size_t)l->n;
+  void *alloc = NULL;
   int r = CLI_FAIL;
-  BENCH_CUDA(cudaMalloc(&e->raw[slot], bytes));
+  BENCH_CUDA(cudaMalloc(&alloc, bytes));
+  e->raw[slot] = alloc;
   e->weight_bytes += bytes;
-  uint8_t *base = e->raw[slot];
+  uint8_t *base = alloc;
   const uint64_t seed = synth_module_seed(m->synth.opt.seed, l->name);
   BENCH_KERNEL(bench_fill((uint16_t *)base, payload / 2, seed, 3, stream));
   BENCH_CUDA(cudaMemcpyAsync(base + payload, suh, 2 * (size_t)l->k,
