@@ -157,6 +157,8 @@ int trellis_bench_main(int argc, char **argv) {
   int r = bench_parse_options(argc, argv, &o);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
+  if (o.model)
+    return bench_step_run(&o);
   bench_targets *defs = malloc(sizeof *defs);
   if (defs == NULL) {
     cli_error("bench: out of host memory (targets)");

@@ -58,6 +58,12 @@ typedef struct bench_options {
   uint32_t flags;   /* TRELLIS_PLAN_* from --force */
   const char *csv_path, *json_path;
   const char *targets_path; /* --targets, or NULL for the default file */
+  /* --model: the decode-step benchmark (step_bench.c) */
+  const char *model; /* a model directory or preset:NAME; NULL: layers */
+  double model_bits; /* --bits of a preset: an average (e.g. 3.36) */
+  int blocks;        /* --blocks of a preset, 0: the preset's */
+  int head_bits;     /* --head-bits of a preset */
+  int no_peers;      /* --no-peers: no FP16 / FP8 step */
 } bench_options;
 
 /* The machine and the run. */
@@ -132,6 +138,9 @@ typedef struct bench_results {
 /* Parses argv (cli_parse conventions) into *o with the modes' defaults.
  * CLI_PARSED, CLI_HELP_SHOWN or CLI_USAGE (one line printed). */
 int bench_parse_options(int argc, char **argv, bench_options *o);
+
+/* The decode-step benchmark of o->model (step_bench.c): the exit code. */
+int bench_step_run(const bench_options *o);
 
 /* ---- derived numbers (report.c) ---------------------------------------- */
 double bench_row_gbs(const bench_row *r); /* weight GB/s */
@@ -342,6 +351,30 @@ int bench_cublas_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
 int bench_fp8_shape(int64_t k, int64_t n, const int64_t *ms, int nms,
                     size_t cold_bytes, int reps, cudaStream_t stream,
                     bench_fp8 *fp8);
+
+/* The descriptors of one cuBLASLt GEMM of the peers, shared by the layer
+ * and the decode-step benchmarks. */
+typedef struct bench_lt_desc {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, d;
+} bench_lt_desc;
+/* FP16 y[M,n] = x[M,k] W (fp32 compute, fp16 out): W[k,n] row-major, or
+ * W[n,k] row-major when `transposed`; up to `want` heuristic candidates
+ * for a workspace of `ws` bytes into heur[0..*count-1]. Release *l with
+ * bench_lt_desc_release whatever the result. CLI_FAIL (one line) for a
+ * failed cuBLASLt call. */
+int bench_lt_fp16_desc(cublasLtHandle_t h, int transposed, int64_t k, int64_t n,
+                       int64_t m, uint64_t ws, bench_lt_desc *l,
+                       cublasLtMatmulHeuristicResult_t *heur, int want,
+                       int *count);
+/* FP8 W8A8 (the FP8 peer's TN layout and scale pointers `one`, a device
+ * fp32 1.0) with output `out` (F16 or BF16); *count = 0 and a reason in
+ * *why when cuBLASLt has no algorithm (a GPU without FP8). */
+int bench_lt_fp8_desc(cublasLtHandle_t h, const float *one, int64_t k,
+                      int64_t n, int64_t m, trellis_dtype out, uint64_t ws,
+                      bench_lt_desc *l, cublasLtMatmulHeuristicResult_t *heur,
+                      int want, int *count, const char **why);
+void bench_lt_desc_release(bench_lt_desc *l);
 
 /* ---- ours (layers.c) --------------------------------------------------- */
 /* One (shape, bits, codebook): cold copies and plans, then for each M of

@@ -47,7 +47,10 @@ __global__ void fill_kernel(uint16_t *__restrict__ dst, size_t count,
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += stride) {
     const uint64_t h = mix64(seed + (i + 1) * 0x9E3779B97F4A7C15ull);
-    if (mode == 0) {
+    if (mode == 3) { /* splitmix64 draw i / 4 of state `seed` */
+      dst[i] = (uint16_t)(mix64(seed + (i / 4 + 1) * 0x9E3779B97F4A7C15ull) >>
+                          (16 * (i % 4)));
+    } else if (mode == 0) {
       dst[i] = (uint16_t)(h >> 24);
     } else if (mode == 2) { /* bit 6 of a byte: the exponent's top bit */
       dst[i] = (uint16_t)((h >> 24) & 0xBFBFu);
@@ -57,6 +60,30 @@ __global__ void fill_kernel(uint16_t *__restrict__ dst, size_t count,
       dst[i] = __half_as_ushort(__float2half_rn(2.0f * u - 1.0f));
     }
   }
+}
+
+__global__ void standin_kernel(const __half *__restrict__ q,
+                               __half *__restrict__ out, size_t count) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += stride)
+    out[i] = __hmul(q[i], __float2half(0.5f));
+}
+
+__global__ void digest_kernel(const uint16_t *__restrict__ p, size_t count,
+                              unsigned long long *__restrict__ out) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  unsigned long long sum = 0, bad = 0, poison = 0;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const uint16_t v = p[i];
+    sum += mix64(((uint64_t)i << 16) ^ v ^ 0x5851F42D4C957F2Dull);
+    bad += (v & 0x7C00u) == 0x7C00u; /* exponent all ones: inf or NaN */
+    poison += v == 0xFFFFu;
+  }
+  atomicAdd(&out[0], sum);
+  atomicAdd(&out[1], bad);
+  atomicAdd(&out[2], poison);
 }
 
 } // namespace
@@ -95,5 +122,29 @@ extern "C" int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
     blocks = 8192;
   fill_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(dst, count,
                                                                   seed, mode);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int bench_attention_standin(const uint16_t *q, uint16_t *out,
+                                       size_t count, void *stream) {
+  if (count == 0)
+    return 0;
+  size_t blocks = (count + 255) / 256;
+  if (blocks > 132)
+    blocks = 132;
+  standin_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+      (const __half *)q, (__half *)out, count);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int bench_digest(const uint16_t *p, size_t count,
+                            unsigned long long *out, void *stream) {
+  if (count == 0)
+    return 0;
+  size_t blocks = (count + 255) / 256;
+  if (blocks > 1024)
+    blocks = 1024;
+  digest_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(p, count,
+                                                                    out);
   return (int)cudaGetLastError();
 }

@@ -16,6 +16,10 @@ static const char usage[] =
     "                     [--reps N] [--warmup-ms T]\n"
     "                     [--force generic|decode|dense|legacy|exact[,...]]\n"
     "                     [--csv FILE] [--json FILE] [--targets FILE]\n"
+    "       trellis bench --model DIR|preset:NAME [--m LIST] [--bits B]\n"
+    "                     [--blocks N] [--head-bits K] [--codebook CB]\n"
+    "                     [--no-peers] [--reps N] [--warmup-ms T] [--force F]\n"
+    "                     [--csv FILE] [--json FILE]\n"
     "       (trellis-bench takes the same arguments)\n"
     "\n"
     "GPU benchmark of EXL3 layers (CUDA builds), method of bench/README.md:\n"
@@ -64,6 +68,24 @@ static const char usage[] =
     "                     source tree's bench/targets.json\n"
     "\n"
     "Explicit --shapes/--m/--bits/--codebook override the mode's defaults.\n"
+    "\n"
+    "Decode step of a model (--model): every EXL3 layer of DIR (a model\n"
+    "directory) or of preset:NAME (llama-3.1-8b, llama-3.1-70b, glm-tp4,\n"
+    "synthesised on the device as `trellis synth` would write it) uploaded\n"
+    "and planned once, one step per block q/k/v, attention stand-in, o,\n"
+    "gate/up, down (then the head), timed eager, FULL (one CUDA graph) and\n"
+    "PIECEWISE (graphs between attention stand-ins), each checked first\n"
+    "against the eager step (NaN-poisoned outputs, bit-equal); per layer\n"
+    "kind; beside the same step from FP16 and FP8 cuBLASLt layers.\n"
+    "  --m LIST           rows, default 1,8,32,128\n"
+    "  --bits B           a preset's average bits per weight, 1..8 (e.g.\n"
+    "                     3.36: K mixed per tensor as `trellis synth`),\n"
+    "                     default 4\n"
+    "  --blocks N         a preset's depth, default the preset's\n"
+    "  --head-bits K      a preset's lm_head K (16: fp16, not in the step),\n"
+    "                     default 6\n"
+    "  --codebook CB      a preset's codebook, default mcg\n"
+    "  --no-peers         leave out the FP16 and FP8 steps\n"
     "The commit comes from $TRELLIS_COMMIT, else from `git describe` when\n"
     "the build was configured.\n";
 
@@ -260,9 +282,78 @@ static int parse_positional_shapes(bench_options *o, const char *const *pos,
   return CLI_OK;
 }
 
+static const int64_t step_ms[] = {1, 8, 32, 128};
+
+/* The options of --model (the decode-step benchmark); the layer
+ * benchmark's own options are refused. */
+static int parse_step_options(bench_options *o, int npos, const char *shapes,
+                              const char *m, const char *bits,
+                              const char *codebook, const char *blocks,
+                              const char *head_bits) {
+  int r;
+  const int preset = strncmp(o->model, "preset:", 7) == 0;
+  if (npos > 0 || shapes || o->sweep || o->quick || o->with_generic ||
+      o->targets_path) {
+    cli_error("--model: shapes, --sweep, --quick, --with-generic and "
+              "--targets are options of the layer benchmark");
+    return CLI_USAGE;
+  }
+  if (!preset && (bits || blocks || head_bits || codebook)) {
+    cli_error("--model %s: --bits, --blocks, --head-bits and --codebook "
+              "build a preset (preset:NAME); a directory has its own",
+              o->model);
+    return CLI_USAGE;
+  }
+  if (m) {
+    if ((r = parse_int_list("--m", m, 1, MAX_M, o->ms, BENCH_MAX_LIST,
+                            &o->nms)) != CLI_OK)
+      return r;
+  } else {
+    o->nms = COUNT(step_ms);
+    memcpy(o->ms, step_ms, sizeof step_ms);
+  }
+  o->model_bits = 4.0;
+  if (bits) {
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(bits, &end);
+    if (errno || end == bits || *end != '\0' || !(v >= TRELLIS_MIN_BITS) ||
+        !(v <= TRELLIS_MAX_BITS)) {
+      cli_error("--bits: expected bits per weight in [%d, %d], got '%s'",
+                TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, bits);
+      return CLI_USAGE;
+    }
+    o->model_bits = v;
+  }
+  long v = 0;
+  if (blocks &&
+      (r = cli_parse_int("--blocks", blocks, 1, 100000, &v)) != CLI_OK)
+    return r;
+  o->blocks = (int)v;
+  v = 6;
+  if (head_bits &&
+      (r = cli_parse_int("--head-bits", head_bits, 1, 16, &v)) != CLI_OK)
+    return r;
+  if (v > TRELLIS_MAX_BITS && v != 16) {
+    cli_error("--head-bits: expected 1..8, or 16 (an fp16 head), got %ld", v);
+    return CLI_USAGE;
+  }
+  o->head_bits = (int)v;
+  o->cbs[0] = TRELLIS_CB_MCG;
+  o->ncbs = 1;
+  if (codebook && (r = parse_codebooks(o, codebook)) != CLI_OK)
+    return r;
+  if (o->ncbs != 1) {
+    cli_error("--codebook: --model takes one codebook");
+    return CLI_USAGE;
+  }
+  return CLI_PARSED;
+}
+
 int bench_parse_options(int argc, char **argv, bench_options *o) {
   const char *shapes = NULL, *m = NULL, *bits = NULL, *codebook = NULL;
   const char *reps_text = NULL, *warmup_text = NULL, *force = NULL;
+  const char *blocks = NULL, *head_bits = NULL;
   const char *pos[2 * BENCH_MAX_LIST];
   int npos = 0;
   memset(o, 0, sizeof *o);
@@ -278,11 +369,25 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
                              {"--targets", &o->targets_path, NULL},
                              {"--sweep", NULL, &o->sweep},
                              {"--quick", NULL, &o->quick},
-                             {"--with-generic", NULL, &o->with_generic}};
+                             {"--with-generic", NULL, &o->with_generic},
+                             {"--model", &o->model, NULL},
+                             {"--blocks", &blocks, NULL},
+                             {"--head-bits", &head_bits, NULL},
+                             {"--no-peers", NULL, &o->no_peers}};
   int r = cli_parse_list(argc, argv, usage, opts, COUNT(opts), pos, COUNT(pos),
                          &npos);
   if (r != CLI_PARSED)
     return r;
+  if (o->model) {
+    r = parse_step_options(o, npos, shapes, m, bits, codebook, blocks,
+                           head_bits);
+    if (r != CLI_PARSED)
+      return r;
+    goto common; /* the layer benchmark's shapes, rows and K are not used */
+  } else if (blocks || head_bits || o->no_peers) {
+    cli_error("--blocks, --head-bits and --no-peers go with --model");
+    return CLI_USAGE;
+  }
 
   /* Shapes: positionals, then --shapes. */
   if ((r = parse_positional_shapes(o, pos, npos)) != CLI_OK)
@@ -341,6 +446,7 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
     o->ncbs = 1;
   }
 
+common:;
   long reps = 20;
   if (reps_text &&
       (r = cli_parse_int("--reps", reps_text, 1, 100000, &reps)) != CLI_OK)

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int bench_query_gpu(bench_env *env) {
   int dev = 0, sms = 0, l2 = 0, r = CLI_FAIL;
@@ -73,8 +74,7 @@ done:
  * A (k x n, ld k), op T. */
 typedef struct lt_ctx {
   cublasLtHandle_t h;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t a, b, d;
+  bench_lt_desc l;
   cublasLtMatmulAlgo_t algo;
   void **w; /* `copies` weight copies, past 4x L2 together */
   int copies;
@@ -85,9 +85,9 @@ typedef struct lt_ctx {
 
 static cublasStatus_t lt_matmul(const lt_ctx *c, int index,
                                 cudaStream_t stream) {
-  return cublasLtMatmul(c->h, c->desc, &c->one, c->w[index % c->copies], c->a,
-                        c->x, c->b, &c->zero, c->y, c->d, c->y, c->d, &c->algo,
-                        c->ws, c->ws_bytes, stream);
+  return cublasLtMatmul(c->h, c->l.desc, &c->one, c->w[index % c->copies],
+                        c->l.a, c->x, c->l.b, &c->zero, c->y, c->l.d, c->y,
+                        c->l.d, &c->algo, c->ws, c->ws_bytes, stream);
 }
 
 static int lt_enqueue(void *ctx, int index, cudaStream_t stream) {
@@ -99,18 +99,96 @@ static int lt_enqueue(void *ctx, int index, cudaStream_t stream) {
   return CLI_OK;
 }
 
+void bench_lt_desc_release(bench_lt_desc *l) {
+  if (l->a)
+    cublasLtMatrixLayoutDestroy(l->a);
+  if (l->b)
+    cublasLtMatrixLayoutDestroy(l->b);
+  if (l->d)
+    cublasLtMatrixLayoutDestroy(l->d);
+  if (l->desc)
+    cublasLtMatmulDescDestroy(l->desc);
+  memset(l, 0, sizeof *l);
+}
+
 /* The descriptors of one (M, layout), released (NULL ones skipped). */
-static void lt_release(lt_ctx *c) {
-  if (c->a)
-    cublasLtMatrixLayoutDestroy(c->a);
-  if (c->b)
-    cublasLtMatrixLayoutDestroy(c->b);
-  if (c->d)
-    cublasLtMatrixLayoutDestroy(c->d);
-  if (c->desc)
-    cublasLtMatmulDescDestroy(c->desc);
-  c->desc = NULL;
-  c->a = c->b = c->d = NULL;
+static void lt_release(lt_ctx *c) { bench_lt_desc_release(&c->l); }
+
+int bench_lt_fp16_desc(cublasLtHandle_t h, int transposed, int64_t k, int64_t n,
+                       int64_t m, uint64_t ws, bench_lt_desc *l,
+                       cublasLtMatmulHeuristicResult_t *heur, int want,
+                       int *count) {
+  cublasLtMatmulPreference_t pref = NULL;
+  const int32_t op = transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int r = CLI_FAIL;
+  memset(l, 0, sizeof *l);
+  *count = 0;
+  BENCH_LT(cublasLtMatmulDescCreate(&l->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  BENCH_LT(cublasLtMatmulDescSetAttribute(l->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                          &op, sizeof op));
+  if (transposed)
+    BENCH_LT(cublasLtMatrixLayoutCreate(&l->a, CUDA_R_16F, (uint64_t)k,
+                                        (uint64_t)n, k));
+  else
+    BENCH_LT(cublasLtMatrixLayoutCreate(&l->a, CUDA_R_16F, (uint64_t)n,
+                                        (uint64_t)k, n));
+  BENCH_LT(cublasLtMatrixLayoutCreate(&l->b, CUDA_R_16F, (uint64_t)k,
+                                      (uint64_t)m, k));
+  BENCH_LT(cublasLtMatrixLayoutCreate(&l->d, CUDA_R_16F, (uint64_t)n,
+                                      (uint64_t)m, n));
+  BENCH_LT(cublasLtMatmulPreferenceCreate(&pref));
+  BENCH_LT(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  BENCH_LT(cublasLtMatmulAlgoGetHeuristic(h, l->desc, l->a, l->b, l->d, l->d,
+                                          pref, want, heur, count));
+  r = CLI_OK;
+done:
+  if (pref)
+    cublasLtMatmulPreferenceDestroy(pref);
+  return r;
+}
+
+int bench_lt_fp8_desc(cublasLtHandle_t h, const float *one, int64_t k,
+                      int64_t n, int64_t m, trellis_dtype out, uint64_t ws,
+                      bench_lt_desc *l, cublasLtMatmulHeuristicResult_t *heur,
+                      int want, int *count, const char **why) {
+  cublasLtMatmulPreference_t pref = NULL;
+  const int32_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  const cudaDataType_t dt = out == TRELLIS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  int r = CLI_FAIL;
+  memset(l, 0, sizeof *l);
+  *count = 0;
+  BENCH_LT(cublasLtMatmulDescCreate(&l->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  BENCH_LT(cublasLtMatmulDescSetAttribute(l->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                          &op_t, sizeof op_t));
+  BENCH_LT(cublasLtMatmulDescSetAttribute(l->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                          &op_n, sizeof op_n));
+  BENCH_LT(cublasLtMatmulDescSetAttribute(
+      l->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof one));
+  BENCH_LT(cublasLtMatmulDescSetAttribute(
+      l->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof one));
+  BENCH_LT(cublasLtMatrixLayoutCreate(&l->a, CUDA_R_8F_E4M3, (uint64_t)k,
+                                      (uint64_t)n, k));
+  BENCH_LT(cublasLtMatrixLayoutCreate(&l->b, CUDA_R_8F_E4M3, (uint64_t)k,
+                                      (uint64_t)m, k));
+  BENCH_LT(cublasLtMatrixLayoutCreate(&l->d, dt, (uint64_t)n, (uint64_t)m, n));
+  BENCH_LT(cublasLtMatmulPreferenceCreate(&pref));
+  BENCH_LT(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+  /* A GPU without FP8 kernels answers NOT_SUPPORTED (or no result). */
+  cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(
+      h, l->desc, l->a, l->b, l->d, l->d, pref, want, heur, count);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    *count = 0;
+    *why = cublasLtGetStatusName(s);
+  } else if (*count == 0) {
+    *why = "no algorithm";
+  }
+  r = CLI_OK;
+done:
+  if (pref)
+    cublasLtMatmulPreferenceDestroy(pref);
+  return r;
 }
 
 /* The handle and the operands a peer times: `copies` weights of `wbytes`
@@ -154,31 +232,11 @@ static void lt_free(lt_ctx *c) {
 /* One (M, layout): heuristic algorithm (once), then graph replay. */
 static int lt_time(lt_ctx *c, int transposed, int64_t k, int64_t n, int64_t m,
                    int launches, int reps, cudaStream_t stream, double *us) {
-  cublasLtMatmulPreference_t pref = NULL;
   cublasLtMatmulHeuristicResult_t heur;
-  const int32_t op = transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const uint64_t ws = c->ws_bytes;
   int found = 0, r = CLI_FAIL;
-  c->desc = NULL;
-  c->a = c->b = c->d = NULL;
-  BENCH_LT(cublasLtMatmulDescCreate(&c->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  BENCH_LT(cublasLtMatmulDescSetAttribute(c->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                          &op, sizeof op));
-  if (transposed)
-    BENCH_LT(cublasLtMatrixLayoutCreate(&c->a, CUDA_R_16F, (uint64_t)k,
-                                        (uint64_t)n, k));
-  else
-    BENCH_LT(cublasLtMatrixLayoutCreate(&c->a, CUDA_R_16F, (uint64_t)n,
-                                        (uint64_t)k, n));
-  BENCH_LT(cublasLtMatrixLayoutCreate(&c->b, CUDA_R_16F, (uint64_t)k,
-                                      (uint64_t)m, k));
-  BENCH_LT(cublasLtMatrixLayoutCreate(&c->d, CUDA_R_16F, (uint64_t)n,
-                                      (uint64_t)m, n));
-  BENCH_LT(cublasLtMatmulPreferenceCreate(&pref));
-  BENCH_LT(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  BENCH_LT(cublasLtMatmulAlgoGetHeuristic(c->h, c->desc, c->a, c->b, c->d, c->d,
-                                          pref, 1, &heur, &found));
+  if (bench_lt_fp16_desc(c->h, transposed, k, n, m, c->ws_bytes, &c->l, &heur,
+                         1, &found) != CLI_OK)
+    goto done;
   if (found == 0) {
     fprintf(stderr,
             "trellis: bench: note: cuBLASLt has no algorithm for %lldx%lld "
@@ -197,8 +255,6 @@ static int lt_time(lt_ctx *c, int transposed, int64_t k, int64_t n, int64_t m,
   BENCH_CUDA(cudaStreamSynchronize(stream));
   r = bench_time_graph(lt_enqueue, c, launches, reps, stream, us);
 done:
-  if (pref)
-    cublasLtMatmulPreferenceDestroy(pref);
   lt_release(c);
   return r;
 }
@@ -308,44 +364,8 @@ static int fp8_describe(lt_ctx *c, const float *one, int64_t k, int64_t n,
                         int64_t m, trellis_dtype out,
                         cublasLtMatmulHeuristicResult_t *heur, int *count,
                         const char **why) {
-  cublasLtMatmulPreference_t pref = NULL;
-  const int32_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
-  const cudaDataType_t dt = out == TRELLIS_BF16 ? CUDA_R_16BF : CUDA_R_16F;
-  const uint64_t ws = c->ws_bytes;
-  int r = CLI_FAIL;
-  *count = 0;
-  BENCH_LT(cublasLtMatmulDescCreate(&c->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  BENCH_LT(cublasLtMatmulDescSetAttribute(c->desc, CUBLASLT_MATMUL_DESC_TRANSA,
-                                          &op_t, sizeof op_t));
-  BENCH_LT(cublasLtMatmulDescSetAttribute(c->desc, CUBLASLT_MATMUL_DESC_TRANSB,
-                                          &op_n, sizeof op_n));
-  BENCH_LT(cublasLtMatmulDescSetAttribute(
-      c->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &one, sizeof one));
-  BENCH_LT(cublasLtMatmulDescSetAttribute(
-      c->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &one, sizeof one));
-  BENCH_LT(cublasLtMatrixLayoutCreate(&c->a, CUDA_R_8F_E4M3, (uint64_t)k,
-                                      (uint64_t)n, k));
-  BENCH_LT(cublasLtMatrixLayoutCreate(&c->b, CUDA_R_8F_E4M3, (uint64_t)k,
-                                      (uint64_t)m, k));
-  BENCH_LT(cublasLtMatrixLayoutCreate(&c->d, dt, (uint64_t)n, (uint64_t)m, n));
-  BENCH_LT(cublasLtMatmulPreferenceCreate(&pref));
-  BENCH_LT(cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-  /* A GPU without FP8 kernels answers NOT_SUPPORTED (or no result). */
-  cublasStatus_t s =
-      cublasLtMatmulAlgoGetHeuristic(c->h, c->desc, c->a, c->b, c->d, c->d,
-                                     pref, BENCH_FP8_ALGOS, heur, count);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    *count = 0;
-    *why = cublasLtGetStatusName(s);
-  } else if (*count == 0) {
-    *why = "no algorithm";
-  }
-  r = CLI_OK;
-done:
-  if (pref)
-    cublasLtMatmulPreferenceDestroy(pref);
-  return r;
+  return bench_lt_fp8_desc(c->h, one, k, n, m, out, c->ws_bytes, &c->l, heur,
+                           BENCH_FP8_ALGOS, count, why);
 }
 
 /* One rounded M: fp16 output, else bf16; each candidate launched once

@@ -2,8 +2,13 @@
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
 # the GPU tests under compute-sanitizer, optionally the benchmark and the
 # Python package's tests, and print a short summary last.
-#   scripts/device-check.sh [all|tests|sanitize|bench|python] [BENCH ARGS...]
-# `all` = tests, sanitize, bench and python. `python` alone skips the CMake
+#   scripts/device-check.sh [all|tests|sanitize|bench|step|python] [BENCH ARGS...]
+# `all` = tests, sanitize, bench and python. `step` (or STEP_BENCH=1 with
+# `bench` or `all`) runs the decode-step benchmark, `trellis bench --model
+# preset:P --bits B --m 1,8,32,128`, for llama-3.1-8b, llama-3.1-70b and
+# glm-tp4 at 4.0 and 6.0 bits and glm-tp4 at 3.36 (10 timed steps, 20 ms
+# warm-up; estimated 2-3 min on an H200), each output in
+# $OUT/step-P-B.txt and one compact table in the summary. `python` alone skips the CMake
 # build: it pip-installs ./python into a folder of its own with the
 # machine's python3 and its scikit-build-core, cmake and ninja (nothing is
 # fetched), and runs the package's pytest suite (the GPU tests included,
@@ -127,6 +132,29 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     sweep_rc=$?
   fi
 fi
+step_rc=0
+step_lines=()
+if [ "$what" = step ] || { [ "${STEP_BENCH:-0}" = 1 ] && { [ "$what" = all ] || [ "$what" = bench ]; }; }; then
+  t0=$(date +%s)
+  for cfg in llama-3.1-8b:4 llama-3.1-8b:6 llama-3.1-70b:4 llama-3.1-70b:6 \
+    glm-tp4:4 glm-tp4:6 glm-tp4:3.36; do
+    p=${cfg%%:*} b=${cfg##*:}
+    log="$OUT/step-$p-$b.txt"
+    "$BUILD/trellis" bench --model "preset:$p" --bits "$b" --m 1,8,32,128 \
+      --reps 10 --warmup-ms 20 >"$log" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || step_rc=1
+    # the result table's rows: | M | eager | FULL | PIECE | GB/s | %peak |
+    # FP16 | vs FP16 | FP8 | vs FP8 | check |
+    while IFS= read -r line; do
+      step_lines+=("$(echo "$line" | awk -F'|' -v p="$p" -v b="$b" '{
+        gsub(/ /, "", $0); printf "%-14s %4s %4s %10s %10s %10s %7s %8s %8s %5s",
+        p, b, $2, $3, $4, $5, $7, $9, $11, $12 }')")
+    done < <(grep -E '^\| +[0-9]+ \|.*\| (PASS|FAIL) +\|$' "$log")
+    [ $rc -eq 0 ] || step_lines+=("$p $b: rc $rc: $(grep -E 'trellis:' "$log" | tail -2 | tr '\n' ' ')")
+  done
+  step_lines+=("($(($(date +%s) - t0)) s)")
+fi
 py_rc=0 example_rc=0
 if [ "$what" = all ] || [ "$what" = python ]; then
   # pip builds the library with the machine's scikit-build-core, cmake and
@@ -204,5 +232,9 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     tail -60 "$OUT/bench-sweep.txt"
   fi
 fi
-[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] &&
+if [ ${#step_lines[@]} -gt 0 ]; then
+  echo "decode step (rc $step_rc): preset bits M | eager FULL PIECEWISE us | %peak | vs FP16 | vs FP8 | check"
+  printf '  %s\n' "${step_lines[@]}"
+fi
+[ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] && [ $step_rc -eq 0 ] &&
   [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $example_rc -eq 0 ]

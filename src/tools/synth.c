@@ -14,6 +14,10 @@ uint64_t synth_next(synth_rng *r) {
   return z ^ (z >> 31);
 }
 
+void synth_skip(synth_rng *r, uint64_t draws) {
+  r->state += draws * 0x9E3779B97F4A7C15ull;
+}
+
 double synth_unit(synth_rng *r) {
   return (double)(synth_next(r) >> 11) * (1.0 / 9007199254740992.0);
 }

@@ -17,6 +17,11 @@ typedef struct synth_rng {
 
 void synth_seed(synth_rng *r, uint64_t seed);
 uint64_t synth_next(synth_rng *r);
+/* Advances the RNG past `draws` calls of synth_next in O(1) (splitmix64's
+ * state is a counter): draw d of a fresh synth_seed(seed) is a function of
+ * seed + (d + 1) x the increment alone, which lets a GPU kernel generate
+ * the same words (synth_words) as the host. */
+void synth_skip(synth_rng *r, uint64_t draws);
 /* Uniform in [0, 1) with 53 random bits. */
 double synth_unit(synth_rng *r);
 /* Uniform in [lo, hi). */

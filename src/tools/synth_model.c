@@ -126,6 +126,7 @@ void synth_options_init(synth_options *o) {
   o->bits = 4.0;
   o->head_bits = 6;
   o->codebook = TRELLIS_CB_MCG;
+  o->odd_block_codebook = -1;
   o->shard_bytes = (uint64_t)8192 << 20;
 }
 
@@ -156,6 +157,15 @@ static trellis_status check_options(const synth_options *o,
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "codebook %s is not an EXL3 codebook (mcg, mul1, 3inst)",
                     trellis_codebook_name(o->codebook));
+  if (o->odd_block_codebook != -1 &&
+      o->odd_block_codebook != TRELLIS_CB_3INST &&
+      o->odd_block_codebook != TRELLIS_CB_MCG &&
+      o->odd_block_codebook != TRELLIS_CB_MUL1)
+    return trl_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "odd-block codebook %s is not an EXL3 codebook (mcg, mul1, "
+        "3inst)",
+        trellis_codebook_name((trellis_codebook)o->odd_block_codebook));
   if (o->blocks < 0 || o->blocks > (*preset)->blocks)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "blocks %d is outside 1..%d (%s)", o->blocks,
@@ -292,9 +302,9 @@ static trellis_status add_tensors(builder *b, size_t i) {
                          0)) ||
         (st = add_tensor(b, mod->name, ".svh", TRELLIS_T_F16, 1, mod->n, 0, 0)))
       break;
-    if (m->opt.codebook == TRELLIS_CB_MCG)
+    if (mod->codebook == TRELLIS_CB_MCG)
       st = add_tensor(b, mod->name, ".mcg", TRELLIS_T_I32, 0, 0, 0, 0);
-    else if (m->opt.codebook == TRELLIS_CB_MUL1)
+    else if (mod->codebook == TRELLIS_CB_MUL1)
       st = add_tensor(b, mod->name, ".mul1", TRELLIS_T_I32, 0, 0, 0, 0);
     break;
   }
@@ -434,6 +444,10 @@ trellis_status synth_model_plan(const synth_options *o, synth_model *out) {
   if (out->opt.vocab == 0)
     out->opt.vocab = p->vocab;
   out->codebook_rms = codebook_rms(o->codebook);
+  out->odd_block_codebook_rms =
+      o->odd_block_codebook < 0
+          ? out->codebook_rms
+          : codebook_rms((trellis_codebook)o->odd_block_codebook);
 
   builder b = {out, 0, 0};
   const int64_t h = p->hidden, vocab = out->opt.vocab;
@@ -453,6 +467,10 @@ trellis_status synth_model_plan(const synth_options *o, synth_model *out) {
   synth_module *head = &out->modules[out->module_count - 1];
   head->bits = o->head_bits;
   for (size_t i = 0; i < out->module_count; i++) {
+    synth_module *mod = &out->modules[i];
+    mod->codebook = o->codebook;
+    if (o->odd_block_codebook >= 0 && mod->block >= 0 && mod->block % 2 == 1)
+      mod->codebook = (trellis_codebook)o->odd_block_codebook;
     if (out->modules[i].kind == SYNTH_LINEAR)
       out->linear_count++;
     if ((st = add_tensors(&b, i)) != TRELLIS_OK)
@@ -541,6 +559,36 @@ static trellis_status fill(synth_rng *r, fill_kind kind, uint64_t count,
   return TRELLIS_OK;
 }
 
+/* The magnitudes of a linear module's suh and svh (synth_model.h). */
+static void linear_scales(const synth_model *m, const synth_module *mod,
+                          double *in_scale, double *out_scale) {
+  *in_scale =
+      1.0 / ((mod->codebook == m->opt.codebook ? m->codebook_rms
+                                               : m->odd_block_codebook_rms) *
+             sqrt(SCALE_MEAN_SQUARE * (double)mod->k));
+  *out_scale = 1.0 / sqrt(SCALE_MEAN_SQUARE);
+}
+
+trellis_status synth_linear_scales(const synth_model *m, size_t index,
+                                   uint16_t *suh, uint16_t *svh) {
+  if (index >= m->module_count || m->modules[index].kind != SYNTH_LINEAR ||
+      suh == NULL || svh == NULL)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "synth: scales of module %zu (of %zu), which is not an "
+                    "EXL3 linear layer",
+                    index, m->module_count);
+  const synth_module *mod = &m->modules[index];
+  double in_scale, out_scale;
+  linear_scales(m, mod, &in_scale, &out_scale);
+  synth_rng r;
+  synth_seed(&r, synth_module_seed(m->opt.seed, mod->name));
+  synth_skip(&r, (uint64_t)mod->k * (uint64_t)mod->n / 16 *
+                     (uint64_t)mod->bits / 4); /* four words per draw */
+  synth_scales(&r, suh, (size_t)mod->k, in_scale);
+  synth_scales(&r, svh, (size_t)mod->n, out_scale);
+  return TRELLIS_OK;
+}
+
 trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
                                  size_t cap, synth_sink sink, void *ctx) {
   if (index >= m->module_count || buf == NULL || cap < 4096 || sink == NULL)
@@ -565,9 +613,8 @@ trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
     break;
   }
   /* the order of synth_layer_init: words, suh, svh */
-  const double in_scale =
-      1.0 / (m->codebook_rms * sqrt(SCALE_MEAN_SQUARE * (double)k));
-  const double out_scale = 1.0 / sqrt(SCALE_MEAN_SQUARE);
+  double in_scale, out_scale;
+  linear_scales(m, mod, &in_scale, &out_scale);
   if ((st = fill(&r, FILL_WORDS, k * n / 16 * (uint64_t)mod->bits, 0.0, buf,
                  cap, sink, ctx)) != TRELLIS_OK ||
       (st = fill(&r, FILL_SCALES, k, in_scale, buf, cap, sink, ctx)) !=
@@ -575,10 +622,10 @@ trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
       (st = fill(&r, FILL_SCALES, n, out_scale, buf, cap, sink, ctx)) !=
           TRELLIS_OK)
     return st;
-  if (m->opt.codebook == TRELLIS_CB_3INST)
+  if (mod->codebook == TRELLIS_CB_3INST)
     return TRELLIS_OK;
   const uint32_t marker =
-      m->opt.codebook == TRELLIS_CB_MCG ? MARKER_MCG : MARKER_MUL1;
+      mod->codebook == TRELLIS_CB_MCG ? MARKER_MCG : MARKER_MUL1;
   uint8_t *b = buf;
   for (int i = 0; i < 4; i++)
     b[i] = (uint8_t)(marker >> (8 * i)); /* little-endian I32 */

@@ -117,15 +117,19 @@ typedef struct synth_options {
   double bits;               /* 1..8: average K of the blocks' linear layers */
   int head_bits;             /* 1..8: an EXL3 lm_head; 16: fp16 */
   trellis_codebook codebook; /* 3INST, MCG or MUL1, every linear layer */
-  int blocks;                /* 1..the preset's; 0 = the preset's */
-  int64_t vocab;             /* a multiple of 128; 0 = the preset's */
+  /* -1 (the default), or a second EXL3 codebook for the linear layers of
+   * odd-numbered blocks (a model of mixed codebooks; config.json names
+   * `codebook`, each layer's marker tensor its own) */
+  int odd_block_codebook;
+  int blocks;    /* 1..the preset's; 0 = the preset's */
+  int64_t vocab; /* a multiple of 128; 0 = the preset's */
   uint64_t seed;
   uint64_t shard_bytes; /* most tensor bytes per shard (one module more
                            only when it alone is larger) */
 } synth_options;
 
-/* Defaults: bits 4, head_bits 6, MCG, the preset's blocks and vocab, seed
- * 0, shards of 8192 MiB (ExLlamaV3's default). */
+/* Defaults: bits 4, head_bits 6, MCG (no second codebook), the preset's
+ * blocks and vocab, seed 0, shards of 8192 MiB (ExLlamaV3's default). */
 void synth_options_init(synth_options *o);
 
 #define SYNTH_NAME_MAX 96
@@ -143,12 +147,13 @@ typedef struct synth_module {
   char name[SYNTH_NAME_MAX]; /* "model.layers.3.mlp.up_proj", "lm_head" */
   synth_kind kind;
   synth_role role;
-  int block;     /* -1 outside the blocks */
-  int64_t k, n;  /* LINEAR, DENSE: in, out features; EMBED: k = hidden,
-                    n = vocab; NORM: k = n = its length */
-  int bits;      /* LINEAR: K; else 16 */
-  int shard;     /* 0-based */
-  size_t tensor; /* its first tensor in synth_model.tensors */
+  int block;    /* -1 outside the blocks */
+  int64_t k, n; /* LINEAR, DENSE: in, out features; EMBED: k = hidden,
+                   n = vocab; NORM: k = n = its length */
+  int bits;     /* LINEAR: K; else 16 */
+  trellis_codebook codebook; /* LINEAR: its codebook */
+  int shard;                 /* 0-based */
+  size_t tensor;             /* its first tensor in synth_model.tensors */
   int tensor_count;
   uint64_t bytes; /* its tensors' bytes */
 } synth_module;
@@ -161,12 +166,13 @@ typedef struct synth_model {
   synth_tensor *tensors; /* module order */
   size_t tensor_count;
   int shard_count;
-  uint64_t *shard_data; /* tensor bytes per shard */
-  uint64_t total_bytes; /* tensor bytes of all shards (the index's
-                           metadata.total_size) */
-  double bits;          /* achieved average K (the bitrate rule) */
-  int64_t linear_count; /* EXL3 layers, the head included */
-  double codebook_rms;  /* RMS of the codebook's 65536 values */
+  uint64_t *shard_data;          /* tensor bytes per shard */
+  uint64_t total_bytes;          /* tensor bytes of all shards (the index's
+                                    metadata.total_size) */
+  double bits;                   /* achieved average K (the bitrate rule) */
+  int64_t linear_count;          /* EXL3 layers, the head included */
+  double codebook_rms;           /* RMS of the codebook's 65536 values */
+  double odd_block_codebook_rms; /* the same of odd_block_codebook */
 } synth_model;
 
 /* Checks the options and plans the model (names, shapes, K per layer,
@@ -187,6 +193,15 @@ typedef int (*synth_sink)(void *ctx, const void *data, size_t bytes);
  * least 4096). */
 trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
                                  size_t cap, synth_sink sink, void *ctx);
+
+/* The scales of LINEAR module `index`, suh[k] and svh[n], exactly as
+ * synth_module_emit writes them, without generating its words: its RNG
+ * skips the words' draws (synth_skip), so a caller can generate the words
+ * elsewhere (word i is bits 16 (i % 4) .. of draw i / 4 of the module's
+ * RNG, seeded with synth_module_seed) and get the module bit for bit.
+ * TRELLIS_ERR_INVALID_ARGUMENT for any other module. */
+trellis_status synth_linear_scales(const synth_model *m, size_t index,
+                                   uint16_t *suh, uint16_t *svh);
 
 /* "model-00002-of-00005.safetensors" for shard 1 of 5 (0-based). */
 void synth_shard_name(const synth_model *m, int shard, char *out, size_t cap);
