@@ -295,5 +295,5 @@ int main(void) {
       cmocka_unit_test(test_k6_mcg_without_workspace),
       cmocka_unit_test(test_underprovisioned_workspace),
   };
-  return cmocka_run_group_tests_name("gpu_model_capture", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_model_capture", tests);
 }
