@@ -138,6 +138,42 @@ static void test_every_variant(void **state) {
   printf("  %d launches checked\n", runs);
 }
 
+/* The shared-memory limit is an attribute of the kernel, process-wide: a
+ * configuration planned after another with a larger chunk (one CTA for all
+ * five k-blocks, then five CTAs of one) must leave the first launchable. */
+static void test_later_plan_keeps_earlier_launchable(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 640, 384, 6, TRELLIS_CB_MCG, 0, 1, 777);
+  dev_layer d;
+  dev_open(&d, &w.w);
+  void *x = rand_input(8, w.w.k, TRELLIS_F16, 778);
+  float *ref = cpu_ref(&w.w, x, TRELLIS_F16, 8, TRELLIS_F32);
+  void *dx = dev_copy(x, (size_t)(8 * w.w.k) * 2), *dy = NULL;
+  CK(cudaMalloc(&dy, (size_t)(8 * w.w.n) * 4));
+  trl_stream_config big, small;
+  assert_int_equal(trl_stream_plan(6, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1,
+                                   TRL_STREAM_SYNC, 1, &big),
+                   0);
+  assert_int_equal(trl_stream_plan(6, TRELLIS_CB_MCG, w.w.k, w.w.n, 8, 1,
+                                   TRL_STREAM_SYNC, 5, &small),
+                   0);
+  assert_true(big.smem > small.smem);
+  for (int i = 0; i < 2; ++i) {
+    float *y =
+        launch(&d, i ? small : big, 0, dx, TRELLIS_F16, 8, dy, TRELLIS_F32);
+    check_close(y, ref, (size_t)(8 * w.w.n), HALVES_REL, HALVES_MAX,
+                i ? "the later plan" : "the earlier plan");
+    free(y);
+  }
+  CK(cudaFree(dx));
+  CK(cudaFree(dy));
+  free(ref);
+  free(x);
+  trellis_device_weight_destroy(d.h);
+  gw_free(&w);
+}
+
 /* A cluster size no rank can be given a k-block at (4 CTAs over 5 blocks in
  * chunks of 2) and a token width the kernel does not have are refused. */
 static void test_refusals(void **state) {
@@ -272,6 +308,7 @@ int main(void) {
   TU_REQUIRE_GPU();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_variant),
+      cmocka_unit_test(test_later_plan_keeps_earlier_launchable),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_dtypes),
       cmocka_unit_test(test_generic_capture_without_workspace),

@@ -57,9 +57,11 @@ extern "C" int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k,
       return err;
     if (a.smem > (size_t)optin)
       continue;
-    if ((e = cudaFuncSetAttribute(a.kernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)a.smem)))
+    /* The attribute is the kernel's, process-wide, not the plan's: every
+     * plan sets the device's opt-in limit, so a plan prepared later (with
+     * a smaller chunk) never lowers what an earlier one launches with. */
+    if ((e = cudaFuncSetAttribute(
+             a.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin)))
       return (int)e;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr = {};
@@ -94,14 +96,8 @@ extern "C" int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k,
   }
   if (best_cost == INT64_MAX)
     return (int)cudaErrorInvalidConfiguration;
-  *out = best;
-  /* the attribute must allow the chosen configuration's shared memory */
-  a.cluster = best.cluster;
-  a.chunk_blocks = best.chunk_blocks;
-  if ((err = run(Op::kQuery, out, a)))
-    return err;
-  return (int)cudaFuncSetAttribute(
-      a.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)best.smem);
+  *out = best; /* the attribute (set above) allows its shared memory */
+  return 0;
 }
 
 extern "C" int trl_launch_stream(const trl_stream_config *c,
