@@ -567,6 +567,17 @@ __global__ void __launch_bounds__(kThreads, 3)
       }
     }
     griddep_launch_dependents();
+    /* The tail: wait for the consumers' release of the last stages too, so
+     * every phase of the "empty" barriers is waited on (as the next
+     * iterations would have). */
+    for (int j = 0; j < S; ++j, ++it) {
+      if (it >= S)
+        mbar_wait(bb.empty + 8 * slot, phase ^ 1u);
+      if (++slot == S) {
+        slot = 0;
+        phase ^= 1u;
+      }
+    }
     return;
   }
 
