@@ -430,14 +430,13 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
   const int t0 = first_owned(rank, round, C);
   const uint32_t base = inbox + buf * inbox_buf_bytes(NTOK, C);
   const int64_t col0 = strip * 128 + 4 * lane;
-  bool waited = false;
+  /* every consumer warp waits on the phase, not only the row owners: a
+   * thread that arrives on it (warp 0's registration; in a one-CTA cluster
+   * every warp's stores) also waits for it */
+  mbar_wait(bb.in_full(buf), parity);
   for (int t = t0, j = 0; t < m; t += C, ++j) {
     if ((j + round) % kConsumerWarps != warp)
       continue;
-    if (!waited) {
-      mbar_wait(bb.in_full(buf), parity);
-      waited = true;
-    }
     float h[4] = {0.f, 0.f, 0.f, 0.f};
     for (int c = 0; c < C; ++c) {
       float4 v;
@@ -461,9 +460,6 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
     }
     store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h);
   }
-  if (t0 >= m && warp == 0) /* no rows: the phase completed at registration,
-                             * waited on all the same */
-    mbar_wait(bb.in_full(buf), parity);
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
   if (warp == 0) {
     /* this round's phase is complete: a warp waited on it, or it expected
