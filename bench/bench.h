@@ -174,6 +174,9 @@ void bench_results_free(bench_results *res);
 /* Date (UTC) and commit: $TRELLIS_COMMIT, else the commit the build was
  * configured from (git describe), else "unknown". */
 void bench_stamp(bench_env *env);
+/* The first lines of a report: the command, version, commit and date, the
+ * GPU, and the read peak measured in the run. */
+void bench_print_env(const bench_env *env, const char *command);
 void bench_print_headline(const bench_env *env, const bench_options *o);
 void bench_print_table_header(const bench_options *o);
 void bench_print_row(const bench_env *env, const bench_options *o,
@@ -315,6 +318,10 @@ typedef int (*bench_enqueue_fn)(void *ctx, int index, cudaStream_t stream);
 /* Warm-up floor of both timers in GPU milliseconds (--warmup-ms; default
  * BENCH_WARMUP_MS): a run-wide setting, set once before any timing. */
 void bench_time_set_warmup_ms(double ms);
+/* Captures launches 0..launches-1 on `stream` into *exec; a failed launch
+ * ends the capture and drops the partial graph (*exec stays NULL). */
+int bench_capture(bench_enqueue_fn fn, void *ctx, int launches,
+                  cudaStream_t stream, cudaGraphExec_t *exec);
 /* Captures launches 0..launches-1 into one graph on `stream` (non-blocking),
  * replays it at least BENCH_WARMUP times and for at least the warm-up floor,
  * then `reps` times, each between two events; *us = median over replays of

@@ -119,9 +119,8 @@ void bench_stamp(bench_env *env) {
 /* ---- stdout ---------------------------------------------------------------
  */
 
-void bench_print_headline(const bench_env *env, const bench_options *o) {
-  char fl[64];
-  printf("trellis bench (libtrellis %s), commit %s, %s\n",
+void bench_print_env(const bench_env *env, const char *command) {
+  printf("%s (libtrellis %s), commit %s, %s\n", command,
          trellis_version_string(), env->commit, env->date);
   printf("GPU: %s, %d SMs, L2 %.1f MiB, memory %.1f GiB\n", env->gpu,
          env->sm_count, (double)env->l2_bytes / (1 << 20),
@@ -130,6 +129,11 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
          "buffer, median of %d)\n",
          env->read_peak_gbs, (double)BENCH_READ_BYTES / (1 << 30),
          BENCH_READ_REPS);
+}
+
+void bench_print_headline(const bench_env *env, const bench_options *o) {
+  char fl[64];
+  bench_print_env(env, "trellis bench");
   printf("method: weights cold (C >= 2 distinct copies, C x payload >= %.0f "
          "MiB = max(256 MiB, 4 x L2)); CUDA-graph replay of L = max(C, %d) "
          "launches cycling the copies, >= %d and >= %.0f ms of warm-up + %d "

@@ -321,31 +321,25 @@ void step_engine_close(step_engine *e) {
 
 /* ---- graphs ------------------------------------------------------------- */
 
-/* Captures ops[first..end) of copy `copy` at m into *exec. A failed launch
- * ends the capture (the partial graph is dropped). */
+/* Captures ops[first..end) of copy `copy` at m into *exec (bench_capture:
+ * a failed launch ends the capture and drops the partial graph). */
+typedef struct op_range {
+  step_engine *e;
+  size_t first;
+  int copy;
+  int64_t m;
+} op_range;
+
+static int enqueue_op(void *ctx, int index, cudaStream_t stream) {
+  const op_range *r = ctx;
+  return run_op(r->e, &r->e->ops[r->first + (size_t)index], r->copy, r->m,
+                stream);
+}
+
 static int capture_ops(step_engine *e, size_t first, size_t end, int copy,
                        int64_t m, cudaStream_t stream, cudaGraphExec_t *exec) {
-  cudaGraph_t graph = NULL;
-  int r = CLI_FAIL, capturing = 0;
-  BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  capturing = 1;
-  for (size_t i = first; i < end; i++)
-    if (run_op(e, &e->ops[i], copy, m, stream) != CLI_OK)
-      goto done;
-  capturing = 0;
-  BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  BENCH_CUDA(cudaGraphInstantiate(exec, graph, 0));
-  r = CLI_OK;
-done:
-  if (capturing) { /* a launch failed mid-capture: end it, drop the graph */
-    cudaGraph_t partial = NULL;
-    if (cudaStreamEndCapture(stream, &partial) == cudaSuccess && partial)
-      cudaGraphDestroy(partial);
-    (void)cudaGetLastError();
-  }
-  if (graph)
-    cudaGraphDestroy(graph);
-  return r;
+  op_range r = {e, first, copy, m};
+  return bench_capture(enqueue_op, &r, (int)(end - first), stream, exec);
 }
 
 int step_capture(step_engine *e, step_mode mode, int64_t m,

@@ -485,15 +485,7 @@ static double bits_average(const step_model *model) {
 static void print_headline(const bench_env *env, const bench_options *o,
                            const step_model *model, int copies) {
   char fl[64];
-  printf("trellis bench --model (libtrellis %s), commit %s, %s\n",
-         trellis_version_string(), env->commit, env->date);
-  printf("GPU: %s, %d SMs, L2 %.1f MiB, memory %.1f GiB\n", env->gpu,
-         env->sm_count, (double)env->l2_bytes / (1 << 20),
-         (double)env->mem_bytes / (1 << 30));
-  printf("HBM read peak: %.1f GB/s (16-byte loads, grid-stride, %.0f GiB "
-         "buffer, median of %d)\n",
-         env->read_peak_gbs, (double)BENCH_READ_BYTES / (1 << 30),
-         BENCH_READ_REPS);
+  bench_print_env(env, "trellis bench --model");
   printf("model: %s: %d blocks, hidden %lld, %zu EXL3 layers%s, %.3f bits "
          "per weight on average, %.1f MiB of trellis payload per step\n",
          model->source, model->blocks, (long long)model->hidden, model->count,

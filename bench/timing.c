@@ -64,11 +64,11 @@ done:
   return r;
 }
 
-int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
-                     cudaStream_t stream, double *us) {
+int bench_capture(bench_enqueue_fn fn, void *ctx, int launches,
+                  cudaStream_t stream, cudaGraphExec_t *exec) {
   cudaGraph_t graph = NULL;
-  cudaGraphExec_t exec = NULL;
   int r = CLI_FAIL, capturing = 0;
+  *exec = NULL;
   BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   capturing = 1;
   for (int i = 0; i < launches; i++)
@@ -76,8 +76,8 @@ int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
       goto done;
   capturing = 0;
   BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  r = warm_and_time(exec, NULL, NULL, launches, reps, BENCH_WARMUP, stream, us);
+  BENCH_CUDA(cudaGraphInstantiate(exec, graph, 0));
+  r = CLI_OK;
 done:
   if (capturing) { /* a launch failed mid-capture: end it, drop the graph */
     cudaGraph_t partial = NULL;
@@ -85,10 +85,20 @@ done:
       cudaGraphDestroy(partial);
     (void)cudaGetLastError();
   }
-  if (exec)
-    cudaGraphExecDestroy(exec);
   if (graph)
     cudaGraphDestroy(graph);
+  return r;
+}
+
+int bench_time_graph(bench_enqueue_fn fn, void *ctx, int launches, int reps,
+                     cudaStream_t stream, double *us) {
+  cudaGraphExec_t exec = NULL;
+  int r = bench_capture(fn, ctx, launches, stream, &exec);
+  if (r == CLI_OK)
+    r = warm_and_time(exec, NULL, NULL, launches, reps, BENCH_WARMUP, stream,
+                      us);
+  if (exec)
+    cudaGraphExecDestroy(exec);
   return r;
 }
 

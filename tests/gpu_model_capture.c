@@ -30,34 +30,6 @@ static int small_run(void) {
 
 static int replays(int full) { return small_run() ? 3 : full; }
 
-static char *write_synth(const char *name, const char *preset, int blocks,
-                         double bits, int head_bits, trellis_codebook cb,
-                         int odd_cb) {
-  synth_options o;
-  synth_options_init(&o);
-  o.odd_block_codebook = odd_cb;
-  o.preset = preset;
-  o.blocks = blocks;
-  o.bits = bits;
-  o.head_bits = head_bits;
-  o.codebook = cb;
-  o.vocab = 256;
-  synth_model m;
-  OK(synth_model_plan(&o, &m));
-  char *dir = tu_tmp_path(name);
-  OK(synth_model_write(&m, dir, 0, NULL, NULL, NULL));
-  synth_model_free(&m);
-  return dir;
-}
-
-static int is_hopper(void) {
-  int dev = 0;
-  struct cudaDeviceProp prop;
-  CK(cudaGetDevice(&dev));
-  CK(cudaGetDeviceProperties(&prop, dev));
-  return prop.major == 9;
-}
-
 static void open_step(const char *spec, const step_preset_options *po,
                       int copies, const int64_t *ms, int nms, cudaStream_t s,
                       step_model *m, step_engine *e) {
@@ -131,13 +103,13 @@ static void test_mixed_models(void **state) {
   };
   const size_t count = small_run() ? 1 : sizeof models / sizeof models[0];
   for (size_t d = 0; d < count; d++) {
-    char *dir = write_synth(models[d].name, models[d].preset, models[d].blocks,
-                            models[d].bits, models[d].head_bits, models[d].cb,
-                            models[d].odd_cb);
+    char *dir = gu_write_synth(
+        models[d].name, models[d].preset, models[d].blocks, models[d].bits,
+        models[d].head_bits, models[d].cb, models[d].odd_cb);
     step_model m;
     step_engine e;
     open_step(dir, NULL, d == 0 ? 2 : 1, ms, 3, s, &m, &e);
-    if (d == 0 && is_hopper()) { /* fused and generic in one step */
+    if (d == 0 && gu_is_hopper()) { /* fused and generic in one step */
       trellis_buffer_sizes sz;
       OK(trellis_plans_buffer_sizes((const trellis_plan *const *)e.plans,
                                     e.nplans, 1, &sz));
@@ -165,7 +137,8 @@ static void test_preset_equals_directory(void **state) {
   static const int64_t ms[] = {8};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG, -1);
+  char *dir =
+      gu_write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG, -1);
   step_preset_options po;
   step_preset_options_init(&po);
   po.bits = 4.5;
@@ -202,7 +175,7 @@ static void test_preset_equals_directory(void **state) {
 
 static void test_k6_mcg_without_workspace(void **state) {
   (void)state;
-  if (!is_hopper()) {
+  if (!gu_is_hopper()) {
     print_message("not sm_90: the fused path (and its zero workspace) is "
                   "not available; skipped\n");
     return;
@@ -210,7 +183,8 @@ static void test_k6_mcg_without_workspace(void **state) {
   static const int64_t ms[] = {1, 8, 64, 128};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
+  char *dir =
+      gu_write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 4, s, &m, &e);
@@ -247,7 +221,8 @@ static void test_underprovisioned_workspace(void **state) {
   static const int64_t ms[] = {1, 8, 128};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  char *dir = write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
+  char *dir =
+      gu_write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 3, s, &m, &e);

@@ -99,32 +99,6 @@ static trellis_buffer_sizes check_helper(const planned *p, int64_t max_m) {
   return all;
 }
 
-static char *write_synth(const char *name, const char *preset, int blocks,
-                         double bits, int head_bits, trellis_codebook cb) {
-  synth_options o;
-  synth_options_init(&o);
-  o.preset = preset;
-  o.blocks = blocks;
-  o.bits = bits;
-  o.head_bits = head_bits;
-  o.codebook = cb;
-  o.vocab = 256;
-  synth_model m;
-  OK(synth_model_plan(&o, &m));
-  char *dir = tu_tmp_path(name);
-  OK(synth_model_write(&m, dir, 0, NULL, NULL, NULL));
-  synth_model_free(&m);
-  return dir;
-}
-
-static int is_hopper(void) {
-  int dev = 0;
-  struct cudaDeviceProp prop;
-  CK(cudaGetDevice(&dev));
-  CK(cudaGetDeviceProperties(&prop, dev));
-  return prop.major == 9;
-}
-
 /* ------------------------------------------------------------ the CLI -- */
 
 /* `trellis ARGS` (NULL-terminated); stdout malloc'd into *out. */
@@ -212,14 +186,15 @@ static void test_mixed_model(void **state) {
   (void)state;
   /* K5 and K6 MCG (fused and generic side by side), a K4 MUL1 one */
   char *dirs[2] = {
-      write_synth("mixed-mcg", "glm-tp4", 2, 5.5, 6, TRELLIS_CB_MCG),
-      write_synth("mixed-mul1", "llama-3.1-8b", 1, 4.0, 4, TRELLIS_CB_MUL1)};
+      gu_write_synth("mixed-mcg", "glm-tp4", 2, 5.5, 6, TRELLIS_CB_MCG, -1),
+      gu_write_synth("mixed-mul1", "llama-3.1-8b", 1, 4.0, 4, TRELLIS_CB_MUL1,
+                     -1)};
   for (int d = 0; d < 2; d++) {
     planned p;
     plan_model(dirs[d], MAX_M, &p);
     trellis_buffer_sizes all = check_helper(&p, MAX_M);
     assert_true(all.workspace_bytes > 0); /* the generic and dense paths */
-    if (d == 0 && is_hopper()) {
+    if (d == 0 && gu_is_hopper()) {
       trellis_buffer_sizes sz;
       OK(trellis_plans_buffer_sizes((const trellis_plan *const *)p.plans,
                                     p.count, 1, &sz));
@@ -240,11 +215,11 @@ static void test_mixed_model(void **state) {
 
 static void test_k6_mcg_model_needs_no_workspace(void **state) {
   (void)state;
-  char *dir = write_synth("k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG);
+  char *dir = gu_write_synth("k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
   planned p;
   plan_model(dir, 128, &p);
   trellis_buffer_sizes all = check_helper(&p, 128);
-  if (!is_hopper()) {
+  if (!gu_is_hopper()) {
     print_message("not sm_90: the fused path (and its zero workspace) is "
                   "not available; sizes checked only\n");
   } else {
