@@ -2,7 +2,9 @@
 #ifndef TRL_CUDA_COMMON_CUH
 #define TRL_CUDA_COMMON_CUH
 
+#include "cuda/kernels.h"
 #include "format/constants.h"
+#include "format/sqg.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -57,6 +59,123 @@ __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
     /* (lo + hi) in both halves: one correctly rounded fp16 add. */
     __half2 s = __hadd2(__low2half2(y2), __high2half2(y2));
     return *reinterpret_cast<uint32_t *>(&s);
+  }
+}
+
+/* ------------------------------------------------- SQG codebooks -- */
+/* Whether the kernels decode codebook CB at K bits: the SQG codebooks
+ * exist at their K range only (format/codebook.h), EXL3's at every K. */
+template <int CB, int K> constexpr bool codebook_has_bits() {
+  return CB == TRELLIS_CB_SQG_E4M3   ? K >= 2 && K <= 6
+         : CB == TRELLIS_CB_SQG_FP16 ? K == 5 || K == 6
+                                     : true;
+}
+constexpr bool is_sqg(int cb) {
+  return cb == TRELLIS_CB_SQG_E4M3 || cb == TRELLIS_CB_SQG_FP16;
+}
+
+/* The SQG tables in shared memory, one copy per CTA (sqg_stage): T12 as
+ * fp16 bits (bf16 bits for BF16 compute: E4M3 values are exact in both)
+ * and the D3L segments as fp32 (base, slope). Indices differ across a
+ * warp, which shared memory serves in a few wavefronts. */
+__device__ __forceinline__ uint16_t *sqg_t12_smem() {
+  __shared__ __align__(16) uint16_t t12[TRL_SQG_T12_SIZE];
+  return t12;
+}
+__device__ __forceinline__ float2 *sqg_d3l_smem() {
+  __shared__ __align__(16) float2 d3l[TRL_SQG_D3L_COUNT];
+  return d3l;
+}
+
+/* Copies the plan's device tables to shared memory (all threads of the
+ * CTA; the caller synchronises before the first decode). Nothing for the
+ * other codebooks. The tables are written once at prepare, so a dependent
+ * launch may read them before griddep_wait. */
+template <int CB, bool BF16>
+__device__ __forceinline__ void sqg_stage(const trl_sqg_tables *g) {
+  if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(g->t12);
+    uint4 *dst = reinterpret_cast<uint4 *>(sqg_t12_smem());
+    for (int i = threadIdx.x; i < TRL_SQG_T12_SIZE / 8; i += blockDim.x) {
+      uint4 v = src[i];
+      if constexpr (BF16) {
+        uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f =
+              __half22float2(*reinterpret_cast<const __half2 *>(&w[j]));
+          const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+          w[j] = *reinterpret_cast<const uint32_t *>(&b);
+        }
+      }
+      dst[i] = v;
+    }
+  } else if constexpr (CB == TRELLIS_CB_SQG_FP16) {
+    const float4 *src = reinterpret_cast<const float4 *>(g->d3l);
+    float4 *dst = reinterpret_cast<float4 *>(sqg_d3l_smem());
+    for (int i = threadIdx.x; i < TRL_SQG_D3L_COUNT / 2; i += blockDim.x)
+      dst[i] = src[i];
+  }
+}
+
+/* The SQG graph's product (FORMAT.md §9.2) of a state at K bits:
+ * A * mixed + C, whose low 16 - K bits are the rank's phase and whose top
+ * K bits, XORed with the bit-reversed newest symbol, are its stratum. The
+ * two xorshifts are identities for K >= 5 (history < 2^11). */
+template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t s) {
+  constexpr uint32_t kHmask = (1u << (16 - K)) - 1u;
+  uint32_t h = s >> K;
+  if constexpr (K < 5) {
+    h ^= h >> 11;
+    h ^= (h << 11) & kHmask;
+  }
+  return h * TRL_SQG_A + TRL_SQG_C;
+}
+
+/* One SQG weight from its state (low 16 bits of `s`, upper bits zero): the
+ * fp16 (BF16: bf16) bits in the low half, zero in the high half. The same
+ * value as trl_sqg_value, computed with brev for the bit-reversed symbol
+ * (its top K bits) and one IMAD for the graph. */
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ uint32_t decode_sqg(uint32_t s) {
+  static_assert(codebook_has_bits<CB, K>(), "an SQG codebook at its K");
+  constexpr int kWidth = 16 - K;
+  constexpr uint32_t kHmask = (1u << kWidth) - 1u;
+  const uint32_t p = sqg_product<K>(s);
+  const uint32_t stratum = (__brev(s) ^ p) >> (32 - K);
+  if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
+    /* rank >> 4 = stratum << (12 - K) | phase >> 4: one funnel shift of
+     * (stratum : phase at the top of a word) */
+    const uint32_t idx = __funnelshift_l(p << (16 + K), stratum, 12 - K);
+    return sqg_t12_smem()[idx];
+  } else {
+    const uint32_t rank = (stratum << kWidth) | (p & kHmask);
+    /* all ones for a negative rank (bit 15 clear): m counts from the
+     * smallest magnitude on both sides */
+    const uint32_t flip = ((rank >> 15) & 1u) - 1u;
+    const uint32_t m = (rank ^ flip) & 0x7FFFu;
+    const uint32_t v = 0xFFFFu - 2u * m; /* odd, 1 = largest magnitude */
+    /* trl_sqg_d3l_index in closed form: v < 16 is one descriptor per
+     * value (idx v / 2, x 0); else with e = floor(log2 v), s = e - 3:
+     * idx = 8 (e - 4) + (v >> s), x = m mod 2^(s - 1) */
+    const int e = 31 - __clz((int)v);
+    const bool small = v < 16u;
+    const int sh = small ? 1 : e - 3; /* a valid shift either way */
+    const uint32_t idx = small ? v >> 1 : 8u * (uint32_t)(e - 4) + (v >> sh);
+    const uint32_t x = small ? 0u : m & ((1u << (sh - 1)) - 1u);
+    const float2 bs = sqg_d3l_smem()[idx]; /* (base, slope) */
+    /* fp32 of x (< 2^11) without a conversion instruction */
+    const float xf = __uint_as_float(0x4B000000u | x) - 8388608.0f;
+    /* slope * x is exact in fp32: one rounding to fp32, then RNE to
+     * fp16, as the reference (format/sqg.c) */
+    const float mag = __fmaf_rn(bs.y, xf, bs.x);
+    const uint32_t bits =
+        (uint32_t)__half_as_ushort(__float2half_rn(mag)) | (flip & 0x8000u);
+    if constexpr (BF16)
+      return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(
+          __half2float(__ushort_as_half((unsigned short)bits))));
+    else
+      return bits;
   }
 }
 

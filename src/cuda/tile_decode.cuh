@@ -109,7 +109,8 @@ states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,
 
 /* The lane's 8 weights from its words: u[j] holds weight 8L + j in its LOW
  * half; the high half is finite (3INST/MCG: the weight again, MUL1: the
- * codebook bias, BF16: zero). */
+ * codebook bias, BF16 and SQG: zero). SQG codebooks read the tables staged
+ * by sqg_stage. */
 template <int K, int CB, bool BF16, class Shifts>
 __device__ __forceinline__ void
 decode_weights(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&u)[8],
@@ -118,9 +119,13 @@ decode_weights(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&u)[8],
   states_from_words<K>(w, o, s, sh);
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
-    u[j] = decode_state<CB>(s[j]);
-    if constexpr (BF16)
-      u[j] = f16lo_to_bf16lo(u[j]);
+    if constexpr (is_sqg(CB)) {
+      u[j] = decode_sqg<K, CB, BF16>(s[j]);
+    } else {
+      u[j] = decode_state<CB>(s[j]);
+      if constexpr (BF16)
+        u[j] = f16lo_to_bf16lo(u[j]);
+    }
   }
 }
 

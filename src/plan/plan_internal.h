@@ -43,6 +43,7 @@ struct trellis_plan {
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
   unsigned *locks;              /* fused path: self-resetting counters */
+  const trl_sqg_tables *sqg;    /* SQG codebooks: the kernels' tables */
   size_t lock_count;
   cublasLtHandle_t lt;
   dense_algo algos[TRL_DENSE_BUCKETS];
