@@ -1,6 +1,7 @@
 /* The b12x formats on the GPU (FORMAT.md §9): SQG codebooks and pairs on
  * the generic path (split-K decode-GEMM) and the dense path (reconstruct +
  * cuBLASLt):
+ *   - W_hat of the GPU decode equals the CPU's bit for bit (fp16, bf16);
  *   - every known-answer case of testvectors/b12x against its float64 y,
  *     fp16 and bf16 compute, m = 1, the case's m and m > 128 (dense, both
  *     folded reconstructs), y poisoned with NaN first;
@@ -15,6 +16,7 @@
 #include "gpu_util.h"
 
 #include "format/pair.h"
+#include "plan/plan_internal.h"
 
 #include <jansson.h>
 
@@ -222,6 +224,65 @@ static void test_pair_split_k(void **state) {
     free(ref);
   }
   gpair_free(&p);
+}
+
+/* W_hat from the GPU decode (the reconstruct kernel's plain form, whose
+ * per-lane decode is the decode-GEMM's) equals trellis_decode_weight bit
+ * for bit at every valid (codebook, K), as fp16 and as bf16 (the fp16
+ * value rounded), on layers of 2^16 random states. */
+static void test_decode_exact(void **state) {
+  (void)state;
+  trl_sqg_tables *tables = malloc(sizeof *tables);
+  assert_non_null(tables);
+  OK(trl_sqg_tables_fill(tables));
+  void *dtables = dev_copy(tables, sizeof *tables);
+  const trellis_codebook cbs[2] = {TRELLIS_CB_SQG_E4M3, TRELLIS_CB_SQG_FP16};
+  const int64_t k = 256, n = 256;
+  uint16_t *want = malloc((size_t)(k * n) * 2),
+           *got = malloc((size_t)(k * n) * 2);
+  assert_true(want && got);
+  void *dst = NULL;
+  CK(cudaMalloc(&dst, (size_t)(k * n) * 2));
+  for (int c = 0; c < 2; ++c)
+    for (int bits = c ? 5 : 2; bits <= 6; ++bits) {
+      gw w;
+      gw_random(&w, k, n, bits, cbs[c], 0, 0, 300 + bits + 8 * c);
+      OK(trellis_decode_weight(&w.w, want));
+      void *dtr = dev_copy(w.trellis, trellis_weight_payload_bytes(&w.w));
+      for (int bf = 0; bf < 2; ++bf) {
+        trl_reconstruct_args r;
+        memset(&r, 0, sizeof r);
+        r.trellis = dtr;
+        r.bits = bits;
+        r.codebook = cbs[c];
+        r.sqg = dtables;
+        r.k = k;
+        r.n = n;
+        r.n0 = 0;
+        r.n_cols = r.ldd = n;
+        r.dst = dst;
+        r.dst_dtype = bf ? TRELLIS_BF16 : TRELLIS_F16;
+        CK(cudaMemset(dst, 0xFF, (size_t)(k * n) * 2));
+        assert_int_equal(trl_launch_reconstruct(TRL_RECON_PLAIN, &r, NULL), 0);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got, dst, (size_t)(k * n) * 2, cudaMemcpyDeviceToHost));
+        for (int64_t i = 0; i < k * n; ++i) {
+          const uint16_t ref =
+              bf ? trellis_f32_to_bf16(trellis_f16_to_f32(want[i])) : want[i];
+          if (got[i] != ref)
+            fail_msg("%s K%d %s: W_hat[%lld][%lld] = 0x%04x, want 0x%04x",
+                     trellis_codebook_name(cbs[c]), bits, bf ? "bf16" : "fp16",
+                     (long long)(i / n), (long long)(i % n), got[i], ref);
+        }
+      }
+      cudaFree(dtr);
+      gw_free(&w);
+    }
+  cudaFree(dst);
+  cudaFree(dtables);
+  free(tables);
+  free(want);
+  free(got);
 }
 
 /* ----------------------------------------------------- known answers -- */

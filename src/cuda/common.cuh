@@ -62,6 +62,13 @@ __device__ __forceinline__ uint32_t decode_state(uint32_t state) {
   }
 }
 
+/* fp16 bits -> bf16 bits (for BF16 compute), RNE. */
+__device__ __forceinline__ uint32_t f16lo_to_bf16lo(uint32_t v) {
+  __nv_bfloat16 b = __float2bfloat16_rn(
+      __half2float(__ushort_as_half((unsigned short)(v & 0xFFFF))));
+  return (uint32_t)__bfloat16_as_ushort(b);
+}
+
 /* ------------------------------------------------- SQG codebooks -- */
 /* Whether the kernels decode codebook CB at K bits: the SQG codebooks
  * exist at their K range only (format/codebook.h), EXL3's at every K. */
@@ -83,7 +90,7 @@ __device__ __forceinline__ uint16_t *sqg_t12_smem() {
   return t12;
 }
 __device__ __forceinline__ float2 *sqg_d3l_smem() {
-  __shared__ __align__(16) float2 d3l[TRL_SQG_D3L_COUNT];
+  __shared__ __align__(16) float2 d3l[TRL_SQG_D3L_SLOTS];
   return d3l;
 }
 
@@ -113,7 +120,7 @@ __device__ __forceinline__ void sqg_stage(const trl_sqg_tables *g) {
   } else if constexpr (CB == TRELLIS_CB_SQG_FP16) {
     const float4 *src = reinterpret_cast<const float4 *>(g->d3l);
     float4 *dst = reinterpret_cast<float4 *>(sqg_d3l_smem());
-    for (int i = threadIdx.x; i < TRL_SQG_D3L_COUNT / 2; i += blockDim.x)
+    for (int i = threadIdx.x; i < TRL_SQG_D3L_SLOTS / 2; i += blockDim.x)
       dst[i] = src[i];
   }
 }
@@ -132,6 +139,39 @@ template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t s) {
   return h * TRL_SQG_A + TRL_SQG_C;
 }
 
+/* The sqg_fp16 weight of a state before its rounding to fp16 (FORMAT.md
+ * §9.4), signed; p = sqg_product<K>(s), q = brev(s) ^ p. trl_sqg_d3l_index
+ * in closed form, mostly on the FMA pipe:
+ *  - r2 = 2 rank + 1 = (stratum : phase : 1), one funnel shift;
+ *  - v = 65535 - 2m is r2 for a negative rank, else r2 ^ 0x1FFFE;
+ *  - F = fp32(v) exactly; its exponent is e = floor(log2 v) and its top
+ *    three mantissa bits the segment in the octave, so (bits >> 20) - 1016
+ *    is the slot of the remapped table (trl_sqg_tables.d3l: descriptor
+ *    i >= 8 at slot i + 24, the single-value descriptors v / 2 of v < 16 at
+ *    the slots their own F gives);
+ *  - x = (2^(e-3) - 1 - (v mod 2^(e-3))) / 2 from F minus F cut to those
+ *    bits, exact (the single-value descriptors have slope 0);
+ *  - slope * x + base rounded once to fp32 (slope * x is exact), as the
+ *    reference (format/sqg.c); the caller rounds to fp16 (RNE, symmetric,
+ *    so the sign may come first). */
+template <int K>
+__device__ __forceinline__ float sqg_fp16_value(uint32_t q, uint32_t p) {
+  constexpr int kWidth = 16 - K;
+  const uint32_t lo = (p << (16 + K)) | (1u << (15 + K)); /* phase : 1 */
+  const uint32_t r2 = __funnelshift_l(lo, q >> (32 - K), kWidth + 1);
+  /* all ones for a positive rank (bit 15 of the rank, 16 of r2) */
+  const uint32_t pos = (uint32_t)((int32_t)(r2 << 15) >> 31);
+  const uint32_t v = r2 ^ (pos & 0x1FFFEu); /* odd, < 2^16 */
+  const float f = __uint_as_float(0x4B000000u | v) - 8388608.0f;
+  const uint32_t bits = __float_as_uint(f);
+  const float2 bs = sqg_d3l_smem()[(bits >> 20) - 1016u]; /* base, slope */
+  const float low = f - __uint_as_float(bits & 0xFFF00000u);
+  const float half = __uint_as_float((bits & 0x7F800000u) - (4u << 23));
+  const float x = __fmaf_rn(-0.5f, low, half - 0.5f);
+  const float mag = __fmaf_rn(bs.y, x, bs.x);
+  return __uint_as_float(__float_as_uint(mag) | (~pos & 0x80000000u));
+}
+
 /* One SQG weight from its state (low 16 bits of `s`, upper bits zero): the
  * fp16 (BF16: bf16) bits in the low half, zero in the high half. The same
  * value as trl_sqg_value, computed with brev for the bit-reversed symbol
@@ -139,51 +179,38 @@ template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t s) {
 template <int K, int CB, bool BF16>
 __device__ __forceinline__ uint32_t decode_sqg(uint32_t s) {
   static_assert(codebook_has_bits<CB, K>(), "an SQG codebook at its K");
-  constexpr int kWidth = 16 - K;
-  constexpr uint32_t kHmask = (1u << kWidth) - 1u;
   const uint32_t p = sqg_product<K>(s);
-  const uint32_t stratum = (__brev(s) ^ p) >> (32 - K);
+  const uint32_t q = __brev(s) ^ p; /* top K bits: the stratum */
   if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
     /* rank >> 4 = stratum << (12 - K) | phase >> 4: one funnel shift of
      * (stratum : phase at the top of a word) */
-    const uint32_t idx = __funnelshift_l(p << (16 + K), stratum, 12 - K);
+    const uint32_t idx = __funnelshift_l(p << (16 + K), q >> (32 - K), 12 - K);
     return sqg_t12_smem()[idx];
   } else {
-    const uint32_t rank = (stratum << kWidth) | (p & kHmask);
-    /* all ones for a negative rank (bit 15 clear): m counts from the
-     * smallest magnitude on both sides */
-    const uint32_t flip = ((rank >> 15) & 1u) - 1u;
-    const uint32_t m = (rank ^ flip) & 0x7FFFu;
-    const uint32_t v = 0xFFFFu - 2u * m; /* odd, 1 = largest magnitude */
-    /* trl_sqg_d3l_index in closed form: v < 16 is one descriptor per
-     * value (idx v / 2, x 0); else with e = floor(log2 v), s = e - 3:
-     * idx = 8 (e - 4) + (v >> s), x = m mod 2^(s - 1) */
-    const int e = 31 - __clz((int)v);
-    const bool small = v < 16u;
-    const int sh = small ? 1 : e - 3; /* a valid shift either way */
-    const uint32_t idx = small ? v >> 1 : 8u * (uint32_t)(e - 4) + (v >> sh);
-    const uint32_t x = small ? 0u : m & ((1u << (sh - 1)) - 1u);
-    const float2 bs = sqg_d3l_smem()[idx]; /* (base, slope) */
-    /* fp32 of x (< 2^11) without a conversion instruction */
-    const float xf = __uint_as_float(0x4B000000u | x) - 8388608.0f;
-    /* slope * x is exact in fp32: one rounding to fp32, then RNE to
-     * fp16, as the reference (format/sqg.c) */
-    const float mag = __fmaf_rn(bs.y, xf, bs.x);
     const uint32_t bits =
-        (uint32_t)__half_as_ushort(__float2half_rn(mag)) | (flip & 0x8000u);
+        (uint32_t)__half_as_ushort(__float2half_rn(sqg_fp16_value<K>(q, p)));
     if constexpr (BF16)
-      return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(
-          __half2float(__ushort_as_half((unsigned short)bits))));
+      return f16lo_to_bf16lo(bits);
     else
       return bits;
   }
 }
 
-/* fp16 bits -> bf16 bits (for BF16 compute), RNE. */
-__device__ __forceinline__ uint32_t f16lo_to_bf16lo(uint32_t v) {
-  __nv_bfloat16 b = __float2bfloat16_rn(
-      __half2float(__ushort_as_half((unsigned short)(v & 0xFFFF))));
-  return (uint32_t)__bfloat16_as_ushort(b);
+/* Two sqg_fp16 weights (states s0, s1) as fp16 (BF16: bf16) bits, s0 in
+ * the low half: one packing conversion for both. */
+template <int K, bool BF16>
+__device__ __forceinline__ uint32_t decode_sqg_fp16_pair(uint32_t s0,
+                                                         uint32_t s1) {
+  const uint32_t p0 = sqg_product<K>(s0), p1 = sqg_product<K>(s1);
+  const __half2 h = __floats2half2_rn(sqg_fp16_value<K>(p0 ^ __brev(s0), p0),
+                                      sqg_fp16_value<K>(p1 ^ __brev(s1), p1));
+  if constexpr (BF16) {
+    const float2 f = __half22float2(h);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t *>(&b);
+  } else {
+    return *reinterpret_cast<const uint32_t *>(&h);
+  }
 }
 
 /* D += A(16x16) * B(16x8), fp32 accumulate. */

@@ -59,10 +59,14 @@ int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
 
 /* The SQG tables as a plan uploads them once (prepare) for the kernels of
  * an SQG codebook, which stage them in shared memory: T12 as fp16 bits and
- * the D3L segments as fp32 (base, slope), both exact (format/sqg.h). */
+ * the D3L segments as fp32 (base, slope), both exact (format/sqg.h), in
+ * the slots the kernels' closed form indexes (sqg_fp16_value in
+ * cuda/common.cuh): descriptor i >= 8 at slot i + 24, descriptor v / 2 of
+ * an odd v < 16 at slot (bits(fp32(v)) >> 20) - 1016, the rest zero. */
+#define TRL_SQG_D3L_SLOTS 128
 typedef struct trl_sqg_tables {
   uint16_t t12[4096];
-  float d3l[104][2];
+  float d3l[TRL_SQG_D3L_SLOTS][2];
 } trl_sqg_tables;
 
 /* Decode-GEMM of the generic path. Partial sums for k-split s go to

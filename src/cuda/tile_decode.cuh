@@ -135,6 +135,14 @@ template <int K, int CB, bool BF16, class Shifts>
 __device__ __forceinline__ void
 decode_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&b)[4],
              const Shifts &sh) {
+  if constexpr (CB == TRELLIS_CB_SQG_FP16) { /* packed in pairs */
+    uint32_t st[8];
+    states_from_words<K>(w, o, st, sh);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      b[i] = decode_sqg_fp16_pair<K, BF16>(st[2 * i], st[2 * i + 1]);
+    return;
+  }
   uint32_t u[8];
   decode_weights<K, CB, BF16>(w, o, u, sh);
   /* Pack the low halves pairwise: (row 2q, row 2q+1), (2q+8, 2q+9). */

@@ -301,16 +301,24 @@ trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
   return TRELLIS_OK;
 }
 
-/* The SQG tables in the kernels' layout (trl_sqg_tables), from the
- * checked host tables. */
-static trellis_status sqg_host_tables(trl_sqg_tables *t) {
+trellis_status trl_sqg_tables_fill(trl_sqg_tables *t) {
   const uint16_t *t12 = trl_sqg_t12_f16(), *d3l = trl_sqg_d3l();
   if (!t12 || !d3l)
     return trl_sqg_tables_status();
   memcpy(t->t12, t12, sizeof t->t12);
+  memset(t->d3l, 0, sizeof t->d3l);
   for (int i = 0; i < TRL_SQG_D3L_COUNT; ++i) {
-    t->d3l[i][0] = trellis_f16_to_f32(d3l[2 * i]);
-    t->d3l[i][1] = trellis_f16_to_f32(d3l[2 * i + 1]);
+    /* odd v < 16 is descriptor v / 2 (single values); i >= 8 sit at
+     * i + 24 (see trl_sqg_tables) */
+    int slot = i + 24;
+    if (i < 8) {
+      const float v = (float)(2 * i + 1);
+      uint32_t bits;
+      memcpy(&bits, &v, sizeof bits);
+      slot = (int)(bits >> 20) - 1016;
+    }
+    t->d3l[slot][0] = trellis_f16_to_f32(d3l[2 * i]);
+    t->d3l[slot][1] = trellis_f16_to_f32(d3l[2 * i + 1]);
   }
   return TRELLIS_OK;
 }
@@ -341,7 +349,7 @@ static trellis_status prepare_memory(trellis_plan *plan) {
     return TRELLIS_OK;
   trl_sqg_tables host_sqg; /* copied before cudaMemcpyAsync returns */
   trellis_status st = TRELLIS_OK;
-  if (sqg_bytes && (st = sqg_host_tables(&host_sqg)) != TRELLIS_OK)
+  if (sqg_bytes && (st = trl_sqg_tables_fill(&host_sqg)) != TRELLIS_OK)
     return st;
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, at);

@@ -51,6 +51,10 @@ struct trellis_plan {
   trl_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
 
+/* The SQG tables in the kernels' layout (trl_sqg_tables), from the checked
+ * host tables (plan/plan.c); the status of trl_sqg_tables_status. */
+trellis_status trl_sqg_tables_fill(trl_sqg_tables *t);
+
 /* Fused path (plan/fused.c). */
 size_t trl_fused_lock_count(const trellis_weight *w);
 trellis_status trl_fused_prepare(trellis_plan *plan);
