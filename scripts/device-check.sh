@@ -110,14 +110,17 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     sweep_rc=$?
   fi
   # B12X_BENCH=1: SQG codebooks and pairs beside MCG at the same bits per
-  # weight (the vs MCG column: ratio of decoded weights/s), ~1 min
+  # weight (the vs MCG column: ratio of decoded weights/s), every row on the
+  # generic path's split-K decode-GEMM (--force generic,legacy: no fused or
+  # persistent kernel for the MCG rows either), ~1 min
   if [ "${B12X_BENCH:-0}" = 1 ]; then
-    { "$BUILD/trellis" bench --shapes 4096,14336 --m 1,16 --bits 2,3,4,5,6 \
-        --codebook mcg,sqg_e4m3,sqg_fp16 --reps 10 --warmup-ms 10 &&
+    b12x=(--m 1,16 --reps 10 --warmup-ms 10 --force generic,legacy)
+    { "$BUILD/trellis" bench --shapes 4096,14336 --bits 2,3,4,5,6 \
+        --codebook mcg,sqg_e4m3,sqg_fp16 "${b12x[@]}" &&
         "$BUILD/trellis" bench --pair p24,p33,p44 --rate-axis n --orth 7168 \
-          --m 1,16 --reps 10 --warmup-ms 10 &&
+          "${b12x[@]}" &&
         "$BUILD/trellis" bench --pair p24,p33 --rate-axis k --orth 7168 \
-          --m 1,16 --reps 10 --warmup-ms 10; } >"$OUT/bench-b12x.txt" 2>&1
+          "${b12x[@]}"; } >"$OUT/bench-b12x.txt" 2>&1
     b12x_rc=$?
   fi
 fi
