@@ -125,13 +125,14 @@ __device__ __forceinline__ void sqg_stage(const trl_sqg_tables *g) {
   }
 }
 
-/* The SQG graph's product (FORMAT.md §9.2) of a state at K bits:
- * A * mixed + C, whose low 16 - K bits are the rank's phase and whose top
- * K bits, XORed with the bit-reversed newest symbol, are its stratum. The
- * two xorshifts are identities for K >= 5 (history < 2^11). */
-template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t s) {
+/* The SQG graph's product (FORMAT.md §9.2) of a state at K bits, given as
+ * x = the state in the top 16 bits of a word: A * mixed + C, whose low
+ * 16 - K bits are the rank's phase and whose top K bits, XORed with the
+ * bit-reversed newest symbol, are its stratum. The two xorshifts are
+ * identities for K >= 5 (history < 2^11). */
+template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t x) {
   constexpr uint32_t kHmask = (1u << (16 - K)) - 1u;
-  uint32_t h = s >> K;
+  uint32_t h = x >> (16 + K);
   if constexpr (K < 5) {
     h ^= h >> 11;
     h ^= (h << 11) & kHmask;
@@ -140,7 +141,8 @@ template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t s) {
 }
 
 /* The sqg_fp16 weight of a state before its rounding to fp16 (FORMAT.md
- * §9.4), signed; p = sqg_product<K>(s), q = brev(s) ^ p. trl_sqg_d3l_index
+ * §9.4), signed; p = sqg_product, q = p ^ the bit-reversed newest symbol
+ * (top K bits; the lower bits are not read). trl_sqg_d3l_index
  * in closed form, mostly on the FMA pipe:
  *  - r2 = 2 rank + 1 = (stratum : phase : 1), one funnel shift;
  *  - v = 65535 - 2m is r2 for a negative rank, else r2 ^ 0x1FFFE;
@@ -172,15 +174,15 @@ __device__ __forceinline__ float sqg_fp16_value(uint32_t q, uint32_t p) {
   return __uint_as_float(__float_as_uint(mag) | (~pos & 0x80000000u));
 }
 
-/* One SQG weight from its state (low 16 bits of `s`, upper bits zero): the
- * fp16 (BF16: bf16) bits in the low half, zero in the high half. The same
- * value as trl_sqg_value, computed with brev for the bit-reversed symbol
- * (its top K bits) and one IMAD for the graph. */
+/* One SQG weight from its window (sqg_windows: x = the state in the top 16
+ * bits, bhi = the bit-reversed newest symbol in the top K bits): the fp16
+ * (BF16: bf16) bits in the low half, zero in the high half. The same value
+ * as trl_sqg_value, with one IMAD for the graph. */
 template <int K, int CB, bool BF16>
-__device__ __forceinline__ uint32_t decode_sqg(uint32_t s) {
+__device__ __forceinline__ uint32_t decode_sqg(uint32_t x, uint32_t bhi) {
   static_assert(codebook_has_bits<CB, K>(), "an SQG codebook at its K");
-  const uint32_t p = sqg_product<K>(s);
-  const uint32_t q = __brev(s) ^ p; /* top K bits: the stratum */
+  const uint32_t p = sqg_product<K>(x);
+  const uint32_t q = bhi ^ p; /* top K bits: the stratum */
   if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
     /* rank >> 4 = stratum << (12 - K) | phase >> 4: one funnel shift of
      * (stratum : phase at the top of a word) */
@@ -196,14 +198,14 @@ __device__ __forceinline__ uint32_t decode_sqg(uint32_t s) {
   }
 }
 
-/* Two sqg_fp16 weights (states s0, s1) as fp16 (BF16: bf16) bits, s0 in
- * the low half: one packing conversion for both. */
+/* Two sqg_fp16 weights (windows as decode_sqg's) as fp16 (BF16: bf16)
+ * bits, the first in the low half: one packing conversion for both. */
 template <int K, bool BF16>
-__device__ __forceinline__ uint32_t decode_sqg_fp16_pair(uint32_t s0,
-                                                         uint32_t s1) {
-  const uint32_t p0 = sqg_product<K>(s0), p1 = sqg_product<K>(s1);
-  const __half2 h = __floats2half2_rn(sqg_fp16_value<K>(p0 ^ __brev(s0), p0),
-                                      sqg_fp16_value<K>(p1 ^ __brev(s1), p1));
+__device__ __forceinline__ uint32_t
+decode_sqg_fp16_pair(uint32_t x0, uint32_t bhi0, uint32_t x1, uint32_t bhi1) {
+  const uint32_t p0 = sqg_product<K>(x0), p1 = sqg_product<K>(x1);
+  const __half2 h = __floats2half2_rn(sqg_fp16_value<K>(bhi0 ^ p0, p0),
+                                      sqg_fp16_value<K>(bhi1 ^ p1, p1));
   if constexpr (BF16) {
     const float2 f = __half22float2(h);
     const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
