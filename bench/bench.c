@@ -25,6 +25,38 @@ static void overhead_config(const bench_options *o, int *bits,
       }
 }
 
+/* --pair: per orth size, the uniform MCG layer at each pair's bits per
+ * weight (the vs MCG reference, once per K), then the pairs with each
+ * codebook that pairs. */
+static int run_pairs(const bench_options *o, const bench_env *env,
+                     cudaStream_t stream, bench_results *res) {
+  for (int s = 0; s < o->norths; s++) {
+    const int64_t orth = o->orths[s];
+    const int64_t k = o->rate_axis == TRELLIS_RATE_AXIS_N ? orth : 256;
+    const int64_t n = o->rate_axis == TRELLIS_RATE_AXIS_N ? 256 : orth;
+    int done_bits = 0; /* bit K set: the MCG K row ran */
+    for (int i = 0; i < o->npairs; i++) {
+      const int sum = (o->pairs[i] >> 4) + (o->pairs[i] & 15);
+      if (sum % 2 || (done_bits >> (sum / 2)) & 1)
+        continue;
+      done_bits |= 1 << (sum / 2);
+      if (bench_run_config(o, env, k, n, sum / 2, TRELLIS_CB_MCG, NULL, NULL,
+                           NULL, 0, stream, res) != CLI_OK)
+        return CLI_FAIL;
+    }
+    for (int i = 0; i < o->npairs; i++)
+      for (int c = 0; c < o->ncbs; c++) {
+        const trellis_codebook cb = o->cbs[c];
+        if (cb != TRELLIS_CB_MCG && cb != TRELLIS_CB_SQG_E4M3)
+          continue; /* pairs are MCG or SQG_E4M3 */
+        if (bench_run_pair(o, env, orth, o->pairs[i], cb, stream, res) !=
+            CLI_OK)
+          return CLI_FAIL;
+      }
+  }
+  return CLI_OK;
+}
+
 static int bench_run(const bench_options *o, const bench_targets *defs) {
   bench_env env;
   bench_results res;
@@ -75,6 +107,8 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
       for (int ci = 0; ci < o->ncbs; ci++) {
         const int bits = o->bits[bi];
         const trellis_codebook cb = o->cbs[ci];
+        if (!trellis_codebook_bits_valid(cb, bits))
+          continue; /* an SQG codebook outside its K range */
         const int overhead =
             s == 0 && !res.overhead.measured && bits == ov_bits && cb == ov_cb;
         if (bench_run_config(o, &env, k, n, bits, cb, kn, nk, fp8, overhead,
@@ -82,6 +116,8 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
           goto done;
       }
   }
+  if (run_pairs(o, &env, stream, &res) != CLI_OK)
+    goto done;
   r = CLI_OK;
 done:
   if (started) {

@@ -50,8 +50,16 @@ typedef struct bench_options {
   int nms;
   int bits[TRELLIS_MAX_BITS];
   int nbits;
-  trellis_codebook cbs[3];
+  trellis_codebook cbs[5];
   int ncbs;
+  /* --pair: pair kinds on --rate-axis, layers of 256 x --orth sizes, with
+   * the codebooks of cbs that pair (MCG, SQG_E4M3) */
+  trellis_pair_kind pairs[5];
+  int npairs;
+  trellis_rate_axis rate_axis;
+  int64_t orths[BENCH_MAX_LIST];
+  int norths;
+  int b12x; /* SQG or pair rows: the vs MCG column */
   int sweep, quick, reps;
   int with_generic; /* --with-generic: fused rows also timed forced generic */
   double warmup_ms; /* --warmup-ms: the timers' warm-up floor */
@@ -110,6 +118,12 @@ typedef struct bench_row {
    * runs the generic launches and gets its own figures. */
   double generic_us, generic_rel_l2;
   int generic_ok;
+  /* b12x formats: a pair (NONE: uniform) and its axis; mcg_us is the graph
+   * time of the MCG row of the same shape, M and flags at K = the row's
+   * bits per weight (uniform MCG run earlier in the same run), else NAN */
+  trellis_pair_kind pair;
+  trellis_rate_axis rate_axis;
+  double mcg_us;
 } bench_row;
 
 /* BENCH_OVERHEAD_LAUNCHES launches in one graph. */
@@ -151,6 +165,13 @@ const char *bench_row_cublas_layout(const bench_row *r); /* "kn"/"nk"/"" */
 double bench_row_speedup(const bench_row *r);    /* cuBLAS us / ours us */
 double bench_row_vs_fp8(const bench_row *r);     /* FP8 us / ours us */
 double bench_row_vs_generic(const bench_row *r); /* generic us / ours us */
+double bench_row_vs_mcg(const bench_row *r);     /* MCG us / ours us */
+/* Whether a row is of a b12x format (an SQG codebook or a pair): such rows
+ * count for no target. */
+int bench_row_b12x(const bench_row *r);
+/* "mcg", "sqg_e4m3", "sqg_e4m3/P24n": the codebook and a pair's kind and
+ * axis. */
+const char *bench_row_format(const bench_row *r, char *buf, size_t size);
 /* The plan flags --force names: one table for the parser and the reports
  * (bench_flags_name). */
 typedef struct bench_flag {
@@ -395,6 +416,11 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      const double *cublas_kn, const double *cublas_nk,
                      const bench_fp8 *fp8, int overhead, cudaStream_t stream,
                      bench_results *res);
+/* The same for a pair of `kind` on o->rate_axis with the other axis `orth`
+ * (no cuBLAS or FP8 peers). */
+int bench_run_pair(const bench_options *o, const bench_env *env, int64_t orth,
+                   trellis_pair_kind kind, trellis_codebook cb,
+                   cudaStream_t stream, bench_results *res);
 #endif
 
 #endif

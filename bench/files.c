@@ -41,7 +41,7 @@ int bench_write_csv(const char *path, const bench_env *env,
              "generic_us,vs_generic,generic_check,generic_rel_l2\n");
   for (size_t i = 0; i < res->count; i++) {
     const bench_row *r = &res->rows[i];
-    char fl[64];
+    char fl[64], fmt[48];
     csv_str(f, env->gpu);
     fputc(',', f);
     csv_str(f, env->date);
@@ -49,7 +49,7 @@ int bench_write_csv(const char *path, const bench_env *env,
     csv_str(f, env->commit);
     fprintf(f, ",%.1f,%lld,%lld,%d,%s,%lld,%s,%s,", env->read_peak_gbs,
             (long long)r->k, (long long)r->n, r->bits,
-            trellis_codebook_name(r->cb), (long long)r->m,
+            bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
             trellis_path_name(r->path),
             bench_flags_name(r->flags, fl, sizeof fl));
     csv_num(f, "%.3f", r->graph_us);
@@ -112,12 +112,12 @@ static json_t *num(const char *fmt, double v) {
 }
 
 static json_t *json_row(const bench_env *env, const bench_row *r) {
-  char fl[64];
+  char fl[64], fmt[48];
   json_t *row = json_pack(
       "{s:I, s:I, s:i, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:o, "
       "s:o, s:s, s:o, s:o, s:o, s:s, s:o, s:i, s:i, s:i, s:i}",
       "k", (json_int_t)r->k, "n", (json_int_t)r->n, "bits", r->bits, "codebook",
-      trellis_codebook_name(r->cb), "m", (json_int_t)r->m, "path",
+      bench_row_format(r, fmt, sizeof fmt), "m", (json_int_t)r->m, "path",
       trellis_path_name(r->path), "flags",
       bench_flags_name(r->flags, fl, sizeof fl), "graph_us",
       num("%.3f", r->graph_us), "eager_us", num("%.3f", r->eager_us),

@@ -32,6 +32,53 @@ static int host_layer_build(synth_layer *h, int64_t k, int64_t n, int bits,
   return cli_lib_error(st, "bench: layer");
 }
 
+/* A pair of `kind` on `axis`, 256 x orth, built like synth_layer_init's
+ * layers: the records are one random array (record1 right after record0,
+ * as a checkpoint stores them), the scales as there. */
+static int host_pair_build(synth_layer *h, int64_t orth, trellis_pair_kind kind,
+                           trellis_rate_axis axis, trellis_codebook cb,
+                           uint64_t seed) {
+  const int k0 = (kind >> 4) & 15, k1 = kind & 15;
+  const int64_t k = axis == TRELLIS_RATE_AXIS_N ? orth : 256;
+  const int64_t n = axis == TRELLIS_RATE_AXIS_N ? 256 : orth;
+  /* the larger K's uniform layer holds both records' words */
+  if (host_layer_build(h, k, n, k0 > k1 ? k0 : k1, cb, seed) != CLI_OK)
+    return CLI_FAIL;
+  h->w.pair = kind;
+  h->w.rate_axis = axis;
+  h->w.bits = k0;
+  h->w.bits1 = k1;
+  h->w.trellis1 = h->trellis + orth / 16 * 8 * 16 * k0;
+  trellis_clear_error();
+  trellis_status st = trellis_weight_validate(&h->w);
+  if (st == TRELLIS_OK)
+    return CLI_OK;
+  synth_layer_free(h);
+  return cli_lib_error(st, "bench: pair layer");
+}
+
+/* Bits per weight of a row's layer: K, or a pair's (K0 + K1) / 2 (0 when
+ * not whole). */
+static int row_bpw(const trellis_weight *w) {
+  if (w->pair == TRELLIS_PAIR_NONE)
+    return w->bits;
+  return (w->bits + w->bits1) % 2 ? 0 : (w->bits + w->bits1) / 2;
+}
+
+/* The graph time of the uniform MCG row of the same layer, M and flags at
+ * `bits` bits measured earlier in the run, or NAN. */
+static double mcg_partner(const bench_results *res, const bench_row *r,
+                          int bits) {
+  for (size_t i = 0; i < res->count; i++) {
+    const bench_row *s = &res->rows[i];
+    if (s->k == r->k && s->n == r->n && s->m == r->m && s->bits == bits &&
+        s->cb == TRELLIS_CB_MCG && s->pair == TRELLIS_PAIR_NONE &&
+        s->flags == r->flags)
+      return s->graph_us;
+  }
+  return NAN;
+}
+
 typedef struct ours_ctx {
   trellis_plan *const *plans;
   int copies;
@@ -82,15 +129,17 @@ static int row_reps(int reps, double one_launch_s, int launches) {
   return fit < 3 ? 3 : (fit < reps ? fit : reps);
 }
 
-int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
-                     int64_t n, int bits, trellis_codebook cb,
+/* One layer (the host layer `hl`, built from `seed`): cold copies and
+ * plans, then per M the check and the timings (bench_run_config). */
+static int run_layer(const bench_options *o, const bench_env *env,
+                     const synth_layer *hlp, uint64_t seed,
                      const double *cublas_kn, const double *cublas_nk,
                      const bench_fp8 *fp8, int overhead, cudaStream_t stream,
                      bench_results *res) {
-  const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
-                        ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
-                        ((uint64_t)cb << 48);
-  synth_layer hl = {0};
+  const synth_layer hl = *hlp;
+  const int64_t k = hl.w.k, n = hl.w.n;
+  const int bits = hl.w.bits;
+  const trellis_codebook cb = hl.w.codebook;
   trellis_device_weight **dw = NULL;
   trellis_plan **plans = NULL, **gplans = NULL; /* gplans: --with-generic */
   trellis_buffers b;
@@ -101,8 +150,6 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
   int uploaded = 0, copies = 0, nplans = 0, ngplans = 0, r = CLI_FAIL;
   trellis_buffers_init(&b);
 
-  if (host_layer_build(&hl, k, n, bits, cb, seed) != CLI_OK)
-    return CLI_FAIL;
   const size_t payload = trellis_weight_payload_bytes(&hl.w);
   copies = (int)((env->cold_bytes + payload - 1) / payload);
   copies = copies < 2 ? 2 : copies;
@@ -207,7 +254,10 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
                      .cublas_nk_us = cublas_nk ? cublas_nk[j] : NAN,
                      .fp8 = {.us = NAN, .rel_l2 = NAN},
                      .generic_us = NAN,
-                     .generic_rel_l2 = NAN};
+                     .generic_rel_l2 = NAN,
+                     .pair = hl.w.pair,
+                     .rate_axis = hl.w.rate_axis,
+                     .mcg_us = NAN};
     if (fp8)
       row.fp8 = fp8[j];
     trellis_buffer_sizes sz = {.struct_size = sizeof sz};
@@ -255,6 +305,8 @@ int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
       row.generic_rel_l2 = row.rel_l2;
       row.generic_ok = row.check_ok;
     }
+    if (bench_row_b12x(&row) && row_bpw(&hl.w))
+      row.mcg_us = mcg_partner(res, &row, row_bpw(&hl.w));
     if (bench_results_add(res, &row) != CLI_OK)
       goto done;
     bench_print_row(env, o, &row);
@@ -310,6 +362,36 @@ done:
   free(hy);
   free(ref);
   free(got);
+  return r;
+}
+
+int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
+                     int64_t n, int bits, trellis_codebook cb,
+                     const double *cublas_kn, const double *cublas_nk,
+                     const bench_fp8 *fp8, int overhead, cudaStream_t stream,
+                     bench_results *res) {
+  const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
+                        ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
+                        ((uint64_t)cb << 48);
+  synth_layer hl = {0};
+  if (host_layer_build(&hl, k, n, bits, cb, seed) != CLI_OK)
+    return CLI_FAIL;
+  const int r = run_layer(o, env, &hl, seed, cublas_kn, cublas_nk, fp8,
+                          overhead, stream, res);
+  synth_layer_free(&hl);
+  return r;
+}
+
+int bench_run_pair(const bench_options *o, const bench_env *env, int64_t orth,
+                   trellis_pair_kind kind, trellis_codebook cb,
+                   cudaStream_t stream, bench_results *res) {
+  const uint64_t seed = 0x9a125eedull ^ ((uint64_t)orth * 1000003u) ^
+                        ((uint64_t)kind << 40) ^ ((uint64_t)cb << 48) ^
+                        ((uint64_t)o->rate_axis << 56);
+  synth_layer hl = {0};
+  if (host_pair_build(&hl, orth, kind, o->rate_axis, cb, seed) != CLI_OK)
+    return CLI_FAIL;
+  const int r = run_layer(o, env, &hl, seed, NULL, NULL, NULL, 0, stream, res);
   synth_layer_free(&hl);
   return r;
 }

@@ -11,7 +11,8 @@ _Static_assert(BENCH_FP8_ALGOS == 4, "the usage text says up to 4");
 
 static const char usage[] =
     "usage: trellis bench [k n ...] [--shapes k,n[;k,n...]] [--m LIST]\n"
-    "                     [--bits K[,K...]] [--codebook mcg|3inst|mul1[,...]]\n"
+    "                     [--bits K[,K...]] [--codebook CB[,CB...]]\n"
+    "                     [--pair P[,P...] [--rate-axis n|k] [--orth N[,N]]]\n"
     "                     [--sweep] [--quick] [--with-generic]\n"
     "                     [--reps N] [--warmup-ms T]\n"
     "                     [--force generic|decode|dense|legacy|exact[,...]]\n"
@@ -42,8 +43,20 @@ static const char usage[] =
     "                     8192x28672 28672x8192 2048x4096 6144x1024 512x6144\n"
     "  --m LIST           rows, default 1,2,4,8,16,32,64,128,4096\n"
     "  --bits K           1..8 (a comma list is allowed), default 6\n"
-    "  --codebook CB      mcg, 3inst or mul1 (comma list allowed), default "
-    "mcg\n"
+    "  --codebook CB      mcg, 3inst, mul1, sqg_e4m3 or sqg_fp16 (comma list\n"
+    "                     allowed), default mcg; an SQG codebook runs at the\n"
+    "                     --bits it has (sqg_e4m3 2..6, sqg_fp16 5..6), with\n"
+    "                     a vs MCG column (list mcg first)\n"
+    "  --pair P           b12x pairs p22, p24, p33, p43, p44 (comma list):\n"
+    "                     after the shapes, per --orth size the uniform MCG\n"
+    "                     layer at each pair's bits per weight, then each\n"
+    "                     pair with the listed codebooks that pair (mcg,\n"
+    "                     sqg_e4m3; default both), vs MCG column; without\n"
+    "                     shapes only these layers run\n"
+    "  --rate-axis A      the pairs' 256-channel axis: n (k = orth, n = 256,\n"
+    "                     default) or k (k = 256, n = orth)\n"
+    "  --orth N           the pairs' other axis, multiples of 128 (comma\n"
+    "                     list), default 7168\n"
     "  --sweep            K = 1..8 x 3inst/mcg/mul1 at M = 1 (decoded "
     "weights/s\n"
     "                     column); default shapes 8192x28672 28672x8192\n"
@@ -198,26 +211,59 @@ static int parse_int_list(const char *opt, const char *text, int64_t min,
 }
 
 static int parse_codebooks(bench_options *o, const char *text) {
+  static const trellis_codebook all[] = {TRELLIS_CB_MCG, TRELLIS_CB_3INST,
+                                         TRELLIS_CB_MUL1, TRELLIS_CB_SQG_E4M3,
+                                         TRELLIS_CB_SQG_FP16};
   o->ncbs = 0;
   for (const char *p = text;;) {
     size_t len = strcspn(p, ",");
-    trellis_codebook cb;
-    if (len == 3 && strncmp(p, "mcg", 3) == 0)
-      cb = TRELLIS_CB_MCG;
-    else if (len == 5 && strncmp(p, "3inst", 5) == 0)
-      cb = TRELLIS_CB_3INST;
-    else if (len == 4 && strncmp(p, "mul1", 4) == 0)
-      cb = TRELLIS_CB_MUL1;
-    else {
-      cli_error("--codebook: expected mcg, 3inst or mul1, got '%.*s'", (int)len,
-                p);
+    int found = -1;
+    for (int i = 0; i < COUNT(all) && found < 0; i++) {
+      const char *name = trellis_codebook_name(all[i]);
+      if (strlen(name) == len && strncmp(p, name, len) == 0)
+        found = i;
+    }
+    if (found < 0) {
+      cli_error("--codebook: expected mcg, 3inst, mul1, sqg_e4m3 or sqg_fp16, "
+                "got '%.*s'",
+                (int)len, p);
       return CLI_USAGE;
     }
+    const trellis_codebook cb = all[found];
     if (o->ncbs == COUNT(o->cbs)) {
       cli_error("--codebook: at most %d codebooks", COUNT(o->cbs));
       return CLI_USAGE;
     }
     o->cbs[o->ncbs++] = cb;
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+/* Comma-separated pair kinds (p24 or P24). */
+static int parse_pairs(bench_options *o, const char *text) {
+  static const trellis_pair_kind all[] = {TRELLIS_PAIR_P22, TRELLIS_PAIR_P24,
+                                          TRELLIS_PAIR_P33, TRELLIS_PAIR_P43,
+                                          TRELLIS_PAIR_P44};
+  o->npairs = 0;
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ",");
+    int found = -1;
+    for (int i = 0; i < COUNT(all) && found < 0; i++)
+      if (len == 3 && (p[0] == 'p' || p[0] == 'P') &&
+          strncmp(p + 1, trellis_pair_kind_name(all[i]) + 1, 2) == 0)
+        found = i;
+    if (found < 0) {
+      cli_error("--pair: expected p22, p24, p33, p43 or p44, got '%.*s'",
+                (int)len, p);
+      return CLI_USAGE;
+    }
+    if (o->npairs == COUNT(o->pairs)) {
+      cli_error("--pair: at most %d pairs", COUNT(o->pairs));
+      return CLI_USAGE;
+    }
+    o->pairs[o->npairs++] = all[found];
     if (p[len] == '\0')
       return CLI_OK;
     p += len + 1;
@@ -354,6 +400,7 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   const char *shapes = NULL, *m = NULL, *bits = NULL, *codebook = NULL;
   const char *reps_text = NULL, *warmup_text = NULL, *force = NULL;
   const char *blocks = NULL, *head_bits = NULL;
+  const char *pair = NULL, *rate_axis = NULL, *orth = NULL;
   const char *pos[2 * BENCH_MAX_LIST];
   int npos = 0;
   memset(o, 0, sizeof *o);
@@ -361,6 +408,9 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
                              {"--m", &m, NULL},
                              {"--bits", &bits, NULL},
                              {"--codebook", &codebook, NULL},
+                             {"--pair", &pair, NULL},
+                             {"--rate-axis", &rate_axis, NULL},
+                             {"--orth", &orth, NULL},
                              {"--reps", &reps_text, NULL},
                              {"--warmup-ms", &warmup_text, NULL},
                              {"--force", &force, NULL},
@@ -394,7 +444,7 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
     return r;
   if (shapes && (r = parse_shapes(o, shapes)) != CLI_OK)
     return r;
-  if (o->nshapes == 0) {
+  if (o->nshapes == 0 && !pair) { /* --pair alone: the pair layers only */
     const bench_shape *src = o->sweep   ? sweep_shapes
                              : o->quick ? quick_shapes
                                         : default_shapes;
@@ -445,6 +495,45 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
     o->cbs[0] = TRELLIS_CB_MCG;
     o->ncbs = 1;
   }
+
+  if (pair) {
+    if ((r = parse_pairs(o, pair)) != CLI_OK)
+      return r;
+    if (!codebook) { /* the codebooks that pair */
+      o->cbs[0] = TRELLIS_CB_MCG;
+      o->cbs[1] = TRELLIS_CB_SQG_E4M3;
+      o->ncbs = 2;
+    }
+  }
+  if ((rate_axis || orth) && !pair) {
+    cli_error("%s: only with --pair", rate_axis ? "--rate-axis" : "--orth");
+    return CLI_USAGE;
+  }
+  o->rate_axis = TRELLIS_RATE_AXIS_N;
+  if (rate_axis && strcmp(rate_axis, "k") == 0)
+    o->rate_axis = TRELLIS_RATE_AXIS_K;
+  else if (rate_axis && strcmp(rate_axis, "n") != 0) {
+    cli_error("--rate-axis: expected n or k, got '%s'", rate_axis);
+    return CLI_USAGE;
+  }
+  if (orth) {
+    if ((r = parse_int_list("--orth", orth, TRELLIS_HBLOCK, MAX_DIM, o->orths,
+                            BENCH_MAX_LIST, &o->norths)) != CLI_OK)
+      return r;
+    for (int i = 0; i < o->norths; i++)
+      if (o->orths[i] % TRELLIS_HBLOCK) {
+        cli_error("--orth: %lld is not a multiple of %d",
+                  (long long)o->orths[i], TRELLIS_HBLOCK);
+        return CLI_USAGE;
+      }
+  } else if (pair) {
+    o->orths[0] = 7168;
+    o->norths = 1;
+  }
+  for (int i = 0; i < o->ncbs; i++)
+    if (o->cbs[i] == TRELLIS_CB_SQG_E4M3 || o->cbs[i] == TRELLIS_CB_SQG_FP16)
+      o->b12x = 1;
+  o->b12x |= o->npairs > 0;
 
 common:;
   long reps = 20;

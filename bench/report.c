@@ -57,6 +57,23 @@ double bench_row_vs_generic(const bench_row *r) {
   return r->generic_us / r->graph_us;
 }
 
+double bench_row_vs_mcg(const bench_row *r) { return r->mcg_us / r->graph_us; }
+
+int bench_row_b12x(const bench_row *r) {
+  return r->pair != TRELLIS_PAIR_NONE || r->cb == TRELLIS_CB_SQG_E4M3 ||
+         r->cb == TRELLIS_CB_SQG_FP16;
+}
+
+const char *bench_row_format(const bench_row *r, char *buf, size_t size) {
+  if (r->pair == TRELLIS_PAIR_NONE)
+    bench_sfmt(buf, size, "%s", trellis_codebook_name(r->cb));
+  else
+    bench_sfmt(buf, size, "%s/%s%s", trellis_codebook_name(r->cb),
+               trellis_pair_kind_name(r->pair),
+               trellis_rate_axis_name(r->rate_axis));
+  return buf;
+}
+
 const bench_flag bench_flags[] = {
     {TRELLIS_PLAN_FORCE_GENERIC, "generic"},
     {TRELLIS_PLAN_FORCE_DECODE, "decode"},
@@ -159,6 +176,12 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
          "algorithm\n",
          BENCH_FP8_M_MULTIPLE, BENCH_FP8_ALGOS, BENCH_FP8_CHECK_COLS,
          BENCH_FP8_CHECK_TOL);
+  if (o->b12x)
+    printf("b12x formats (SQG codebooks, pairs; count for no target): vs MCG "
+           "= MCG us / ours us, the MCG row of the same layer, M and flags "
+           "at K = the row's bits per weight (a pair: (K0 + K1) / 2), i.e. "
+           "the ratio of decoded weights/s; a pair's layer is 256 x orth, "
+           "no cuBLAS/FP8 peers\n");
   if (o->with_generic)
     printf("generic: the same launches with TRELLIS_PLAN_FORCE_GENERIC added "
            "(graph time, checked like the row); rows not on the fused path "
@@ -173,15 +196,18 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
 
 void bench_print_table_header(const bench_options *o) {
   printf("| %-11s | %2s | %-5s | %4s | %-7s | %9s | %9s | %8s | %6s |%s "
-         "%12s | %7s | %9s | %7s |%s %-12s |\n",
+         "%12s | %7s | %9s | %7s |%s%s %-12s |\n",
          "k x n", "K", "cb", "M", "path", "graph us", "eager us", "wt GB/s",
-         "%peak", o->sweep ? "  T w/s |" : "", "cuBLAS us", "speedup", "FP8 us",
-         "vs FP8", o->with_generic ? " generic us |  vs gen |" : "", "check");
+         "%peak", o->sweep || o->b12x ? "  T w/s |" : "", "cuBLAS us",
+         "speedup", "FP8 us", "vs FP8",
+         o->with_generic ? " generic us |  vs gen |" : "",
+         o->b12x ? " vs MCG |" : "", "check");
   printf("|-------------|----|-------|------|---------|-----------|---------"
          "--|----------|--------|%s--------------|---------|-----------|------"
-         "---|%s--------------|\n",
-         o->sweep ? "--------|" : "",
-         o->with_generic ? "------------|---------|" : "");
+         "---|%s%s--------------|\n",
+         o->sweep || o->b12x ? "--------|" : "",
+         o->with_generic ? "------------|---------|" : "",
+         o->b12x ? "--------|" : "");
   fflush(stdout);
 }
 
@@ -203,10 +229,16 @@ static void ratio_cell(char *out, size_t size, double ratio) {
 void bench_print_row(const bench_env *env, const bench_options *o,
                      const bench_row *r) {
   char shape[32], tws[32] = "", cub[32], f8[32], vf8[32], gen[64] = "";
+  char vmcg[32] = "", fmt[48];
   bench_sfmt(shape, sizeof shape, "%lldx%lld", (long long)r->k,
              (long long)r->n);
-  if (o->sweep)
+  if (o->sweep || o->b12x)
     bench_sfmt(tws, sizeof tws, " %6.3f |", bench_row_tws(r));
+  if (o->b12x) {
+    char v[32];
+    ratio_cell(v, sizeof v, bench_row_vs_mcg(r));
+    bench_sfmt(vmcg, sizeof vmcg, " %6s |", v);
+  }
   double c = bench_row_cublas(r);
   if (isnan(c))
     bench_sfmt(cub, sizeof cub, "-");
@@ -223,10 +255,10 @@ void bench_print_row(const bench_env *env, const bench_options *o,
     bench_sfmt(gen, sizeof gen, " %10s | %7s |", g, vg);
   }
   printf("| %-11s | %2d | %-5s | %4lld | %-7s | %9.2f | %9.2f | %8.1f | "
-         "%5.1f%% |%s %12s | %6.2fx | %9s | %7s |%s %s %.1e |\n",
-         shape, r->bits, trellis_codebook_name(r->cb), (long long)r->m,
+         "%5.1f%% |%s %12s | %6.2fx | %9s | %7s |%s%s %s %.1e |\n",
+         shape, r->bits, bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
          trellis_path_name(r->path), r->graph_us, r->eager_us, bench_row_gbs(r),
          bench_row_pct(r, env->read_peak_gbs), tws, cub, bench_row_speedup(r),
-         f8, vf8, gen, r->check_ok ? "PASS" : "FAIL", r->rel_l2);
+         f8, vf8, gen, vmcg, r->check_ok ? "PASS" : "FAIL", r->rel_l2);
   fflush(stdout);
 }

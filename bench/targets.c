@@ -267,7 +267,8 @@ static int shape_selected(const bench_target_def *d, const bench_row *r) {
 }
 
 static int row_selected(const bench_target_def *d, const bench_row *r) {
-  return r->flags == 0 && (d->bits == 0 || r->bits == d->bits) &&
+  return r->flags == 0 && !bench_row_b12x(r) &&
+         (d->bits == 0 || r->bits == d->bits) &&
          (d->bits_min == 0 || r->bits >= d->bits_min) &&
          (d->bits_max == 0 || r->bits <= d->bits_max) &&
          (d->cb < 0 || (int)r->cb == d->cb) && r->m >= d->m_min &&

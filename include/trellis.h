@@ -601,8 +601,9 @@ TRELLIS_API void trellis_buffers_init(trellis_buffers *b);
  * BORROWS the memory it points to: the caller keeps it alive and unchanged
  * for the plan's life (a trellis_device_weight_view of a handle destroyed
  * after the plan, or memory the caller owns, e.g. a framework tensor's).
- * Uses the current CUDA device. The SQG codebooks and pairs run on the CPU
- * only in this version: TRELLIS_ERR_UNSUPPORTED. */
+ * Uses the current CUDA device. The SQG codebooks and pairs (a pair's
+ * trellis1 likewise device memory, 16-byte aligned) run on the generic and
+ * dense paths, never the fused one. */
 TRELLIS_API trellis_status trellis_plan_create(const trellis_weight *device_w,
                                                const trellis_plan_desc *desc,
                                                trellis_plan **out);

@@ -23,7 +23,9 @@
 # The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
 # need, ~2.5 min on an H200; --with-generic is left out when BENCH ARGS
 # force plan flags or sweep); SWEEP=1 adds a second call, the --sweep of
-# 8192x28672 at M = 1 that scores target 2 (~1.5 min).
+# 8192x28672 at M = 1 that scores target 2 (~1.5 min); B12X_BENCH=1 adds
+# the b12x rows (SQG codebooks, pairs) beside MCG at the same bits per
+# weight with their vs MCG ratio (~1 min, summary: bench b12x rows).
 # Environment: OUT (log folder), BUILD (build folder), TRELLIS_CMAKE_ARGS
 # (extra configure arguments, e.g. an experiment's -DCMAKE_CUDA_FLAGS=...),
 # TRELLIS_COMMIT (the commit the bench records: the device copy of the tree
@@ -159,7 +161,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     [[ $line == *" rc 0 "* ]] || san_rc=1
   done
 fi
-sweep_rc=0
+sweep_rc=0 b12x_rc=0
 if [ "$what" = all ] || [ "$what" = bench ]; then
   with_generic=(--with-generic) # target 5: default vs forced generic
   for a in "$@"; do
@@ -171,6 +173,20 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     "$BUILD/trellis" bench --sweep --m 1 --shapes 8192,28672 --csv "$OUT/bench-sweep.csv" \
       --json /tmp/bench-sweep.json >"$OUT/bench-sweep.txt" 2>&1
     sweep_rc=$?
+  fi
+  # B12X_BENCH=1: SQG codebooks and pairs beside MCG at the same bits per
+  # weight (the vs MCG column: ratio of decoded weights/s), every row on the
+  # generic path's split-K decode-GEMM (--force generic,legacy: no fused or
+  # persistent kernel for the MCG rows either), ~1 min
+  if [ "${B12X_BENCH:-0}" = 1 ]; then
+    b12x=(--m 1,16 --reps 10 --warmup-ms 10 --force generic,legacy)
+    { "$BUILD/trellis" bench --shapes 4096,14336 --bits 2,3,4,5,6 \
+        --codebook mcg,sqg_e4m3,sqg_fp16 "${b12x[@]}" &&
+        "$BUILD/trellis" bench --pair p24,p33,p44 --rate-axis n --orth 7168 \
+          "${b12x[@]}" &&
+        "$BUILD/trellis" bench --pair p24,p33 --rate-axis k --orth 7168 \
+          "${b12x[@]}"; } >"$OUT/bench-b12x.txt" 2>&1
+    b12x_rc=$?
   fi
 fi
 step_rc=0
@@ -272,10 +288,16 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     echo "bench --sweep (rc $sweep_rc):"
     tail -60 "$OUT/bench-sweep.txt"
   fi
+  if [ "${B12X_BENCH:-0}" = 1 ]; then
+    echo "bench b12x rows (rc $b12x_rc):"
+    grep -E '^\| (k x n|[0-9])' "$OUT/bench-b12x.txt" | grep -v -- '--|' | tail -80
+    grep -iE 'error|FAIL' "$OUT/bench-b12x.txt" | head -5
+  fi
 fi
 if [ ${#step_lines[@]} -gt 0 ]; then
   echo "decode step (rc $step_rc): preset bits M | eager FULL PIECEWISE us | %peak | vs FP16 | vs FP8 | check"
   printf '  %s\n' "${step_lines[@]}"
 fi
 [ $gpu_rc -eq 0 ] && [ $cpu_rc -eq 0 ] && [ $bench_rc -eq 0 ] && [ $sweep_rc -eq 0 ] && [ $step_rc -eq 0 ] &&
+  [ $b12x_rc -eq 0 ] &&
   [ $demo_rc -eq 0 ] && [ $san_rc -eq 0 ] && [ $py_rc -eq 0 ] && [ $example_rc -eq 0 ]

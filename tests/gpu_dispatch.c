@@ -17,14 +17,14 @@
 
 static void test_gemm(void **state) {
   (void)state;
-  UNSUPPORTED(trl_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(9, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("decode-GEMM: no kernel variant for bits 9");
   tu_assert_error_has("this build has bits 1, 2, 3, 4, 5, 6, 7, 8");
-  UNSUPPORTED(trl_gemm_prepare(0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(0, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("bits 0");
-  UNSUPPORTED(trl_gemm_prepare(4, (trellis_codebook)7, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(4, 0, (trellis_codebook)7, TRELLIS_F16));
   tu_assert_error_has("codebook 7");
-  UNSUPPORTED(trl_gemm_prepare(4, TRELLIS_CB_MUL1, TRELLIS_F32));
+  UNSUPPORTED(trl_gemm_prepare(4, 0, TRELLIS_CB_MUL1, TRELLIS_F32));
   tu_assert_error_has("compute dtype 2");
   tu_assert_error_has("this build has compute dtype 0, 1");
 
@@ -43,23 +43,47 @@ static void test_gemm(void **state) {
   tu_assert_error_has("this build has m_blocks 1, 2, 4, 8");
   a.m_blocks = 0;
   UNSUPPORTED(trl_launch_gemm(&a, NULL));
-  assert_int_equal(trl_gemm_ctas_per_sm(9, TRELLIS_CB_MCG, TRELLIS_F16, 1), 0);
+  assert_int_equal(trl_gemm_ctas_per_sm(9, 0, TRELLIS_CB_MCG, TRELLIS_F16, 1),
+                   0);
+  /* SQG codebooks at their K only; pairs are the kinds of format/pair.h
+   * on MCG and SQG_E4M3 */
+  UNSUPPORTED(trl_gemm_prepare(4, 0, TRELLIS_CB_SQG_FP16, TRELLIS_F16));
+  tu_assert_error_has("decode-GEMM: no kernel variant for the combination");
+  UNSUPPORTED(trl_gemm_prepare(7, 0, TRELLIS_CB_SQG_E4M3, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(3, 4, TRELLIS_CB_MCG, TRELLIS_F16));
+  tu_assert_error_has("record1 bits 4");
+  UNSUPPORTED(trl_gemm_prepare(2, 4, TRELLIS_CB_3INST, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(2, 4, TRELLIS_CB_SQG_FP16, TRELLIS_BF16));
+  UNSUPPORTED(trl_gemm_prepare(2, 5, TRELLIS_CB_MCG, TRELLIS_F16));
+  tu_assert_error_has("this build has record1 bits 0, 2, 3, 4");
 }
 
 static void test_reconstruct(void **state) {
   (void)state;
-  UNSUPPORTED(trl_reconstruct_prepare(6, TRELLIS_CB_SQG_E4M3));
+  UNSUPPORTED(trl_reconstruct_prepare(6, (trellis_codebook)5));
   tu_assert_error_has("reconstruct: no kernel variant");
-  tu_assert_error_has("codebook 3");
+  tu_assert_error_has("codebook 5");
+  /* SQG codebooks exist at their K range only */
+  UNSUPPORTED(trl_reconstruct_prepare(4, TRELLIS_CB_SQG_FP16));
+  tu_assert_error_has("reconstruct: no kernel variant for the combination");
+  UNSUPPORTED(trl_reconstruct_prepare(7, TRELLIS_CB_SQG_E4M3));
   uint16_t dst[8];
-  UNSUPPORTED(trl_launch_reconstruct(NULL, 6, TRELLIS_CB_MCG, 128, 128, 0, 128,
-                                     dst, TRELLIS_F32, NULL));
+  trl_reconstruct_args r;
+  memset(&r, 0, sizeof r);
+  r.bits = 6;
+  r.codebook = TRELLIS_CB_MCG;
+  r.k = r.n = r.n_cols = r.ldd = 128;
+  r.dst = dst;
+  r.dst_dtype = TRELLIS_F32;
+  UNSUPPORTED(trl_launch_reconstruct(TRL_RECON_PLAIN, &r, NULL));
   tu_assert_error_has("compute dtype 2");
-  UNSUPPORTED(trl_launch_reconstruct_had(NULL, 9, TRELLIS_CB_MCG, 128, 128, 0,
-                                         128, NULL, dst, TRELLIS_F16, NULL));
-  UNSUPPORTED(trl_launch_reconstruct_full(NULL, 2, (trellis_codebook)-1, 128,
-                                          128, 0, 128, NULL, NULL, dst,
-                                          TRELLIS_BF16, NULL));
+  r.bits = 9;
+  r.dst_dtype = TRELLIS_F16;
+  UNSUPPORTED(trl_launch_reconstruct(TRL_RECON_HAD, &r, NULL));
+  r.bits = 2;
+  r.codebook = (trellis_codebook)-1;
+  r.dst_dtype = TRELLIS_BF16;
+  UNSUPPORTED(trl_launch_reconstruct(TRL_RECON_FULL, &r, NULL));
 }
 
 static void test_rotations(void **state) {
@@ -91,7 +115,7 @@ static void test_fused(void **state) {
  * and keeps the launcher's detail. */
 static void test_status(void **state) {
   (void)state;
-  UNSUPPORTED(trl_gemm_prepare(9, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(9, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_status(trl_cuda_fail(TRL_KERNEL_UNSUPPORTED, "plan"),
                    TRELLIS_ERR_UNSUPPORTED);
   tu_assert_error_has("plan: decode-GEMM: no kernel variant for bits 9");

@@ -109,6 +109,73 @@ static void test_options(void **state) {
   assert_int_equal(parse(&o, unknown), CLI_USAGE);
 }
 
+/* The b12x rows: SQG codebooks and pairs beside MCG. */
+static void test_b12x_options(void **state) {
+  (void)state;
+  bench_options o;
+  const char *sqg[] = {"--codebook", "mcg,sqg_e4m3,sqg_fp16", NULL};
+  assert_int_equal(parse(&o, sqg), CLI_PARSED);
+  assert_int_equal(o.ncbs, 3);
+  assert_int_equal(o.cbs[1], TRELLIS_CB_SQG_E4M3);
+  assert_int_equal(o.cbs[2], TRELLIS_CB_SQG_FP16);
+  assert_int_equal(o.npairs, 0);
+  assert_true(o.b12x);
+  assert_int_equal(o.nshapes, 9); /* the default shapes */
+
+  const char *pairs[] = {"--pair", "p24,P33",   "--rate-axis", "k",
+                         "--orth", "3584,7168", NULL};
+  assert_int_equal(parse(&o, pairs), CLI_PARSED);
+  assert_int_equal(o.npairs, 2);
+  assert_int_equal(o.pairs[0], TRELLIS_PAIR_P24);
+  assert_int_equal(o.pairs[1], TRELLIS_PAIR_P33);
+  assert_int_equal(o.rate_axis, TRELLIS_RATE_AXIS_K);
+  assert_int_equal(o.norths, 2);
+  assert_int_equal(o.orths[0], 3584);
+  assert_int_equal(o.nshapes, 0); /* --pair alone: the pair layers only */
+  assert_int_equal(o.ncbs, 2);    /* the codebooks that pair */
+  assert_int_equal(o.cbs[0], TRELLIS_CB_MCG);
+  assert_int_equal(o.cbs[1], TRELLIS_CB_SQG_E4M3);
+  assert_true(o.b12x);
+  const char *one[] = {"--pair", "p44", NULL};
+  assert_int_equal(parse(&o, one), CLI_PARSED);
+  assert_int_equal(o.rate_axis, TRELLIS_RATE_AXIS_N);
+  assert_int_equal(o.norths, 1);
+  assert_int_equal(o.orths[0], 7168);
+
+  const char *bad_pair[] = {"--pair", "p25", NULL};
+  assert_int_equal(parse(&o, bad_pair), CLI_USAGE);
+  const char *bad_axis[] = {"--pair", "p24", "--rate-axis", "m", NULL};
+  assert_int_equal(parse(&o, bad_axis), CLI_USAGE);
+  const char *no_pair[] = {"--orth", "4096", NULL};
+  assert_int_equal(parse(&o, no_pair), CLI_USAGE);
+  const char *bad_orth[] = {"--pair", "p24", "--orth", "200", NULL};
+  assert_int_equal(parse(&o, bad_orth), CLI_USAGE);
+  const char *plain[] = {"--codebook", "mcg,3inst", NULL};
+  assert_int_equal(parse(&o, plain), CLI_PARSED);
+  assert_false(o.b12x);
+
+  /* the rows' format names and the vs MCG ratio; b12x rows count for no
+   * target */
+  bench_row r = {.k = 7168,
+                 .n = 256,
+                 .m = 1,
+                 .bits = 2,
+                 .cb = TRELLIS_CB_SQG_E4M3,
+                 .graph_us = 4.0,
+                 .pair = TRELLIS_PAIR_P24,
+                 .rate_axis = TRELLIS_RATE_AXIS_N,
+                 .mcg_us = 3.0};
+  char buf[48];
+  assert_string_equal(bench_row_format(&r, buf, sizeof buf), "sqg_e4m3/P24n");
+  assert_true(fabs(bench_row_vs_mcg(&r) - 0.75) < 1e-12);
+  assert_true(bench_row_b12x(&r));
+  r.pair = TRELLIS_PAIR_NONE;
+  assert_string_equal(bench_row_format(&r, buf, sizeof buf), "sqg_e4m3");
+  assert_true(bench_row_b12x(&r));
+  r.cb = TRELLIS_CB_MCG;
+  assert_false(bench_row_b12x(&r));
+}
+
 /* ---- targets --------------------------------------------------------------
  */
 
@@ -903,6 +970,7 @@ static void test_files(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options),
+      cmocka_unit_test(test_b12x_options),
       cmocka_unit_test(test_shipped_targets),
       cmocka_unit_test(test_bad_targets),
       cmocka_unit_test(test_target_verdicts),

@@ -230,6 +230,24 @@ static void test_layout_generic(void **state) {
   }
 }
 
+/* A pair on the k axis (k = 256) runs one k-split per record, whatever
+ * split_k asks: the output stage's split sum adds the records' products. */
+static void test_layout_pair_k(void **state) {
+  (void)state;
+  for (int split_k = 0; split_k <= 4; ++split_k) {
+    trl_layout_params p = params(256, 4096);
+    p.pair_k = 1;
+    p.split_k = split_k;
+    for (int64_t m = 1; m <= 300; m += 37) {
+      trl_layout l;
+      assert_true(trl_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
+      assert_int_equal(l.splits, 2);
+      assert_int_equal(l.kt_per_split, 8);
+      assert_int_equal(l.partial_bytes, (size_t)2 * (size_t)(m * p.n) * 4);
+    }
+  }
+}
+
 static void test_layout_callback_and_dense(void **state) {
   (void)state;
   trl_layout_params p = params(4096, 4096);
@@ -271,6 +289,7 @@ int main(void) {
       cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_dependent_launch),
       cmocka_unit_test(test_layout_generic),
+      cmocka_unit_test(test_layout_pair_k),
       cmocka_unit_test(test_layout_callback_and_dense),
   };
   return cmocka_run_group_tests_name("gate_layout", tests, NULL, NULL);

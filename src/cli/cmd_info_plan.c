@@ -50,11 +50,6 @@ static int make_kind(const trellis_model *model, size_t i, int64_t max_m,
   trellis_plan_desc desc;
   trellis_plan_desc_init(&desc);
   desc.max_m = max_m;
-  if (layer.weight.codebook > TRELLIS_CB_MUL1 ||
-      layer.weight.pair != TRELLIS_PAIR_NONE) { /* no upload needed */
-    snprintf(out->why, sizeof out->why, "cpu only");
-    return CLI_OK;
-  }
   if ((st = trellis_weight_upload(&layer.weight, &out->dw)) != TRELLIS_OK)
     return cli_lib_error(st, out->key.name);
   st = trellis_plan_create(trellis_device_weight_view(out->dw), &desc,

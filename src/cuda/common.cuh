@@ -2,7 +2,9 @@
 #ifndef TRL_CUDA_COMMON_CUH
 #define TRL_CUDA_COMMON_CUH
 
+#include "cuda/kernels.h"
 #include "format/constants.h"
+#include "format/sqg.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -65,6 +67,152 @@ __device__ __forceinline__ uint32_t f16lo_to_bf16lo(uint32_t v) {
   __nv_bfloat16 b = __float2bfloat16_rn(
       __half2float(__ushort_as_half((unsigned short)(v & 0xFFFF))));
   return (uint32_t)__bfloat16_as_ushort(b);
+}
+
+/* ------------------------------------------------- SQG codebooks -- */
+/* Whether the kernels decode codebook CB at K bits: the SQG codebooks
+ * exist at their K range only (format/codebook.h), EXL3's at every K. */
+template <int CB, int K> constexpr bool codebook_has_bits() {
+  return CB == TRELLIS_CB_SQG_E4M3   ? K >= 2 && K <= 6
+         : CB == TRELLIS_CB_SQG_FP16 ? K == 5 || K == 6
+                                     : true;
+}
+constexpr bool is_sqg(int cb) {
+  return cb == TRELLIS_CB_SQG_E4M3 || cb == TRELLIS_CB_SQG_FP16;
+}
+
+/* The SQG tables in shared memory, one copy per CTA (sqg_stage): T12 as
+ * fp16 bits (bf16 bits for BF16 compute: E4M3 values are exact in both)
+ * and the D3L segments as fp32 (base, slope). Indices differ across a
+ * warp, which shared memory serves in a few wavefronts. */
+__device__ __forceinline__ uint16_t *sqg_t12_smem() {
+  __shared__ __align__(16) uint16_t t12[TRL_SQG_T12_SIZE];
+  return t12;
+}
+__device__ __forceinline__ float2 *sqg_d3l_smem() {
+  __shared__ __align__(16) float2 d3l[TRL_SQG_D3L_SLOTS];
+  return d3l;
+}
+
+/* Copies the plan's device tables to shared memory (all threads of the
+ * CTA; the caller synchronises before the first decode). Nothing for the
+ * other codebooks. The tables are written once at prepare, so a dependent
+ * launch may read them before griddep_wait. */
+template <int CB, bool BF16>
+__device__ __forceinline__ void sqg_stage(const trl_sqg_tables *g) {
+  if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
+    const uint4 *src = reinterpret_cast<const uint4 *>(g->t12);
+    uint4 *dst = reinterpret_cast<uint4 *>(sqg_t12_smem());
+    for (int i = threadIdx.x; i < TRL_SQG_T12_SIZE / 8; i += blockDim.x) {
+      uint4 v = src[i];
+      if constexpr (BF16) {
+        uint32_t *w = reinterpret_cast<uint32_t *>(&v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f =
+              __half22float2(*reinterpret_cast<const __half2 *>(&w[j]));
+          const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+          w[j] = *reinterpret_cast<const uint32_t *>(&b);
+        }
+      }
+      dst[i] = v;
+    }
+  } else if constexpr (CB == TRELLIS_CB_SQG_FP16) {
+    const float4 *src = reinterpret_cast<const float4 *>(g->d3l);
+    float4 *dst = reinterpret_cast<float4 *>(sqg_d3l_smem());
+    for (int i = threadIdx.x; i < TRL_SQG_D3L_SLOTS / 2; i += blockDim.x)
+      dst[i] = src[i];
+  }
+}
+
+/* The SQG graph's product (FORMAT.md §9.2) of a state at K bits, given as
+ * x = the state in the top 16 bits of a word: A * mixed + C, whose low
+ * 16 - K bits are the rank's phase and whose top K bits, XORed with the
+ * bit-reversed newest symbol, are its stratum. The two xorshifts are
+ * identities for K >= 5 (history < 2^11). */
+template <int K> __device__ __forceinline__ uint32_t sqg_product(uint32_t x) {
+  constexpr uint32_t kHmask = (1u << (16 - K)) - 1u;
+  uint32_t h = x >> (16 + K);
+  if constexpr (K < 5) {
+    h ^= h >> 11;
+    h ^= (h << 11) & kHmask;
+  }
+  return h * TRL_SQG_A + TRL_SQG_C;
+}
+
+/* The sqg_fp16 weight of a state before its rounding to fp16 (FORMAT.md
+ * §9.4), signed; p = sqg_product, q = p ^ the bit-reversed newest symbol
+ * (top K bits; the lower bits are not read). trl_sqg_d3l_index
+ * in closed form, mostly on the FMA pipe:
+ *  - r2 = 2 rank + 1 = (stratum : phase : 1), one funnel shift;
+ *  - v = 65535 - 2m is r2 for a negative rank, else r2 ^ 0x1FFFE;
+ *  - F = fp32(v) exactly; its exponent is e = floor(log2 v) and its top
+ *    three mantissa bits the segment in the octave, so (bits >> 20) - 1016
+ *    is the slot of the remapped table (trl_sqg_tables.d3l: descriptor
+ *    i >= 8 at slot i + 24, the single-value descriptors v / 2 of v < 16 at
+ *    the slots their own F gives);
+ *  - x = (2^(e-3) - 1 - (v mod 2^(e-3))) / 2 from F minus F cut to those
+ *    bits, exact (the single-value descriptors have slope 0);
+ *  - slope * x + base rounded once to fp32 (slope * x is exact), as the
+ *    reference (format/sqg.c); the caller rounds to fp16 (RNE, symmetric,
+ *    so the sign may come first). */
+template <int K>
+__device__ __forceinline__ float sqg_fp16_value(uint32_t q, uint32_t p) {
+  constexpr int kWidth = 16 - K;
+  const uint32_t lo = (p << (16 + K)) | (1u << (15 + K)); /* phase : 1 */
+  const uint32_t r2 = __funnelshift_l(lo, q >> (32 - K), kWidth + 1);
+  /* all ones for a positive rank (bit 15 of the rank, 16 of r2) */
+  const uint32_t pos = (uint32_t)((int32_t)(r2 << 15) >> 31);
+  const uint32_t v = r2 ^ (pos & 0x1FFFEu); /* odd, < 2^16 */
+  const float f = __uint_as_float(0x4B000000u | v) - 8388608.0f;
+  const uint32_t bits = __float_as_uint(f);
+  const float2 bs = sqg_d3l_smem()[(bits >> 20) - 1016u]; /* base, slope */
+  const float low = f - __uint_as_float(bits & 0xFFF00000u);
+  const float half = __uint_as_float((bits & 0x7F800000u) - (4u << 23));
+  const float x = __fmaf_rn(-0.5f, low, half - 0.5f);
+  const float mag = __fmaf_rn(bs.y, x, bs.x);
+  return __uint_as_float(__float_as_uint(mag) | (~pos & 0x80000000u));
+}
+
+/* One SQG weight from its window (sqg_windows: x = the state in the top 16
+ * bits, bhi = the bit-reversed newest symbol in the top K bits): the fp16
+ * (BF16: bf16) bits in the low half, zero in the high half. The same value
+ * as trl_sqg_value, with one IMAD for the graph. */
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ uint32_t decode_sqg(uint32_t x, uint32_t bhi) {
+  static_assert(codebook_has_bits<CB, K>(), "an SQG codebook at its K");
+  const uint32_t p = sqg_product<K>(x);
+  const uint32_t q = bhi ^ p; /* top K bits: the stratum */
+  if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
+    /* rank >> 4 = stratum << (12 - K) | phase >> 4: one funnel shift of
+     * (stratum : phase at the top of a word) */
+    const uint32_t idx = __funnelshift_l(p << (16 + K), q >> (32 - K), 12 - K);
+    return sqg_t12_smem()[idx];
+  } else {
+    const uint32_t bits =
+        (uint32_t)__half_as_ushort(__float2half_rn(sqg_fp16_value<K>(q, p)));
+    if constexpr (BF16)
+      return f16lo_to_bf16lo(bits);
+    else
+      return bits;
+  }
+}
+
+/* Two sqg_fp16 weights (windows as decode_sqg's) as fp16 (BF16: bf16)
+ * bits, the first in the low half: one packing conversion for both. */
+template <int K, bool BF16>
+__device__ __forceinline__ uint32_t
+decode_sqg_fp16_pair(uint32_t x0, uint32_t bhi0, uint32_t x1, uint32_t bhi1) {
+  const uint32_t p0 = sqg_product<K>(x0), p1 = sqg_product<K>(x1);
+  const __half2 h = __floats2half2_rn(sqg_fp16_value<K>(bhi0 ^ p0, p0),
+                                      sqg_fp16_value<K>(bhi1 ^ p1, p1));
+  if constexpr (BF16) {
+    const float2 f = __half22float2(h);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const uint32_t *>(&b);
+  } else {
+    return *reinterpret_cast<const uint32_t *>(&h);
+  }
 }
 
 /* D += A(16x16) * B(16x8), fp32 accumulate. */

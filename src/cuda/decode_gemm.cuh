@@ -68,6 +68,14 @@ template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
   constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
   return (ring > red ? ring : red) + kRingAlign;
 }
+/* A kernel's dynamic shared memory: a pair's CTAs run either record's K
+ * (K1 = 0: a uniform layer). */
+template <int K, int K1, int MB>
+__host__ __device__ constexpr int kernel_smem_bytes() {
+  return K1 == 0 || smem_bytes<K, MB>() >= smem_bytes<K1, MB>()
+             ? smem_bytes<K, MB>()
+             : smem_bytes<K1, MB>();
+}
 /* The ring's base inside the dynamic shared memory. */
 __device__ __forceinline__ char *ring_base(char *smem) {
   const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);
@@ -76,9 +84,12 @@ __device__ __forceinline__ char *ring_base(char *smem) {
 
 struct Params {
   const int16_t *trellis;
+  const int16_t *trellis1; /* a pair's record1 */
   const uint16_t *rotated;
   float *partial;
+  const trl_sqg_tables *sqg; /* SQG codebooks: staged in shared memory */
   int64_t m, k, n;
+  int rate_axis;    /* a pair's (trellis_rate_axis) */
   int kt_per_split; /* tile rows per split, multiple of kSK */
   HotShifts shifts; /* see tile_decode.cuh */
   int pdl;          /* launch as a dependent (host side only) */
@@ -132,10 +143,13 @@ template <int K, int MB> struct Loader {
   uint32_t asize[kAPer]; /* 16, or 0 to zero-fill rows past m */
   int64_t wstride;       /* bytes between stages in the payload */
 
+  /* The payload is a tile array [.][n/16][16K] read from tile row kt0,
+   * tile column nt0; the activations from column 16 * akt0 (the same as
+   * kt0 but for a pair's record1 on the k axis). */
   __device__ __forceinline__ void init(const int16_t *trellis, int64_t n,
                                        const uint16_t *rotated, int64_t m,
-                                       int64_t k, int64_t kt0, int nt0,
-                                       int64_t row0) {
+                                       int64_t k, int64_t kt0, int64_t akt0,
+                                       int nt0, int64_t row0) {
     const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
     wstride = kSK * row_stride;
     const char *wbase = reinterpret_cast<const char *>(trellis) +
@@ -155,7 +169,7 @@ template <int K, int MB> struct Loader {
       const int r = r0 + 16 * i;
       const bool valid = row0 + r < m;
       asrc[i] = reinterpret_cast<const char *>(
-          rotated + (valid ? row0 + r : 0) * k + kt0 * 16 + col);
+          rotated + (valid ? row0 + r : 0) * k + akt0 * 16 + col);
       asize[i] = valid ? 16u : 0u;
     }
   }
@@ -425,26 +439,25 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
   __syncthreads();
 }
 
-/* The generic path's decode-GEMM: one k-split of one 128-column strip. */
+/* One CTA of the generic path's decode-GEMM: nstages stages of a tile
+ * array [.][wn/16][16K] from tile row kt0 and tile column nt0 (activations
+ * from k column 16 * akt0) into out[m][128] (row pitch p.n), the CTA's
+ * columns of one k-split's partial slice. */
 template <int K, int CB, int MB, bool BF16>
-__global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
+__device__ __forceinline__ void
+gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
+         int64_t kt0, int64_t akt0, int nt0, int nstages, float *out) {
   using L = Layout<MB>;
-  extern __shared__ __align__(16) char smem_raw[];
-  char *smem = ring_base(smem_raw);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int wn = warp % L::WN, wk = warp / L::WN;
-  const int nt0 = blockIdx.x * kNT;
-  const int64_t kt_begin = (int64_t)blockIdx.y * p.kt_per_split;
-  const int64_t kt_end = min(kt_begin + p.kt_per_split, p.k / 16);
+  const int wn_ = warp % L::WN, wk = warp / L::WN;
   const int64_t row0 = (int64_t)blockIdx.z * 16 * MB;
-  const int nstages = (int)((kt_end - kt_begin) / kSK);
 
   AccFor<MB> acc;
   acc.zero();
   const LaneWords<K> lt(lane);
   constexpr int SB = stage_bytes<K, MB>();
   Loader<K, MB> ld;
-  ld.init(p.trellis, p.n, p.rotated, p.m, p.k, kt_begin, nt0, row0);
+  ld.init(trellis, wn, p.rotated, p.m, p.k, kt0, akt0, nt0, row0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
   for (int s = 0; s < ring_stages<K, MB>() - 1; ++s)
@@ -458,11 +471,11 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   griddep_launch_dependents();
   CopiedActivations copied;
   prime_activations(ld, smem, nstages, copied);
-  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn, wk, p.shifts);
+  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn_, wk,
+                            p.shifts);
 
   float *red = reinterpret_cast<float *>(smem);
-  reduce_cta<MB>(acc, red, lane, wn, wk);
-  float *out = p.partial + (int64_t)blockIdx.y * p.m * p.n + (int64_t)nt0 * 16;
+  reduce_cta<MB>(acc, red, lane, wn_, wk);
   for (int i = threadIdx.x; i < 16 * MB * 32; i += kThreads) {
     int r = i / 32, c4 = (i % 32) * 4;
     int64_t row = row0 + r;
@@ -472,43 +485,109 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   }
 }
 
+/* The generic path's decode-GEMM: one k-split of one 128-column strip.
+ * K1 != 0: a pair, whose CTAs each run one record (a CTA-uniform branch):
+ *  - rate axis n (n = 256): strip r is record r, [k/16][8][16 K_r];
+ *  - rate axis k (k = 256, two splits of 8 tile rows): split r is record r,
+ *    [8][n/16][16 K_r], over activation columns 128 r ..; the output
+ *    stage sums the splits, so the records' products meet before the
+ *    output rotation. */
+template <int K, int CB, int MB, bool BF16, int K1>
+__global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
+  extern __shared__ __align__(16) char smem_raw[];
+  char *smem = ring_base(smem_raw);
+  if constexpr (is_sqg(CB)) {
+    sqg_stage<CB, BF16>(p.sqg);
+    __syncthreads();
+  }
+  const int nt0 = blockIdx.x * kNT;
+  const int64_t kt_begin = (int64_t)blockIdx.y * p.kt_per_split;
+  const int64_t kt_end = min(kt_begin + p.kt_per_split, p.k / 16);
+  const int nstages = (int)((kt_end - kt_begin) / kSK);
+  float *out = p.partial + (int64_t)blockIdx.y * p.m * p.n + (int64_t)nt0 * 16;
+  if constexpr (K1 == 0) {
+    gemm_cta<K, CB, MB, BF16>(p, smem, p.trellis, p.n, kt_begin, kt_begin, nt0,
+                              nstages, out);
+  } else {
+    const bool on_n = p.rate_axis == TRELLIS_RATE_AXIS_N;
+    const int rec = on_n ? (int)blockIdx.x : (int)blockIdx.y;
+    const int16_t *tr = rec ? p.trellis1 : p.trellis;
+    /* the record's own tile array: 8 tile columns (axis n) or 8 tile
+     * rows from its first (axis k) */
+    const int64_t wn = on_n ? 128 : p.n;
+    const int64_t kt0 = on_n ? kt_begin : 0;
+    const int rnt0 = on_n ? 0 : nt0;
+    if constexpr (K1 == K) {
+      gemm_cta<K, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0, nstages,
+                                out);
+    } else {
+      if (rec == 0)
+        gemm_cta<K, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0, nstages,
+                                  out);
+      else
+        gemm_cta<K1, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0,
+                                   nstages, out);
+    }
+  }
+}
+
+/* A pair's (K0, K1): the kinds of format/pair.h. */
+constexpr bool pair_bits(int k0, int k1) {
+  return (k0 == 2 && (k1 == 2 || k1 == 4)) || (k0 == 3 && k1 == 3) ||
+         (k0 == 4 && (k1 == 3 || k1 == 4));
+}
+
 /* The decode-GEMM family (see dispatch.cuh). Its variants are spread over
  * eight translation units by bitrate (gemm_k1.cu .. gemm_k8.cu, units 0..7)
- * so that they compile in parallel. */
+ * so that they compile in parallel. The last axis is a pair's record1 K
+ * (0: uniform); pairs exist for MCG and SQG_E4M3, SQG codebooks at their K
+ * range only. */
 struct Gemm {
   static constexpr const char *kName = "decode-GEMM";
   using Axes = dispatch::Axes<dispatch::BitsAxis, dispatch::CodebookAxis,
-                              dispatch::ComputeAxis, dispatch::MBlocksAxis>;
+                              dispatch::ComputeAxis, dispatch::MBlocksAxis,
+                              dispatch::Bits1Axis>;
   static constexpr int kUnits = 8;
   struct Args {
     const Params *p; /* launch */
     dim3 grid;
     cudaStream_t stream;
     int regs;    /* query: registers per thread */
-    size_t smem; /* query: dynamic shared memory */
+    size_t smem; /* query: shared memory, dynamic and static */
   };
-  template <int K, int CB, int DT, int MB> static auto kernel() {
-    return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16>;
+  template <int K, int CB, int DT, int MB, int K1>
+  static constexpr bool exists() {
+    if constexpr (K1 == 0)
+      return codebook_has_bits<CB, K>();
+    else
+      return (CB == TRELLIS_CB_MCG || CB == TRELLIS_CB_SQG_E4M3) &&
+             pair_bits(K, K1);
   }
-  template <int K, int CB, int DT, int MB> static int prepare(Args &) {
+  template <int K, int CB, int DT, int MB, int K1> static auto kernel() {
+    return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16, K1>;
+  }
+  template <int K, int CB, int DT, int MB, int K1> static int prepare(Args &) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB>());
+    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1>());
     if (e != cudaSuccess)
       return (int)e;
     return (int)cudaFuncSetAttribute(
-        kernel<K, CB, DT, MB>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-        smem_bytes<K, MB>());
+        kernel<K, CB, DT, MB, K1>(),
+        cudaFuncAttributeMaxDynamicSharedMemorySize,
+        kernel_smem_bytes<K, K1, MB>());
   }
-  template <int K, int CB, int DT, int MB> static int launch(Args &a) {
-    return (int)launch_dependent(kernel<K, CB, DT, MB>(), a.grid,
-                                 dim3(kThreads), smem_bytes<K, MB>(), a.stream,
-                                 a.p->pdl != 0, *a.p);
+  template <int K, int CB, int DT, int MB, int K1> static int launch(Args &a) {
+    return (int)launch_dependent(kernel<K, CB, DT, MB, K1>(), a.grid,
+                                 dim3(kThreads), kernel_smem_bytes<K, K1, MB>(),
+                                 a.stream, a.p->pdl != 0, *a.p);
   }
-  template <int K, int CB, int DT, int MB> static int query(Args &a) {
-    a.smem = smem_bytes<K, MB>();
+  template <int K, int CB, int DT, int MB, int K1> static int query(Args &a) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB>());
+    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1>());
     a.regs = e == cudaSuccess ? attr.numRegs : -1;
+    /* the SQG tables are static shared memory */
+    a.smem = kernel_smem_bytes<K, K1, MB>() +
+             (e == cudaSuccess ? attr.sharedSizeBytes : 0);
     return (int)e;
   }
 };

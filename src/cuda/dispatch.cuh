@@ -70,6 +70,9 @@ struct BitsAxis : Axis<TRL_GPU_BITS> {
 struct CodebookAxis : Axis<TRL_GPU_CODEBOOKS> {
   static constexpr const char *kName = "codebook";
 };
+struct Bits1Axis : Axis<TRL_GPU_BITS1> {
+  static constexpr const char *kName = "record1 bits";
+};
 struct ComputeAxis : Axis<TRL_GPU_COMPUTE_DTYPES> {
   static constexpr const char *kName = "compute dtype";
 };

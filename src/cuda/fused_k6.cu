@@ -362,7 +362,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
 
   /* 1. Start streaming weights; they do not depend on x. */
   Loader<K, MB> ld;
-  ld.init(p.trellis, p.n, p.rotated, p.m, p.k, b_begin * kSK, nt0, 0);
+  ld.init(p.trellis, p.n, p.rotated, p.m, p.k, b_begin * kSK, b_begin * kSK,
+          nt0, 0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
   for (int s = 0; s < ring_stages<K, MB>() - 1; ++s)

@@ -57,14 +57,34 @@ int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
                             void *stream);
 
+/* The SQG tables as a plan uploads them once (prepare) for the kernels of
+ * an SQG codebook, which stage them in shared memory: T12 as fp16 bits and
+ * the D3L segments as fp32 (base, slope), both exact (format/sqg.h), in
+ * the slots the kernels' closed form indexes (sqg_fp16_value in
+ * cuda/common.cuh): descriptor i >= 8 at slot i + 24, descriptor v / 2 of
+ * an odd v < 16 at slot (bits(fp32(v)) >> 20) - 1016, the rest zero. */
+#define TRL_SQG_D3L_SLOTS 128
+typedef struct trl_sqg_tables {
+  uint16_t t12[4096];
+  float d3l[TRL_SQG_D3L_SLOTS][2];
+} trl_sqg_tables;
+
 /* Decode-GEMM of the generic path. Partial sums for k-split s go to
- * partial[s][m][n] (fp32). rotated is [m][k] in the compute dtype. */
+ * partial[s][m][n] (fp32). rotated is [m][k] in the compute dtype.
+ * A pair (bits1 != 0) runs in one launch, each CTA on one record: rate axis
+ * n (n = 256): CTA column r is record r (its own 128 columns); rate axis k
+ * (k = 256, splits = 2, kt_per_split = 8): split r is record r, so the
+ * output stage's split sum adds the two records' products. */
 typedef struct trl_gemm_args {
   const int16_t *trellis;
+  const int16_t *trellis1; /* a pair's record1 */
   const uint16_t *rotated;
   float *partial;
+  const trl_sqg_tables *sqg; /* device tables of an SQG codebook */
   int64_t m, k, n;
-  int bits;
+  int bits;                    /* K; a pair: K of record0 */
+  int bits1;                   /* 0, or a pair's K of record1 */
+  trellis_rate_axis rate_axis; /* a pair's */
   trellis_codebook codebook;
   trellis_dtype compute; /* F16 or BF16 */
   int splits;            /* k-splits (grid.y) */
@@ -73,36 +93,46 @@ typedef struct trl_gemm_args {
   int pdl;               /* dependent launch (see the launchers above) */
 } trl_gemm_args;
 
-/* Sets the kernel attributes of every m-block variant of (bits, codebook,
- * compute) and returns 0, or the CUDA error (cudaErrorNoKernelImageForDevice
- * when this build has no image for the device). */
-int trl_gemm_prepare(int bits, trellis_codebook codebook,
+/* Sets the kernel attributes of every m-block variant of (bits, bits1,
+ * codebook, compute) (bits1: 0, or a pair's K of record1) and returns 0, or
+ * the CUDA error (cudaErrorNoKernelImageForDevice when this build has no
+ * image for the device). */
+int trl_gemm_prepare(int bits, int bits1, trellis_codebook codebook,
                      trellis_dtype compute);
 int trl_launch_gemm(const trl_gemm_args *a, void *stream);
 /* Resident CTAs per SM of one decode-GEMM variant (0 when unknown). */
-int trl_gemm_ctas_per_sm(int bits, trellis_codebook codebook,
+int trl_gemm_ctas_per_sm(int bits, int bits1, trellis_codebook codebook,
                          trellis_dtype compute, int m_blocks);
 
-/* Decodes W_hat columns [n0, n0 + n_cols) into dst [k][n_cols] of dst_dtype
- * (F16 or BF16). n0 and n_cols multiples of 128. */
-int trl_launch_reconstruct(const int16_t *trellis, int bits,
-                           trellis_codebook codebook, int64_t k, int64_t n,
-                           int64_t n0, int64_t n_cols, uint16_t *dst,
-                           trellis_dtype dst_dtype, void *stream);
-/* The same with the output rotation folded in: dst = RNE(W_hat[:, n0..] .
- * H128blk . diag(post)) (the dense path with its own rotations). */
-int trl_launch_reconstruct_had(const int16_t *trellis, int bits,
-                               trellis_codebook codebook, int64_t k, int64_t n,
-                               int64_t n0, int64_t n_cols, const uint16_t *post,
-                               uint16_t *dst, trellis_dtype dst_dtype,
-                               void *stream);
-/* Both rotations folded: dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] .
- * H128blk . diag(post)), so the GEMM takes x itself. */
-int trl_launch_reconstruct_full(const int16_t *trellis, int bits,
-                                trellis_codebook codebook, int64_t k, int64_t n,
-                                int64_t n0, int64_t n_cols, const uint16_t *pre,
-                                const uint16_t *post, uint16_t *dst,
-                                trellis_dtype dst_dtype, void *stream);
+/* The reconstruct kernels: W_hat columns [n0, n0 + n_cols) of a tile array
+ * [k/16][n/16][16*bits] into dst [k][n_cols] (row pitch ldd elements) of
+ * dst_dtype (F16 or BF16); n0 and n_cols multiples of 128. A pair's records
+ * are two such arrays, reconstructed one after the other into their
+ * sub-blocks. The forms:
+ *  TRL_RECON_PLAIN  dst = W_hat[:, n0..]
+ *  TRL_RECON_HAD    dst = RNE(W_hat[:, n0..] . H128blk . diag(post)) (the
+ *                   dense path with its own rotations; post[c] for column
+ *                   n0 + c)
+ *  TRL_RECON_FULL   dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] . H128blk
+ *                   . diag(post)), so the GEMM takes x itself (pre[r] for
+ *                   row r). */
+typedef enum trl_recon_form {
+  TRL_RECON_PLAIN = 0,
+  TRL_RECON_HAD = 1,
+  TRL_RECON_FULL = 2
+} trl_recon_form;
+typedef struct trl_reconstruct_args {
+  const int16_t *trellis;
+  int bits;
+  trellis_codebook codebook;
+  const trl_sqg_tables *sqg; /* device tables of an SQG codebook */
+  int64_t k, n, n0, n_cols, ldd;
+  const uint16_t *pre, *post;
+  uint16_t *dst;
+  trellis_dtype dst_dtype;
+} trl_reconstruct_args;
+int trl_launch_reconstruct(trl_recon_form form, const trl_reconstruct_args *a,
+                           void *stream);
 /* Checks the images and sets the attributes of the reconstruct kernels of
  * (bits, codebook), every form and dst dtype. */
 int trl_reconstruct_prepare(int bits, trellis_codebook codebook);

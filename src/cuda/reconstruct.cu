@@ -1,6 +1,8 @@
 /* Decodes W_hat (or a column slice of it) to a dense fp16/bf16 row-major
  * matrix, for the large-M path that hands the GEMM to cuBLASLt. One warp per
- * tile; the tile goes through shared memory so every lane stores 16 bytes. */
+ * tile; the tile goes through shared memory so every lane stores 16 bytes.
+ * Every kernel writes rows of ldd elements (a pair's record lands in its
+ * sub-block of the slice) and stages the SQG tables first (sqg_stage). */
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "kernels.h"
@@ -17,10 +19,14 @@ constexpr int kWarps = 8;
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kWarps)
     reconstruct_kernel(const int16_t *__restrict__ trellis, int64_t k,
-                       int64_t n, int64_t n0, int64_t n_cols,
-                       uint16_t *__restrict__ dst) {
+                       int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
+                       const trl_sqg_tables *sqg, uint16_t *__restrict__ dst) {
   __shared__ __align__(16) uint16_t tile_s[kWarps][16 * 16];
   __shared__ __align__(16) uint32_t words_s[kWarps][8 * K];
+  if constexpr (is_sqg(CB)) {
+    sqg_stage<CB, BF16>(sqg);
+    __syncthreads();
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t tiles_c = n_cols / 16;
   const int64_t t = (int64_t)blockIdx.x * kWarps + warp;
@@ -47,8 +53,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   __syncwarp();
   const int r = lane >> 1, half = lane & 1;
   const uint4 v = *reinterpret_cast<const uint4 *>(ts + r * 16 + half * 8);
-  *reinterpret_cast<uint4 *>(dst + (kt * 16 + r) * n_cols + ntl * 16 +
-                             half * 8) = v;
+  *reinterpret_cast<uint4 *>(dst + (kt * 16 + r) * ldd + ntl * 16 + half * 8) =
+      v;
 }
 
 /* In-place unnormalised Walsh-Hadamard butterflies over all index bits of
@@ -190,11 +196,16 @@ constexpr int kHadPitch = 128 + 8; /* halves per staged row */
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kHadWarps)
     reconstruct_had_kernel(const int16_t *__restrict__ trellis, int64_t k,
-                           int64_t n, int64_t n0, int64_t n_cols,
+                           int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
+                           const trl_sqg_tables *sqg,
                            const uint16_t *__restrict__ post,
                            uint16_t *__restrict__ dst) {
   static_assert(8 * 8 * K <= 8 * kHadPitch, "words fit in the staging rows");
   __shared__ __align__(16) uint32_t stage_s[kHadWarps][8 * kHadPitch];
+  if constexpr (is_sqg(CB)) {
+    sqg_stage<CB, false>(sqg); /* decoded in fp16, rounded once to DT */
+    __syncthreads();
+  }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   /* 32-bit index math: the grid is < 2^31 units (a 64-bit division is
    * ~3x the instructions) */
@@ -231,7 +242,7 @@ __global__ void __launch_bounds__(32 * kHadWarps)
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int chunk = lane + 32 * i, row = chunk >> 4, c16 = chunk & 15;
-    *reinterpret_cast<uint4 *>(dst + (kt * 16 + row) * n_cols + jb * 128 +
+    *reinterpret_cast<uint4 *>(dst + (kt * 16 + row) * ldd + jb * 128 +
                                8 * c16) =
         *reinterpret_cast<const uint4 *>(st + row * (kHadPitch / 2) + 4 * c16);
   }
@@ -287,11 +298,16 @@ issue_tile_pairs(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kFullWarps, 3)
     reconstruct_full_kernel(const int16_t *__restrict__ trellis, int64_t k,
-                            int64_t n, int64_t n0, int64_t n_cols,
+                            int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
+                            const trl_sqg_tables *sqg,
                             const uint16_t *__restrict__ pre,
                             const uint16_t *__restrict__ post,
                             uint16_t *__restrict__ dst) {
   extern __shared__ __align__(16) char smem[];
+  if constexpr (is_sqg(CB)) {
+    sqg_stage<CB, false>(sqg); /* decoded in fp16, rounded once to DT */
+    __syncthreads();
+  }
   float *f = reinterpret_cast<float *>(smem);
   float *col_scale = f + 128 * kFullPitch;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -369,7 +385,7 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const float rs =
       __fmul_rn(r_scale(), __half2float(__ushort_as_half(pre[row])));
   constexpr int DT = BF16 ? TRELLIS_BF16 : TRELLIS_F16;
-  uint16_t *out = dst + row * n_cols + jb * 128 + 8 * c;
+  uint16_t *out = dst + row * ldd + jb * 128 + 8 * c;
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
     const float *cs = col_scale + 16 * u + 8 * c;
@@ -398,12 +414,12 @@ struct Reconstruct {
   using Axes = dispatch::Axes<FormAxis, dispatch::BitsAxis,
                               dispatch::CodebookAxis, dispatch::ComputeAxis>;
   struct Args {
-    const int16_t *trellis;
-    int64_t k, n, n0, n_cols;
-    const uint16_t *pre, *post;
-    uint16_t *dst;
+    const trl_reconstruct_args *r; /* launch */
     cudaStream_t stream;
   };
+  template <int FORM, int K, int CB, int DT> static constexpr bool exists() {
+    return codebook_has_bits<CB, K>();
+  }
   template <int FORM, int K, int CB, int DT> static auto kernel() {
     constexpr bool kBf16 = DT == TRELLIS_BF16;
     if constexpr (FORM == 2)
@@ -426,29 +442,26 @@ struct Reconstruct {
   }
   template <int FORM, int K, int CB, int DT> static int launch(Args &a) {
     const auto kern = kernel<FORM, K, CB, DT>();
+    const trl_reconstruct_args &r = *a.r;
     if constexpr (FORM == 2) {
-      const unsigned grid = (unsigned)((a.k / 128) * (a.n_cols / 128));
+      const unsigned grid = (unsigned)((r.k / 128) * (r.n_cols / 128));
       kern<<<grid, 32 * kFullWarps, kFullSmemBytes, a.stream>>>(
-          a.trellis, a.k, a.n, a.n0, a.n_cols, a.pre, a.post, a.dst);
+          r.trellis, r.k, r.n, r.n0, r.n_cols, r.ldd, r.sqg, r.pre, r.post,
+          r.dst);
     } else if constexpr (FORM == 1) {
-      const int64_t units = (a.k / 16) * (a.n_cols / 128);
+      const int64_t units = (r.k / 16) * (r.n_cols / 128);
       const unsigned grid = (unsigned)((units + kHadWarps - 1) / kHadWarps);
-      kern<<<grid, 32 * kHadWarps, 0, a.stream>>>(a.trellis, a.k, a.n, a.n0,
-                                                  a.n_cols, a.post, a.dst);
+      kern<<<grid, 32 * kHadWarps, 0, a.stream>>>(
+          r.trellis, r.k, r.n, r.n0, r.n_cols, r.ldd, r.sqg, r.post, r.dst);
     } else {
-      const int64_t tiles = (a.k / 16) * (a.n_cols / 16);
+      const int64_t tiles = (r.k / 16) * (r.n_cols / 16);
       const unsigned grid = (unsigned)((tiles + kWarps - 1) / kWarps);
-      kern<<<grid, 32 * kWarps, 0, a.stream>>>(a.trellis, a.k, a.n, a.n0,
-                                               a.n_cols, a.dst);
+      kern<<<grid, 32 * kWarps, 0, a.stream>>>(r.trellis, r.k, r.n, r.n0,
+                                               r.n_cols, r.ldd, r.sqg, r.dst);
     }
     return (int)cudaGetLastError();
   }
 };
-
-int run_form(int form, int bits, trellis_codebook cb, trellis_dtype dt,
-             Reconstruct::Args &a, dispatch::Op op) {
-  return dispatch::run<Reconstruct>(op, {form, bits, (int)cb, (int)dt}, a);
-}
 
 } // namespace
 
@@ -456,41 +469,18 @@ extern "C" int trl_reconstruct_prepare(int bits, trellis_codebook codebook) {
   Reconstruct::Args a = {};
   return dispatch::for_each_value<dispatch::ComputeAxis>([&](auto dt) {
     return dispatch::for_each_value<FormAxis>([&](auto form) {
-      return run_form(form.value, bits, codebook, (trellis_dtype)dt.value, a,
-                      dispatch::Op::kPrepare);
+      return dispatch::run<Reconstruct>(
+          dispatch::Op::kPrepare,
+          {form.value, bits, (int)codebook, (int)dt.value}, a);
     });
   });
 }
 
-extern "C" int trl_launch_reconstruct(const int16_t *trellis, int bits,
-                                      trellis_codebook codebook, int64_t k,
-                                      int64_t n, int64_t n0, int64_t n_cols,
-                                      uint16_t *dst, trellis_dtype dst_dtype,
+extern "C" int trl_launch_reconstruct(trl_recon_form form,
+                                      const trl_reconstruct_args *r,
                                       void *stream) {
-  Reconstruct::Args a = {
-      trellis, k, n, n0, n_cols, nullptr, nullptr, dst, (cudaStream_t)stream};
-  return run_form(0, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
-}
-
-extern "C" int trl_launch_reconstruct_had(const int16_t *trellis, int bits,
-                                          trellis_codebook codebook, int64_t k,
-                                          int64_t n, int64_t n0, int64_t n_cols,
-                                          const uint16_t *post, uint16_t *dst,
-                                          trellis_dtype dst_dtype,
-                                          void *stream) {
-  Reconstruct::Args a = {
-      trellis, k, n, n0, n_cols, nullptr, post, dst, (cudaStream_t)stream};
-  return run_form(1, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
-}
-
-extern "C" int trl_launch_reconstruct_full(const int16_t *trellis, int bits,
-                                           trellis_codebook codebook, int64_t k,
-                                           int64_t n, int64_t n0,
-                                           int64_t n_cols, const uint16_t *pre,
-                                           const uint16_t *post, uint16_t *dst,
-                                           trellis_dtype dst_dtype,
-                                           void *stream) {
-  Reconstruct::Args a = {
-      trellis, k, n, n0, n_cols, pre, post, dst, (cudaStream_t)stream};
-  return run_form(2, bits, codebook, dst_dtype, a, dispatch::Op::kLaunch);
+  Reconstruct::Args a = {r, (cudaStream_t)stream};
+  return dispatch::run<Reconstruct>(
+      dispatch::Op::kLaunch,
+      {(int)form, r->bits, (int)r->codebook, (int)r->dst_dtype}, a);
 }

@@ -784,10 +784,11 @@ struct Stream {
     int pdl;             /* launch */
     const void *kernel;  /* query: the kernel */
   };
-  /* MUL1 has no halves: one variant serves it */
+  /* MUL1 has no halves: one variant serves it; the SQG codebooks run on
+   * the split-K decode-GEMM only */
   template <int K, int CB, int NT, int H, int Y>
   static constexpr bool exists() {
-    return !(H && CB == TRELLIS_CB_MUL1);
+    return !(H && CB == TRELLIS_CB_MUL1) && !is_sqg(CB);
   }
   template <int K, int CB, int NT, int H, int Y> static const void *kernel() {
     return (const void *)&stream_kernel<K, CB, NT, H != 0, Y != 0>;

@@ -107,20 +107,65 @@ states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,
   }
 }
 
+/* The lane's 8 windows for an SQG codebook: x[j] holds the state of weight
+ * 8L + j in its top 16 bits (x >> 16 is states_from_words' s[j]), and the
+ * top K bits of bhi[j] are those of brev(s[j]) (the newest symbol bit-
+ * reversed, the rank's stratum before the XOR). The brev is taken once per
+ * aligned word (v, h as in states_from_words): brev(word << r) << 16 =
+ * brev(word) << (16 - r). */
+template <int K, class Shifts>
+__device__ __forceinline__ void
+sqg_windows(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&x)[8],
+            uint32_t (&bhi)[8], const Shifts &sh) {
+  using G = TileGeom<K>;
+  uint32_t v[G::kNV], bv[G::kNV];
+#pragma unroll
+  for (int i = 0; i < G::kNV; ++i) {
+    v[i] = __funnelshift_l(w[i + 1], w[i], o); /* stream is MSB-first */
+    bv[i] = __brev(v[i]);
+  }
+  uint32_t h[G::kNV > 1 ? G::kNV - 1 : 1] = {};
+  uint32_t bh[G::kNV > 1 ? G::kNV - 1 : 1] = {};
+#pragma unroll
+  for (int i = 0; i + 1 < G::kNV; ++i) {
+    h[i] = __byte_perm(v[i + 1], v[i], 0x5432); /* bits 16..47 of v[i].. */
+    bh[i] = __brev(h[i]);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int q = K * j; /* compile-time after unrolling */
+    const int bi = q >> 5, r0 = q & 31;
+    const uint32_t word = r0 <= 16 ? v[bi] : h[bi];
+    const uint32_t bword = r0 <= 16 ? bv[bi] : bh[bi];
+    const int r = r0 <= 16 ? r0 : r0 - 16;
+    x[j] = r == 0 ? word : sh.shl(word, r);
+    bhi[j] = r == 16 ? bword : sh.shl(bword, 16 - r);
+  }
+}
+
 /* The lane's 8 weights from its words: u[j] holds weight 8L + j in its LOW
  * half; the high half is finite (3INST/MCG: the weight again, MUL1: the
- * codebook bias, BF16: zero). */
+ * codebook bias, BF16 and SQG: zero). SQG codebooks read the tables staged
+ * by sqg_stage. */
 template <int K, int CB, bool BF16, class Shifts>
 __device__ __forceinline__ void
 decode_weights(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&u)[8],
                const Shifts &sh) {
-  uint32_t s[8];
-  states_from_words<K>(w, o, s, sh);
+  if constexpr (is_sqg(CB)) {
+    uint32_t x[8], bhi[8];
+    sqg_windows<K>(w, o, x, bhi, sh);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    u[j] = decode_state<CB>(s[j]);
-    if constexpr (BF16)
-      u[j] = f16lo_to_bf16lo(u[j]);
+    for (int j = 0; j < 8; ++j)
+      u[j] = decode_sqg<K, CB, BF16>(x[j], bhi[j]);
+  } else {
+    uint32_t s[8];
+    states_from_words<K>(w, o, s, sh);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      u[j] = decode_state<CB>(s[j]);
+      if constexpr (BF16)
+        u[j] = f16lo_to_bf16lo(u[j]);
+    }
   }
 }
 
@@ -130,6 +175,15 @@ template <int K, int CB, bool BF16, class Shifts>
 __device__ __forceinline__ void
 decode_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&b)[4],
              const Shifts &sh) {
+  if constexpr (CB == TRELLIS_CB_SQG_FP16) { /* packed in pairs */
+    uint32_t x[8], bhi[8];
+    sqg_windows<K>(w, o, x, bhi, sh);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      b[i] = decode_sqg_fp16_pair<K, BF16>(x[2 * i], bhi[2 * i], x[2 * i + 1],
+                                           bhi[2 * i + 1]);
+    return;
+  }
   uint32_t u[8];
   decode_weights<K, CB, BF16>(w, o, u, sh);
   /* Pack the low halves pairwise: (row 2q, row 2q+1), (2q+8, 2q+9). */

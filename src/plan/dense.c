@@ -13,6 +13,7 @@
  * and layouts on the stack and launches. */
 #include "plan/plan_internal.h"
 #include "cuda/kernels.h"
+#include "format/pair.h"
 
 #include <string.h>
 
@@ -148,6 +149,57 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
   return TRELLIS_OK;
 }
 
+/* Decodes the slice of columns [n0, n0 + cols) of the weight into `what`
+ * ([k][cols]) in `form`. A pair's records are reconstructed one after the
+ * other, each as the tile array it is, into its sub-block: on the n axis
+ * (n = 256) record r is columns 128 r .. of W_hat (slices are whole
+ * 128-column blocks, so a record is in a slice or not), on the k axis
+ * (k = 256) rows 128 r ..; each Hadamard block lies inside one record, so
+ * the folded rotations and scales stay per record. */
+static int reconstruct(const trellis_plan *p, trl_recon_form form, int64_t n0,
+                       int64_t cols, uint16_t *what, cudaStream_t stream) {
+  trl_reconstruct_args a;
+  memset(&a, 0, sizeof a);
+  a.trellis = p->w.trellis;
+  a.bits = p->w.bits;
+  a.codebook = p->w.codebook;
+  a.sqg = p->sqg;
+  a.k = p->w.k;
+  a.n = p->w.n;
+  a.n0 = n0;
+  a.n_cols = cols;
+  a.ldd = cols;
+  a.pre = p->s_in;
+  a.post = p->s_out;
+  a.dst = what;
+  a.dst_dtype = p->desc.compute_dtype;
+  if (p->w.pair == TRELLIS_PAIR_NONE)
+    return trl_launch_reconstruct(form, &a, stream);
+  const int64_t rec = TRL_PAIR_RECORD;
+  for (int r = 0; r < 2; ++r) {
+    trl_reconstruct_args b = a;
+    b.trellis = r ? p->w.trellis1 : p->w.trellis;
+    b.bits = r ? p->w.bits1 : p->w.bits;
+    if (p->w.rate_axis == TRELLIS_RATE_AXIS_N) {
+      if (rec * r < n0 || rec * r >= n0 + cols)
+        continue;
+      b.n = rec;
+      b.n0 = 0;
+      b.n_cols = rec;
+      b.post = p->s_out + rec * r;
+      b.dst = what + (rec * r - n0);
+    } else {
+      b.k = rec;
+      b.pre = p->s_in + rec * r;
+      b.dst = what + rec * r * cols;
+    }
+    const int err = trl_launch_reconstruct(form, &b, stream);
+    if (err)
+      return err;
+  }
+  return 0;
+}
+
 /* `a` is the GEMM's activation: x when the input rotation is folded into
  * the weight (fold_input), else the rotated copy. */
 trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
@@ -162,7 +214,6 @@ trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
   if (!d)
     return trl_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
                     (long long)m);
-  const trellis_dtype dt = p->desc.compute_dtype;
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
   void *lt_ws = ws + lay->cublas_off;
@@ -170,19 +221,10 @@ trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    const int16_t *tr = p->w.trellis;
-    const int bits = p->w.bits;
-    const trellis_codebook cb = p->w.codebook;
-    int err;
-    if (p->desc.h128)
-      err = trl_launch_reconstruct(tr, bits, cb, p->w.k, p->w.n, n0, cols, what,
-                                   dt, stream);
-    else if (fold_input)
-      err = trl_launch_reconstruct_full(tr, bits, cb, p->w.k, p->w.n, n0, cols,
-                                        p->s_in, p->s_out, what, dt, stream);
-    else
-      err = trl_launch_reconstruct_had(tr, bits, cb, p->w.k, p->w.n, n0, cols,
-                                       p->s_out, what, dt, stream);
+    const trl_recon_form form = p->desc.h128 ? TRL_RECON_PLAIN
+                                : fold_input ? TRL_RECON_FULL
+                                             : TRL_RECON_HAD;
+    const int err = reconstruct(p, form, n0, cols, what, stream);
     if (err)
       return trl_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;

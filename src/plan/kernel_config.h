@@ -18,7 +18,12 @@ extern "C" {
  * every kernel family that has the axis (cuda/dispatch.cuh); a value asked
  * for at run time that is not listed is TRELLIS_ERR_UNSUPPORTED. */
 #define TRL_GPU_BITS 1, 2, 3, 4, 5, 6, 7, 8
-#define TRL_GPU_CODEBOOKS TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1
+#define TRL_GPU_CODEBOOKS                                                      \
+  TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1, TRELLIS_CB_SQG_E4M3,      \
+      TRELLIS_CB_SQG_FP16
+/* K of a pair's record1 the decode-GEMM is compiled for (0: a uniform
+ * layer); the pair kinds themselves are format/pair.h's. */
+#define TRL_GPU_BITS1 0, 2, 3, 4
 /* dtypes of the tensor-core operands (decoded weight, rotated input) */
 #define TRL_GPU_COMPUTE_DTYPES TRELLIS_F16, TRELLIS_BF16
 /* dtypes of x and y the rotation and output kernels read and write */

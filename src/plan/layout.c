@@ -30,7 +30,7 @@ static void choose_splits(const trl_layout_params *p, int64_t m, int m_blocks,
   const int64_t per_sm =
       mbi >= 0 && p->ctas_per_sm[mbi] > 0 ? p->ctas_per_sm[mbi] : 2;
   const int64_t wave = sms * per_sm;
-  int64_t want = p->split_k;
+  int64_t want = p->pair_k ? 2 : p->split_k;
   if (want <= 0) {
     int64_t best_cost = INT64_MAX;
     want = 1;

@@ -30,6 +30,9 @@ typedef struct trl_layout_params {
   /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
   int ctas_per_sm[TRL_M_BLOCK_COUNT];
   int stream; /* the persistent small-m kernel can run this plan */
+  /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
+   * record, whatever split_k asks */
+  int pair_k;
 } trl_layout_params;
 
 typedef struct trl_layout {

@@ -3,6 +3,8 @@
  * create/prepare. */
 #include "plan/plan_internal.h"
 #include "cuda/kernels.h"
+#include "format/codebook.h"
+#include "format/sqg.h"
 #include "format/weight.h"
 
 #include <stdatomic.h>
@@ -131,7 +133,9 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
 static trellis_status plan_stream(trellis_plan *p) {
   p->lp.stream = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
                  !p->desc.h128 && p->desc.split_k == 0 &&
-                 !(p->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS);
+                 !(p->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS) &&
+                 !trl_codebook_is_sqg(p->w.codebook) &&
+                 p->w.pair == TRELLIS_PAIR_NONE; /* EXL3 codebooks only */
   if (!p->lp.stream)
     return TRELLIS_OK;
   const int halves = !(p->desc.flags & TRELLIS_PLAN_EXACT_WEIGHTS);
@@ -151,6 +155,11 @@ static trellis_status plan_stream(trellis_plan *p) {
   return TRELLIS_OK;
 }
 
+/* The decode-GEMM's record1 K: 0 for a uniform layer. */
+static int plan_bits1(const trellis_plan *p) {
+  return p->w.pair != TRELLIS_PAIR_NONE ? p->w.bits1 : 0;
+}
+
 trellis_status trellis_plan_create(const trellis_weight *device_w,
                                    const trellis_plan_desc *desc,
                                    trellis_plan **out) {
@@ -163,13 +172,9 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   if (st != TRELLIS_OK)
     return st;
   device_w = &full;
-  if (full.codebook > TRELLIS_CB_MUL1 || full.pair != TRELLIS_PAIR_NONE)
-    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
-                    "plan: %s %s layers run on the CPU only in this version "
-                    "(trellis_cpu_forward)",
-                    full.pair ? "pair" : "codebook",
-                    full.pair ? trellis_pair_kind_name(full.pair)
-                              : trellis_codebook_name(full.codebook));
+  if (trl_codebook_is_sqg(full.codebook) &&
+      (st = trl_sqg_tables_status()) != TRELLIS_OK)
+    return st;
   if ((st = check_desc(desc)) != TRELLIS_OK)
     return st;
   if (trellis_cuda_device_count() == 0)
@@ -187,6 +192,14 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   if (((uintptr_t)device_w->trellis) % 16 != 0)
     return trl_fail(TRELLIS_ERR_BUFFER,
                     "weight trellis pointer is not 16-byte aligned");
+  if (device_w->pair != TRELLIS_PAIR_NONE) {
+    if ((st = check_device_pointer(device_w->trellis1, "trellis1")) !=
+        TRELLIS_OK)
+      return st;
+    if (((uintptr_t)device_w->trellis1) % 16 != 0)
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "weight trellis1 pointer is not 16-byte aligned");
+  }
   /* fp16 scales and bias: the kernels read them four at a time */
   const void *vecs[] = {device_w->suh, device_w->svh, device_w->bias};
   const char *vec_names[] = {"suh", "svh", "bias"};
@@ -212,8 +225,10 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     free(p);
     return trl_cuda_fail(e, "querying the device");
   }
-  /* Is there a kernel image for this GPU at all? */
+  /* Is there a kernel image for this GPU at all? (a pair: both Ks) */
   int err = trl_reconstruct_prepare(p->w.bits, p->w.codebook);
+  if (!err && p->w.pair != TRELLIS_PAIR_NONE)
+    err = trl_reconstruct_prepare(p->w.bits1, p->w.codebook);
   if (err) {
     free(p);
     return trl_cuda_fail(err, "plan create");
@@ -235,9 +250,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->lp.has_h128 = desc->h128 != NULL;
   p->lp.dense_direct = trl_dense_direct(p);
   p->lp.dense_fold_input = trl_dense_fold_input(p);
+  p->lp.pair_k =
+      p->w.pair != TRELLIS_PAIR_NONE && p->w.rate_axis == TRELLIS_RATE_AXIS_K;
   for (int i = 0; i < TRL_M_BLOCK_COUNT; ++i)
-    p->lp.ctas_per_sm[i] = trl_gemm_ctas_per_sm(
-        p->w.bits, p->w.codebook, desc->compute_dtype, trl_m_block_at(i));
+    p->lp.ctas_per_sm[i] =
+        trl_gemm_ctas_per_sm(p->w.bits, plan_bits1(p), p->w.codebook,
+                             desc->compute_dtype, trl_m_block_at(i));
   if ((st = plan_stream(p)) != TRELLIS_OK) {
     free(p);
     return st;
@@ -283,26 +301,56 @@ trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
   return TRELLIS_OK;
 }
 
-/* Plan-owned device memory: expanded legacy signs and the fused path's
- * counters, zeroed once here (they reset themselves after each launch).
- * The zeroing and the expansions run on a stream of prepare's own, and
- * only that stream is waited for: other work on the device goes on. */
+trellis_status trl_sqg_tables_fill(trl_sqg_tables *t) {
+  const uint16_t *t12 = trl_sqg_t12_f16(), *d3l = trl_sqg_d3l();
+  if (!t12 || !d3l)
+    return trl_sqg_tables_status();
+  memcpy(t->t12, t12, sizeof t->t12);
+  memset(t->d3l, 0, sizeof t->d3l);
+  for (int i = 0; i < TRL_SQG_D3L_COUNT; ++i) {
+    /* odd v < 16 is descriptor v / 2 (single values); i >= 8 sit at
+     * i + 24 (see trl_sqg_tables) */
+    int slot = i + 24;
+    if (i < 8) {
+      const float v = (float)(2 * i + 1);
+      uint32_t bits;
+      memcpy(&bits, &v, sizeof bits);
+      slot = (int)(bits >> 20) - 1016;
+    }
+    t->d3l[slot][0] = trellis_f16_to_f32(d3l[2 * i]);
+    t->d3l[slot][1] = trellis_f16_to_f32(d3l[2 * i + 1]);
+  }
+  return TRELLIS_OK;
+}
+
+/* Plan-owned device memory: expanded legacy signs, the fused path's
+ * counters, zeroed once here (they reset themselves after each launch),
+ * and the SQG tables of an SQG codebook. The zeroing, the copies and the
+ * expansions run on a stream of prepare's own, and only that stream is
+ * waited for: other work on the device goes on. */
 static trellis_status prepare_memory(trellis_plan *plan) {
   const size_t k = (size_t)plan->w.k, n = (size_t)plan->w.n;
   const size_t in_bytes = plan->w.suh ? 0 : k * 2,
                out_bytes = plan->w.svh ? 0 : n * 2;
   const size_t lock_count =
       plan->fused_image ? trl_fused_lock_count(&plan->w) : 0;
-  size_t at = 0, off_in, off_out, off_locks;
+  const size_t sqg_bytes =
+      trl_codebook_is_sqg(plan->w.codebook) ? sizeof(trl_sqg_tables) : 0;
+  size_t at = 0, off_in, off_out, off_locks, off_sqg;
   if (!trl_carve_size(&at, in_bytes, 256, &off_in) ||
       !trl_carve_size(&at, out_bytes, 256, &off_out) ||
-      !trl_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks))
+      !trl_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks) ||
+      !trl_carve_size(&at, sqg_bytes, 256, &off_sqg))
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "plan prepare: plan memory size overflows");
   plan->s_in = plan->w.suh;
   plan->s_out = plan->w.svh;
   if (at == 0)
     return TRELLIS_OK;
+  trl_sqg_tables host_sqg; /* copied before cudaMemcpyAsync returns */
+  trellis_status st = TRELLIS_OK;
+  if (sqg_bytes && (st = trl_sqg_tables_fill(&host_sqg)) != TRELLIS_OK)
+    return st;
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, at);
   if (e != cudaSuccess)
@@ -312,9 +360,12 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
     return trl_cuda_fail(e, "plan prepare: creating its stream");
   int err;
-  trellis_status st = TRELLIS_OK;
   if ((e = cudaMemsetAsync(base, 0, at, s)) != cudaSuccess)
     st = trl_cuda_fail(e, "plan prepare: zeroing plan memory");
+  else if (sqg_bytes &&
+           (e = cudaMemcpyAsync(base + off_sqg, &host_sqg, sqg_bytes,
+                                cudaMemcpyHostToDevice, s)) != cudaSuccess)
+    st = trl_cuda_fail(e, "plan prepare: copying the SQG tables");
   else if (in_bytes &&
            (err = trl_launch_expand_signs(
                 plan->w.su, (uint16_t *)(base + off_in), (int64_t)k, s)))
@@ -336,6 +387,7 @@ static trellis_status prepare_memory(trellis_plan *plan) {
     plan->s_out = (const uint16_t *)(base + off_out);
   plan->locks = lock_count ? (unsigned *)(base + off_locks) : NULL;
   plan->lock_count = lock_count;
+  plan->sqg = sqg_bytes ? (const trl_sqg_tables *)(base + off_sqg) : NULL;
   return TRELLIS_OK;
 }
 
@@ -360,7 +412,7 @@ static trellis_status prepare_once(trellis_plan *plan) {
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan prepare: current device %d is not the plan's device %d", dev,
         plan->device);
-  int err = trl_gemm_prepare(plan->w.bits, plan->w.codebook,
+  int err = trl_gemm_prepare(plan->w.bits, plan_bits1(plan), plan->w.codebook,
                              plan->desc.compute_dtype);
   if (err)
     return trl_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
@@ -390,6 +442,7 @@ static void release_prepared(trellis_plan *plan) {
   plan->lt = NULL;
   plan->locks = NULL;
   plan->lock_count = 0;
+  plan->sqg = NULL;
   plan->s_in = plan->s_out = NULL;
   plan->algo_count = 0;
   plan->prepared = 0;
@@ -596,12 +649,16 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     trl_gemm_args a;
     memset(&a, 0, sizeof a);
     a.trellis = plan->w.trellis;
+    a.trellis1 = plan->w.trellis1;
     a.rotated = (const uint16_t *)buffers->rotated;
     a.partial = (float *)(ws + lay.partial_off);
+    a.sqg = plan->sqg;
     a.m = m;
     a.k = plan->w.k;
     a.n = plan->w.n;
     a.bits = plan->w.bits;
+    a.bits1 = plan_bits1(plan);
+    a.rate_axis = plan->w.rate_axis;
     a.codebook = plan->w.codebook;
     a.compute = plan->desc.compute_dtype;
     a.splits = lay.splits;

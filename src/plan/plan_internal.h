@@ -43,12 +43,17 @@ struct trellis_plan {
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
   unsigned *locks;              /* fused path: self-resetting counters */
+  const trl_sqg_tables *sqg;    /* SQG codebooks: the kernels' tables */
   size_t lock_count;
   cublasLtHandle_t lt;
   dense_algo algos[TRL_DENSE_BUCKETS];
   int algo_count;
   trl_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
 };
+
+/* The SQG tables in the kernels' layout (trl_sqg_tables), from the checked
+ * host tables (plan/plan.c); the status of trl_sqg_tables_status. */
+trellis_status trl_sqg_tables_fill(trl_sqg_tables *t);
 
 /* Fused path (plan/fused.c). */
 size_t trl_fused_lock_count(const trellis_weight *w);
