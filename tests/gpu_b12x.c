@@ -559,5 +559,5 @@ int main(void) {
       cmocka_unit_test(test_sqg_random),   cmocka_unit_test(test_pair_random),
       cmocka_unit_test(test_pair_split_k),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_b12x", tests);
 }
