@@ -52,7 +52,7 @@ struct LiteralShifts {
   }
 };
 struct Pow2Table {
-  uint32_t pow2[16]; /* pow2[r] = 1 << r, filled by the host */
+  uint32_t pow2[17]; /* pow2[r] = 1 << r for r = 0..16, filled by the host */
   __device__ __forceinline__ uint32_t shl(uint32_t v, int r) const {
     return v * pow2[r];
   }
@@ -62,7 +62,7 @@ using HotShifts = Pow2Table;
 /* Fills a kernel's shift table (host side; empty for LiteralShifts). */
 inline void init_shifts(LiteralShifts &) {}
 inline void init_shifts(Pow2Table &t) {
-  for (int r = 0; r < 16; ++r)
+  for (int r = 0; r <= 16; ++r)
     t.pow2[r] = 1u << r;
 }
 
@@ -138,7 +138,7 @@ sqg_windows(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&x)[8],
     const uint32_t word = r0 <= 16 ? v[bi] : h[bi];
     const uint32_t bword = r0 <= 16 ? bv[bi] : bh[bi];
     const int r = r0 <= 16 ? r0 : r0 - 16;
-    /* shifts by 16 are literal: `sh` covers 0..15 only */
+    /* shifts by 16 are literal (one ALU op, as cheap as the IMAD) */
     x[j] = r == 0 ? word : r == 16 ? word << 16 : sh.shl(word, r);
     bhi[j] = r == 16 ? bword : r == 0 ? bword << 16 : sh.shl(bword, 16 - r);
   }
