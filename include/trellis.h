@@ -41,14 +41,17 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 /* 0.2.0: an uploaded weight is an opaque trellis_device_weight with its own
- * destroy (trellis_weight_free_device is gone). */
+ * destroy (trellis_weight_free_device is gone).
+ * 0.3.0: trellis_plans_buffer_sizes and trellis_model_file_path; plans of
+ * the SQG codebooks and of pairs run on the GPU's generic and dense paths
+ * (they were refused). */
 #define TRELLIS_VERSION_MAJOR 0
-#define TRELLIS_VERSION_MINOR 2
+#define TRELLIS_VERSION_MINOR 3
 #define TRELLIS_VERSION_PATCH 0
 #define TRELLIS_VERSION_NUMBER                                                 \
   (TRELLIS_VERSION_MAJOR * 10000 + TRELLIS_VERSION_MINOR * 100 +               \
    TRELLIS_VERSION_PATCH)
-#define TRELLIS_VERSION_STRING "0.2.0"
+#define TRELLIS_VERSION_STRING "0.3.0"
 
 /* TRELLIS_VERSION_NUMBER of the library actually linked. */
 TRELLIS_API int trellis_version_number(void);
