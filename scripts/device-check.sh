@@ -79,7 +79,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # cuBLAS output (bias_convert_kernel, the dense path's epilogue) is not
   # initchecked.
   ring_limit=0 cublas_limit=0
-  for pr in ring_probe cublas_probe; do
+  for pr in ring_probe cublas_probe mbar_probe; do
     nvcc -arch=sm_90a -O2 -o "$BUILD/probes/$pr" "scripts/sanitizer-probes/$pr.cu" -lcublas ||
       san_rc=1
   done
@@ -89,7 +89,12 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   compute-sanitizer --tool initcheck --error-exitcode 99 --print-limit 1 \
     "$BUILD/probes/cublas_probe" >"$OUT/san/probe-initcheck.log" 2>&1
   [ $? -eq 99 ] && cublas_limit=1
-  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit")
+  # reported only: whether synccheck flags a correct mbarrier life in a
+  # grid larger than the device holds (see the probe)
+  compute-sanitizer --tool synccheck --error-exitcode 99 "$BUILD/probes/mbar_probe" \
+    >"$OUT/san/probe-synccheck.log" 2>&1
+  mbar_flag=$?
+  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit; synccheck on mbar_probe: rc $mbar_flag (99: flagged)")
   # racecheck hazards, in LOG, not discounted: each report pairs the first
   # access with the ones listed under it; a pair with a bulk copy is the
   # tool's limit (ring_limit)
