@@ -109,6 +109,59 @@ static void test_options(void **state) {
   assert_int_equal(parse(&o, unknown), CLI_USAGE);
 }
 
+/* --model and the options that go with it. */
+static void test_model_options(void **state) {
+  (void)state;
+  bench_options o;
+  const char *dflt[] = {"--model", "preset:llama-3.1-8b", NULL};
+  assert_int_equal(parse(&o, dflt), CLI_PARSED);
+  assert_string_equal(o.model, "preset:llama-3.1-8b");
+  assert_int_equal(o.nms, 4);
+  assert_int_equal(o.ms[0], 1);
+  assert_int_equal(o.ms[3], 128);
+  assert_true(o.model_bits == 4.0);
+  assert_int_equal(o.blocks, 0);
+  assert_int_equal(o.head_bits, 6);
+  assert_int_equal(o.cbs[0], TRELLIS_CB_MCG);
+  assert_int_equal(o.reps, 20);
+  assert_int_equal(o.no_peers, 0);
+
+  const char *full[] = {"--model",    "preset:glm-tp4", "--bits",
+                        "3.36",       "--blocks",       "4",
+                        "--m",        "1,16",           "--head-bits",
+                        "16",         "--codebook",     "mul1",
+                        "--no-peers", "--reps",         "5",
+                        "--force",    "generic",        NULL};
+  assert_int_equal(parse(&o, full), CLI_PARSED);
+  assert_true(o.model_bits == 3.36);
+  assert_int_equal(o.blocks, 4);
+  assert_int_equal(o.nms, 2);
+  assert_int_equal(o.ms[1], 16);
+  assert_int_equal(o.head_bits, 16);
+  assert_int_equal(o.cbs[0], TRELLIS_CB_MUL1);
+  assert_int_equal(o.no_peers, 1);
+  assert_int_equal(o.reps, 5);
+  assert_int_equal(o.flags, TRELLIS_PLAN_FORCE_GENERIC);
+
+  const char *dir[] = {"--model", "/some/dir", "--m", "8", NULL};
+  assert_int_equal(parse(&o, dir), CLI_PARSED);
+  assert_string_equal(o.model, "/some/dir");
+
+  static const char *const bad[][8] = {
+      {"--model", "/some/dir", "--bits", "4", NULL}, /* a preset's option */
+      {"--model", "preset:glm-tp4", "--bits", "9", NULL},
+      {"--model", "preset:glm-tp4", "--bits", "4x", NULL},
+      {"--model", "preset:glm-tp4", "--head-bits", "9", NULL},
+      {"--model", "preset:glm-tp4", "--codebook", "mcg,mul1", NULL},
+      {"--model", "preset:glm-tp4", "4096", "4096", NULL},
+      {"--model", "preset:glm-tp4", "--sweep", NULL},
+      {"--blocks", "2", NULL}, /* without --model */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (parse(&o, bad[i]) != CLI_USAGE)
+      fail_msg("case %zu (%s %s) was accepted", i, bad[i][0], bad[i][1]);
+}
+
 /* The b12x rows: SQG codebooks and pairs beside MCG. */
 static void test_b12x_options(void **state) {
   (void)state;
@@ -971,6 +1024,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_options),
       cmocka_unit_test(test_b12x_options),
+      cmocka_unit_test(test_model_options),
       cmocka_unit_test(test_shipped_targets),
       cmocka_unit_test(test_bad_targets),
       cmocka_unit_test(test_target_verdicts),

@@ -1,7 +1,8 @@
 /* The decode-step benchmark's host side (no GPU needed): the layer list and
  * wiring of presets and of a model directory, the device words' formula
  * against the synth RNG, the scales of synth_linear_scales against what
- * synth writes, the copies and pool rules, and the --model options. */
+ * synth writes, and the copies and pool rules (the --model options:
+ * test_bench). */
 #include "testutil.h"
 
 #include "bench.h"
@@ -339,66 +340,6 @@ static void test_rules(void **state) {
   assert_int_equal(step_kind_of(SYNTH_ROLE_NONE), -1);
 }
 
-static int parse(bench_options *o, const char *const *args) {
-  char *argv[32] = {"bench"};
-  int argc = 1;
-  for (; args[argc - 1]; argc++)
-    argv[argc] = (char *)args[argc - 1];
-  return bench_parse_options(argc, argv, o);
-}
-
-static void test_options(void **state) {
-  (void)state;
-  bench_options o;
-  const char *dflt[] = {"--model", "preset:llama-3.1-8b", NULL};
-  assert_int_equal(parse(&o, dflt), CLI_PARSED);
-  assert_string_equal(o.model, "preset:llama-3.1-8b");
-  assert_int_equal(o.nms, 4);
-  assert_int_equal(o.ms[0], 1);
-  assert_int_equal(o.ms[3], 128);
-  assert_true(o.model_bits == 4.0);
-  assert_int_equal(o.blocks, 0);
-  assert_int_equal(o.head_bits, 6);
-  assert_int_equal(o.cbs[0], TRELLIS_CB_MCG);
-  assert_int_equal(o.reps, 20);
-  assert_int_equal(o.no_peers, 0);
-
-  const char *full[] = {"--model",    "preset:glm-tp4", "--bits",
-                        "3.36",       "--blocks",       "4",
-                        "--m",        "1,16",           "--head-bits",
-                        "16",         "--codebook",     "mul1",
-                        "--no-peers", "--reps",         "5",
-                        "--force",    "generic",        NULL};
-  assert_int_equal(parse(&o, full), CLI_PARSED);
-  assert_true(o.model_bits == 3.36);
-  assert_int_equal(o.blocks, 4);
-  assert_int_equal(o.nms, 2);
-  assert_int_equal(o.ms[1], 16);
-  assert_int_equal(o.head_bits, 16);
-  assert_int_equal(o.cbs[0], TRELLIS_CB_MUL1);
-  assert_int_equal(o.no_peers, 1);
-  assert_int_equal(o.reps, 5);
-  assert_int_equal(o.flags, TRELLIS_PLAN_FORCE_GENERIC);
-
-  const char *dir[] = {"--model", "/some/dir", "--m", "8", NULL};
-  assert_int_equal(parse(&o, dir), CLI_PARSED);
-  assert_string_equal(o.model, "/some/dir");
-
-  static const char *const bad[][8] = {
-      {"--model", "/some/dir", "--bits", "4", NULL}, /* a preset's option */
-      {"--model", "preset:glm-tp4", "--bits", "9", NULL},
-      {"--model", "preset:glm-tp4", "--bits", "4x", NULL},
-      {"--model", "preset:glm-tp4", "--head-bits", "9", NULL},
-      {"--model", "preset:glm-tp4", "--codebook", "mcg,mul1", NULL},
-      {"--model", "preset:glm-tp4", "4096", "4096", NULL},
-      {"--model", "preset:glm-tp4", "--sweep", NULL},
-      {"--blocks", "2", NULL}, /* without --model */
-  };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    if (parse(&o, bad[i]) != CLI_USAGE)
-      fail_msg("case %zu (%s %s) was accepted", i, bad[i][0], bad[i][1]);
-}
-
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_preset),
@@ -408,7 +349,6 @@ int main(void) {
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_device_words_are_synth_words),
       cmocka_unit_test(test_rules),
-      cmocka_unit_test(test_options),
   };
   return cmocka_run_group_tests_name("step", tests, NULL, NULL);
 }
