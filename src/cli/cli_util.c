@@ -1,6 +1,7 @@
 /* Shared helpers of the `trellis` CLI: model/layer and .npy access with
  * one-line errors, devices. */
 #include "cli_util.h"
+#include "tools/out_file.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -84,7 +85,7 @@ int cli_check_output(const char *output, const trellis_model *model,
   struct stat sb;
   int exists = 0;
   trellis_clear_error();
-  trellis_status st = npy_output_check(output, &sb, &exists);
+  trellis_status st = out_file_check(output, &sb, &exists);
   if (st != TRELLIS_OK)
     return cli_lib_error(st, output);
   if (!exists)

@@ -14,8 +14,6 @@
 
 #include "trellis.h"
 
-#include <sys/stat.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,23 +34,11 @@ trellis_status npy_parse(const void *buf, size_t size, npy_array *out);
 /* Reads and parses a file; messages start with the path. */
 trellis_status npy_read(const char *path, npy_array *out);
 /* Writes `data` (dtype F16 or F32, C order) as a version 1.0 .npy file
- * without ever losing what `path` held: the file is written to a new
- * temporary file beside it (".NAME.PID.N.tmp", created with O_EXCL, with
- * the mode of the file it replaces, or 0666 less the umask), flushed with
- * fsync and renamed over `path`, then the directory is flushed. On any
- * failure the temporary file is removed and `path` is untouched; nothing
- * else is ever removed. A symbolic link stays a link: its target is
- * replaced (other hard links to it keep the old contents). The directory must
- * be writable. A process killed mid-write leaves at most the temporary file.
- * Refused (see npy_output_check): a directory, FIFO, socket or device such as
- * /dev/null, a dangling link, a missing directory. */
+ * through out_file_write (tools/out_file.h): `path` is replaced only by a
+ * complete file, and what it held is never lost; the paths it refuses are
+ * out_file_check's. */
 trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
                          const int64_t *shape, const void *data);
-/* Whether npy_write may write `path`: an existing regular file (through
- * links; *exists = 1 and *sb is its stat) or a new name in an existing
- * directory (*exists = 0). Anything else is TRELLIS_ERR_IO (or NOT_FOUND)
- * with a message that says what the path is. Nothing is created. */
-trellis_status npy_output_check(const char *path, struct stat *sb, int *exists);
 /* Elements of the array (product of the shape). */
 size_t npy_count(const npy_array *a);
 void npy_free(npy_array *a);
