@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define BENCH_MAX_LIST 64
 #define BENCH_CHECK_ROWS 16   /* rows of y checked against the CPU */
@@ -278,6 +279,21 @@ void bench_print_targets(const bench_env *env, const bench_targets *defs,
 const char *bench_status_name(int status); /* "MET", "MISSED", "n/a" */
 
 /* ---- files (files.c) --------------------------------------------------- */
+/* A report file built in memory and written once complete
+ * (tools/out_file.h: an existing file is replaced only by a whole new one,
+ * never truncated or left half-written). bench_out_open: `f` takes the
+ * text; `option` ("--csv") prefixes the messages. bench_out_close writes
+ * it unless `f` saw an error or the writer set `failed`, and frees the
+ * buffer either way. */
+typedef struct bench_out {
+  FILE *f;
+  char *buf;
+  size_t len;
+  int failed;
+  const char *option, *path;
+} bench_out;
+int bench_out_open(bench_out *out, const char *option, const char *path);
+int bench_out_close(bench_out *out);
 int bench_write_csv(const char *path, const bench_env *env,
                     const bench_results *res);
 int bench_write_json(const char *path, const bench_env *env,

@@ -2,11 +2,47 @@
  * (--json: the machine, the method, the rows, the launch overhead and the
  * targets). Plain C (both builds). */
 #include "bench.h"
+#include "tools/out_file.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+/* ---- output files ---------------------------------------------------------
+ */
+
+int bench_out_open(bench_out *out, const char *option, const char *path) {
+  out->buf = NULL;
+  out->len = 0;
+  out->failed = 0;
+  out->option = option;
+  out->path = path;
+  out->f = open_memstream(&out->buf, &out->len);
+  if (out->f == NULL) {
+    cli_error("%s %s: out of host memory", option, path);
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+int bench_out_close(bench_out *out) {
+  const int bad = ferror(out->f) || out->failed;
+  int r = fclose(out->f) != 0 || bad ? CLI_FAIL : CLI_OK;
+  if (r != CLI_OK)
+    cli_error("%s %s: out of host memory", out->option, out->path);
+  else {
+    trellis_clear_error();
+    if (out_file_write(out->path, out->buf, out->len, NULL, 0) != TRELLIS_OK) {
+      cli_error("%s: %s", out->option, trellis_last_error());
+      r = CLI_FAIL;
+    }
+  }
+  free(out->buf);
+  out->f = NULL;
+  out->buf = NULL;
+  return r;
+}
 
 /* ---- CSV ------------------------------------------------------------------
  */
@@ -28,11 +64,10 @@ static void csv_num(FILE *f, const char *fmt, double v) {
 
 int bench_write_csv(const char *path, const bench_env *env,
                     const bench_results *res) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
-    cli_error("--csv %s: cannot open for writing", path);
+  bench_out out;
+  if (bench_out_open(&out, "--csv", path) != CLI_OK)
     return CLI_FAIL;
-  }
+  FILE *f = out.f;
   fprintf(f, "gpu,date,commit,read_peak_gbs,k,n,bits,codebook,m,path,flags,"
              "graph_us,eager_us,weight_bytes,weight_gbs,pct_read_peak,"
              "tweights_per_s,cublas_us,cublas_layout,cublas_kn_us,"
@@ -90,12 +125,7 @@ int bench_write_csv(const char *path, const bench_env *env,
     csv_num(f, "%.3e", r->generic_rel_l2);
     fputc('\n', f);
   }
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad) {
-    cli_error("--csv %s: write failed", path);
-    return CLI_FAIL;
-  }
-  return CLI_OK;
+  return bench_out_close(&out);
 }
 
 /* ---- JSON -----------------------------------------------------------------
@@ -214,19 +244,14 @@ int bench_write_json(const char *path, const bench_env *env,
     cli_error("--json %s: out of host memory", path);
     return CLI_FAIL;
   }
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
+  bench_out out;
+  if (bench_out_open(&out, "--json", path) != CLI_OK) {
     json_decref(doc);
-    cli_error("--json %s: cannot open for writing", path);
     return CLI_FAIL;
   }
-  int bad = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) != 0;
-  bad |= fputc('\n', f) == EOF;
-  bad |= ferror(f);
+  out.failed =
+      json_dumpf(doc, out.f, JSON_INDENT(2) | JSON_REAL_PRECISION(15)) != 0 ||
+      fputc('\n', out.f) == EOF;
   json_decref(doc);
-  if (fclose(f) != 0 || bad) {
-    cli_error("--json %s: write failed", path);
-    return CLI_FAIL;
-  }
-  return CLI_OK;
+  return bench_out_close(&out);
 }

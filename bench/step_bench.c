@@ -621,11 +621,10 @@ static void csv_num(FILE *f, const char *fmt, double v) {
 static int write_csv(const char *path, const bench_env *env,
                      const step_model *model, const step_row *rows, int nms,
                      const peer_result *p16, const peer_result *p8) {
-  FILE *f = fopen(path, "w");
-  if (f == NULL) {
-    cli_error("--csv %s: cannot open for writing", path);
+  bench_out out;
+  if (bench_out_open(&out, "--csv", path) != CLI_OK)
     return CLI_FAIL;
-  }
+  FILE *f = out.f;
   fprintf(f, "gpu,date,commit,read_peak_gbs,model,bits,m,eager_us,full_us,"
              "piecewise_us,weight_bytes,weight_gbs,pct_read_peak,fp16_us,"
              "vs_fp16,fp16_pool,fp8_us,vs_fp8,fp8_m,fp8_pool,check");
@@ -654,11 +653,7 @@ static int write_csv(const char *path, const bench_env *env,
       csv_num(f, "%.3f", r->kind_us[kd]);
     fputc('\n', f);
   }
-  if (fclose(f) != 0) {
-    cli_error("--csv %s: write failed", path);
-    return CLI_FAIL;
-  }
-  return CLI_OK;
+  return bench_out_close(&out);
 }
 
 static json_t *jnum(double v) {
@@ -725,13 +720,17 @@ static int write_json(const char *path, const bench_env *env,
                 (json_int_t)st->activation_bytes, "engine_total",
                 (json_int_t)mem_used, "peers", "fp16", json_peer(p16), "fp8",
                 json_peer(p8), "rows", jrows, "complete", 1);
-  if (root == NULL || json_dump_file(root, path, JSON_INDENT(1)) != 0) {
+  bench_out out;
+  if (root == NULL || bench_out_open(&out, "--json", path) != CLI_OK) {
+    if (root == NULL)
+      cli_error("--json %s: out of host memory", path);
     json_decref(root);
-    cli_error("--json %s: cannot write", path);
     return CLI_FAIL;
   }
+  out.failed =
+      json_dumpf(root, out.f, JSON_INDENT(1)) != 0 || fputc('\n', out.f) == EOF;
   json_decref(root);
-  return CLI_OK;
+  return bench_out_close(&out);
 }
 
 int bench_step_run(const bench_options *o) {

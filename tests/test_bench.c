@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- command line ------------------------------------------------------ */
 
@@ -994,6 +997,36 @@ static void test_files(void **state) {
   assert_non_null(strstr(text, ",16,2,20,20,67.600,0.563,128,bf16,3,,,,,\n"));
   free(text);
   free(csv);
+
+  /* Report files are replaced only whole: a longer old file leaves no tail,
+   * a refused path (a directory, a missing directory) fails and writes
+   * nothing, and no temporary file stays behind. */
+  FILE *old = fopen(csv_path, "w");
+  assert_non_null(old);
+  for (int i = 0; i < 20000; i++)
+    fputs("old contents\n", old);
+  assert_int_equal(fclose(old), 0);
+  assert_int_equal(bench_write_csv(csv_path, &f->env, &f->res), CLI_OK);
+  size_t again = 0;
+  uint8_t *csv2 = tu_read_file(csv_path, &again);
+  assert_int_equal(again, size);
+  free(csv2);
+  char *dir = tu_tmp_path("bench-dir");
+  assert_int_equal(mkdir(dir, 0755), 0);
+  assert_int_equal(bench_write_csv(dir, &f->env, &f->res), CLI_FAIL);
+  assert_int_equal(
+      bench_write_json(dir, &f->env, &f->o, &f->res, &f->defs, f->t), CLI_FAIL);
+  char missing[4096];
+  snprintf(missing, sizeof missing, "%s/none/bench.csv", dir);
+  assert_int_equal(bench_write_csv(missing, &f->env, &f->res), CLI_FAIL);
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  for (struct dirent *de; (de = readdir(d)) != NULL;)
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+      fail_msg("left in the directory: %s", de->d_name);
+  closedir(d);
+  rmdir(dir);
+  free(dir);
 
   /* The shipped targets in the JSON: stretch goals marked. */
   fixture_default(f);
