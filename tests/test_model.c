@@ -163,29 +163,6 @@ static void test_single_file(void **state) {
 
 /* --------------------------------------------------- broken toy copies -- */
 
-static int dir_counter;
-
-/* A fresh copy of the toy model; returns its malloc'd directory. */
-static char *copy_toy(void) {
-  char name[32];
-  snprintf(name, sizeof name, "toy%d", dir_counter++);
-  char *dir = tu_tmp_path(name);
-  assert_int_equal(mkdir(dir, 0700), 0);
-  const char *files[] = {shard1, shard2, "model.safetensors.index.json",
-                         "config.json"};
-  for (size_t i = 0; i < 4; i++) {
-    char *src = tu_join(TU_TOY_MODEL, files[i]);
-    char *dst = tu_join(dir, files[i]);
-    size_t size;
-    uint8_t *buf = tu_read_file(src, &size);
-    tu_write_file(dst, buf, size);
-    free(buf);
-    free(src);
-    free(dst);
-  }
-  return dir;
-}
-
 static json_t *load_index(const char *dir) {
   char *path = tu_join(dir, "model.safetensors.index.json");
   json_t *root = json_load_file(path, 0, NULL);
@@ -230,7 +207,7 @@ static void remap(const char *dir, const char *tensor, const char *shard) {
 static void test_bad_index(void **state) {
   (void)state;
   const char *tensor = "model.layers.1.mlp.up_proj.svh";
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   expect_open(dir, TRELLIS_OK, NULL);
 
   remap(dir, tensor, "model-00003-of-00002.safetensors");
@@ -283,7 +260,7 @@ static void test_bad_index(void **state) {
 
 static void test_bad_shard(void **state) {
   (void)state;
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   char *path = tu_join(dir, shard2);
   size_t size;
   uint8_t *buf = tu_read_file(path, &size);
@@ -308,7 +285,7 @@ static void test_bad_shard(void **state) {
 
 static void test_bad_config(void **state) {
   (void)state;
-  char *dir = copy_toy();
+  char *dir = tu_copy_toy();
   static const struct {
     const char *json;
     const char *needle;
