@@ -138,9 +138,8 @@ sqg_windows(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&x)[8],
     const uint32_t word = r0 <= 16 ? v[bi] : h[bi];
     const uint32_t bword = r0 <= 16 ? bv[bi] : bh[bi];
     const int r = r0 <= 16 ? r0 : r0 - 16;
-    /* shifts by 16 are literal (one ALU op, as cheap as the IMAD) */
-    x[j] = r == 0 ? word : r == 16 ? word << 16 : sh.shl(word, r);
-    bhi[j] = r == 16 ? bword : r == 0 ? bword << 16 : sh.shl(bword, 16 - r);
+    x[j] = r == 0 ? word : sh.shl(word, r);           /* r <= 16 */
+    bhi[j] = r == 16 ? bword : sh.shl(bword, 16 - r); /* 16 - r <= 16 */
   }
 }
 
