@@ -89,12 +89,15 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   compute-sanitizer --tool initcheck --error-exitcode 99 --print-limit 1 \
     "$BUILD/probes/cublas_probe" >"$OUT/san/probe-initcheck.log" 2>&1
   [ $? -eq 99 ] && cublas_limit=1
-  # reported only: whether synccheck flags a correct mbarrier life in a
-  # grid larger than the device holds (see the probe)
-  compute-sanitizer --tool synccheck --error-exitcode 99 "$BUILD/probes/mbar_probe" \
-    >"$OUT/san/probe-synccheck.log" 2>&1
-  mbar_flag=$?
-  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit; synccheck on mbar_probe: rc $mbar_flag (99: flagged)")
+  # reported only: which correct mbarrier lives synccheck flags (see the
+  # probe's variants)
+  mbar_flags=""
+  for v in life stale stale-inval; do
+    compute-sanitizer --tool synccheck --error-exitcode 99 "$BUILD/probes/mbar_probe" "$v" \
+      >"$OUT/san/probe-synccheck-$v.log" 2>&1
+    mbar_flags="$mbar_flags $v=$?"
+  done
+  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit; synccheck on mbar_probe (99: flagged):$mbar_flags")
   # racecheck hazards, in LOG, not discounted: each report pairs the first
   # access with the ones listed under it; a pair with a bulk copy is the
   # tool's limit (ring_limit)
