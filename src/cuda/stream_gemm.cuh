@@ -124,6 +124,9 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
                "r"(count));
 }
+__device__ __forceinline__ void mbar_inval(uint32_t bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
                : "memory");
@@ -574,6 +577,8 @@ __global__ void __launch_bounds__(kThreads, 3)
         phase ^= 1u;
       }
     }
+    /* done with every barrier (see the consumers' end) */
+    asm volatile("bar.arrive 2, %0;" ::"n"(kThreads) : "memory");
     return;
   }
 
@@ -752,6 +757,20 @@ __global__ void __launch_bounds__(kThreads, 3)
    * inbox buffers of the last two strips. */
   for (int r = round - 2 < 0 ? 0 : round - 2; r < round; ++r)
     mbar_wait(bb.in_free(r & 1), (r >> 1) & 1);
+  /* Every thread of the CTA is done with the barriers (the producer has
+   * arrived, no peer arrives any more): invalidate them, PTX's rule for
+   * shared memory that is used again (by the next CTA on this SM). */
+  asm volatile("bar.sync 2, %0;" ::"n"(kThreads) : "memory");
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_inval(bb.full + 8 * s);
+      mbar_inval(bb.empty + 8 * s);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_inval(bb.in_full(b));
+      mbar_inval(bb.in_free(b));
+    }
+  }
 #endif
 }
 
