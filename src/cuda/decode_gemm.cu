@@ -51,7 +51,8 @@ extern "C" int trl_launch_gemm(const trl_gemm_args *a, void *stream) {
   p.trellis1 = a->trellis1;
   p.rotated = a->rotated;
   p.partial = a->partial;
-  p.sqg = a->sqg;
+  p.sqg_state[0] = a->sqg_state[0];
+  p.sqg_state[1] = a->sqg_state[1];
   p.rate_axis = (int)a->rate_axis;
   p.m = a->m;
   p.k = a->k;

@@ -33,14 +33,6 @@ template <int MB> struct Layout {
   static constexpr int NTW = kNT / WN; /* tile columns per warp */
 };
 
-/* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
- * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
- * stages are 1 KiB-aligned. For MB 1 the deeper ring beats a fourth CTA
- * per SM (bench/RESULTS.md). */
-template <int K, int MB> __host__ __device__ constexpr int ring_stages() {
-  return MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
-}
-
 /* On sm_90a every m-block variant multiplies with wgmma: each warp owns one
  * tile column and its decoded tile is the A operand (the weight transposed:
  * 16 n x 16 k in the mma A layout), the activations are B in shared memory,
@@ -63,18 +55,55 @@ template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
   return (stage_w_bytes<K>() + stage_a_bytes<MB>() + kRingAlign - 1) /
          kRingAlign * kRingAlign;
 }
-template <int K, int MB> __host__ __device__ constexpr int smem_bytes() {
-  constexpr int ring = ring_stages<K, MB>() * stage_bytes<K, MB>();
-  constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
-  return (ring > red ? ring : red) + kRingAlign;
+
+/* An SQG codebook decodes through a state -> value table of the layer's K
+ * in shared memory (one lookup a weight instead of the graph and T12:
+ * bench/RESULTS.md): 65536 E4M3 codes (sqg_e4m3) or fp16 values
+ * (sqg_fp16), after the ring. */
+template <int CB> __host__ __device__ constexpr int sqg_table_bytes() {
+  return CB == TRELLIS_CB_SQG_E4M3   ? 65536
+         : CB == TRELLIS_CB_SQG_FP16 ? 131072
+                                     : 0;
 }
-/* A kernel's dynamic shared memory: a pair's CTAs run either record's K
- * (K1 = 0: a uniform layer). */
-template <int K, int K1, int MB>
+
+/* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
+ * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
+ * stages are 1 KiB-aligned. For MB 1 the deeper ring beats a fourth CTA
+ * per SM (bench/RESULTS.md). With an SQG table, as many stages (at least
+ * two) as leave room for two CTAs per SM (sqg_e4m3) or one (sqg_fp16) in
+ * the H100/H200's 228 KiB (1 KiB of it reserved per CTA). */
+template <int K, int MB, int CB = TRELLIS_CB_MCG>
+__host__ __device__ constexpr int ring_stages() {
+  constexpr int base = MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
+  constexpr int table = sqg_table_bytes<CB>();
+  constexpr int ctas = CB == TRELLIS_CB_SQG_E4M3 ? 2 : 1;
+  constexpr int room = 228 * 1024 / ctas - 1024 - table - kRingAlign;
+  constexpr int fit = room / stage_bytes<K, MB>();
+  return table == 0 ? base : fit < 2 ? 2 : fit > base ? base : fit;
+}
+/* The ring (or, after it, the CTA's reduction) of one K. */
+template <int K, int MB, int CB>
+__host__ __device__ constexpr int region_bytes() {
+  constexpr int ring = ring_stages<K, MB, CB>() * stage_bytes<K, MB>();
+  constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
+  return ring > red ? ring : red;
+}
+template <int K, int MB, int CB = TRELLIS_CB_MCG>
+__host__ __device__ constexpr int smem_bytes() {
+  return region_bytes<K, MB, CB>() + kRingAlign;
+}
+/* Where an SQG table starts (from the ring's base): after the larger
+ * region of a pair's two records (K1 = 0: a uniform layer). */
+template <int K, int K1, int MB, int CB>
+__host__ __device__ constexpr int table_offset() {
+  return K1 == 0 || region_bytes<K, MB, CB>() >= region_bytes<K1, MB, CB>()
+             ? region_bytes<K, MB, CB>()
+             : region_bytes<K1, MB, CB>();
+}
+/* A kernel's dynamic shared memory: a pair's CTAs run either record's K. */
+template <int K, int K1, int MB, int CB>
 __host__ __device__ constexpr int kernel_smem_bytes() {
-  return K1 == 0 || smem_bytes<K, MB>() >= smem_bytes<K1, MB>()
-             ? smem_bytes<K, MB>()
-             : smem_bytes<K1, MB>();
+  return table_offset<K, K1, MB, CB>() + sqg_table_bytes<CB>() + kRingAlign;
 }
 /* The ring's base inside the dynamic shared memory. */
 __device__ __forceinline__ char *ring_base(char *smem) {
@@ -87,7 +116,7 @@ struct Params {
   const int16_t *trellis1; /* a pair's record1 */
   const uint16_t *rotated;
   float *partial;
-  const trl_sqg_tables *sqg; /* SQG codebooks: staged in shared memory */
+  const void *sqg_state[2]; /* SQG: state tables of record0's K, record1's */
   int64_t m, k, n;
   int rate_axis;    /* a pair's (trellis_rate_axis) */
   int kt_per_split; /* tile rows per split, multiple of kSK */
@@ -225,7 +254,7 @@ template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
 compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
-              int wn, int wk, const HotShifts &sh) {
+              int wn, int wk, const HotShifts &sh, uint32_t tab) {
   using L = Layout<MB>;
   using G = TileGeom<K>;
   constexpr int kTileBytes = 32 * K;
@@ -255,7 +284,7 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
       for (int i = 0; i < G::kNW; ++i)
         w[i] = *reinterpret_cast<const uint32_t *>(wl[i] + off);
       uint32_t b[4];
-      decode_frags<K, CB, BF16>(w, lt.o, b, sh);
+      decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
         mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
@@ -272,9 +301,9 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
  * next decodes; all are complete when this returns (the stage's buffer is
  * refilled after the next barrier). */
 template <int K, int CB, int MB, bool BF16>
-__device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
-                                              const LaneWords<K> &lt, int, int,
-                                              int, const HotShifts &sh) {
+__device__ __forceinline__ void
+compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
+              int, int, const HotShifts &sh, uint32_t tab) {
   using G = TileGeom<K>;
   constexpr int kTileBytes = 32 * K, N = 16 * MB;
   const char *wbase = stage + (threadIdx.x >> 5) * kTileBytes;
@@ -292,7 +321,7 @@ __device__ __forceinline__ void compute_stage(const char *stage, WAcc<MB> &acc,
       w[i] = *reinterpret_cast<const uint32_t *>(wbase + kr * kNT * kTileBytes +
                                                  lt.off[i]);
     uint32_t b[4];
-    decode_frags<K, CB, BF16>(w, lt.o, b, sh);
+    decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
     /* B fragment (k rows 2q.., column g) = A fragment of the transpose */
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
@@ -389,10 +418,10 @@ struct CopiedActivations {
  * per stage, from the source `act`. The caller has issued the weights of
  * those stages before, in one group of their own, so that they stream in
  * while a dependent launch waits for the previous kernel. */
-template <int K, int MB, class Act>
+template <int K, int MB, class Act, int CB = TRELLIS_CB_MCG>
 __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
                                                   int nstages, Act &act) {
-  constexpr int kStages = ring_stages<K, MB>();
+  constexpr int kStages = ring_stages<K, MB, CB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
@@ -408,13 +437,14 @@ __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
 /* The ring's steady state, shared by the generic and the fused kernel:
  * stage `it` is decoded while stage it + kStages - 1 streams in. The
  * caller has issued the first kStages - 1 stages in at most kStages - 1
- * commit groups. Returns with the ring drained and the CTA synchronised. */
+ * commit groups. Returns with the ring drained and the CTA synchronised.
+ * tab: an SQG codebook's state table in shared memory (sqg_table_bytes). */
 template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations>
 __device__ __forceinline__ void
 run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
          const LaneWords<K> &lt, int lane, int wn, int wk, const HotShifts &sh,
-         Act act = Act()) {
-  constexpr int kStages = ring_stages<K, MB>();
+         Act act = Act(), uint32_t tab = 0) {
+  constexpr int kStages = ring_stages<K, MB, CB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
@@ -431,7 +461,7 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
     }
     cp_async_commit();
     compute_stage<K, CB, MB, BF16>(smem + (it % kStages) * SB, acc, lt, lane,
-                                   wn, wk, sh);
+                                   wn, wk, sh, tab);
     if (nxt < nstages)
       act.finish(smem + (nxt % kStages) * SB, nxt);
   }
@@ -442,11 +472,13 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
 /* One CTA of the generic path's decode-GEMM: nstages stages of a tile
  * array [.][wn/16][16K] from tile row kt0 and tile column nt0 (activations
  * from k column 16 * akt0) into out[m][128] (row pitch p.n), the CTA's
- * columns of one k-split's partial slice. */
+ * columns of one k-split's partial slice. An SQG codebook's state table
+ * (`table`, of this K) is copied to `tab` with the first stages. */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
 gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
-         int64_t kt0, int64_t akt0, int nt0, int nstages, float *out) {
+         int64_t kt0, int64_t akt0, int nt0, int nstages, float *out,
+         const void *table, char *tab) {
   using L = Layout<MB>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int wn_ = warp % L::WN, wk = warp / L::WN;
@@ -459,8 +491,15 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
   Loader<K, MB> ld;
   ld.init(trellis, wn, p.rotated, p.m, p.k, kt0, akt0, nt0, row0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
+  const uint32_t tab_s = (uint32_t)__cvta_generic_to_shared(tab);
+  if constexpr (is_sqg(CB)) {
+    /* written once at prepare: readable before griddep_wait */
+    const char *src = static_cast<const char *>(table);
+    for (int i = threadIdx.x; i < sqg_table_bytes<CB>() / 16; i += kThreads)
+      cp_async16_raw(tab_s + 16 * i, src + 16 * i, 16u);
+  }
 #pragma unroll
-  for (int s = 0; s < ring_stages<K, MB>() - 1; ++s)
+  for (int s = 0; s < ring_stages<K, MB, CB>() - 1; ++s)
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
@@ -470,9 +509,9 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
   griddep_wait();
   griddep_launch_dependents();
   CopiedActivations copied;
-  prime_activations(ld, smem, nstages, copied);
-  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn_, wk,
-                            p.shifts);
+  prime_activations<K, MB, CopiedActivations, CB>(ld, smem, nstages, copied);
+  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn_, wk, p.shifts,
+                            copied, tab_s);
 
   float *red = reinterpret_cast<float *>(smem);
   reduce_cta<MB>(acc, red, lane, wn_, wk);
@@ -496,10 +535,7 @@ template <int K, int CB, int MB, bool BF16, int K1>
 __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   extern __shared__ __align__(16) char smem_raw[];
   char *smem = ring_base(smem_raw);
-  if constexpr (is_sqg(CB)) {
-    sqg_stage<CB, BF16>(p.sqg);
-    __syncthreads();
-  }
+  char *tab = smem + table_offset<K, K1, MB, CB>();
   const int nt0 = blockIdx.x * kNT;
   const int64_t kt_begin = (int64_t)blockIdx.y * p.kt_per_split;
   const int64_t kt_end = min(kt_begin + p.kt_per_split, p.k / 16);
@@ -507,7 +543,7 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   float *out = p.partial + (int64_t)blockIdx.y * p.m * p.n + (int64_t)nt0 * 16;
   if constexpr (K1 == 0) {
     gemm_cta<K, CB, MB, BF16>(p, smem, p.trellis, p.n, kt_begin, kt_begin, nt0,
-                              nstages, out);
+                              nstages, out, p.sqg_state[0], tab);
   } else {
     const bool on_n = p.rate_axis == TRELLIS_RATE_AXIS_N;
     const int rec = on_n ? (int)blockIdx.x : (int)blockIdx.y;
@@ -517,16 +553,17 @@ __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
     const int64_t wn = on_n ? 128 : p.n;
     const int64_t kt0 = on_n ? kt_begin : 0;
     const int rnt0 = on_n ? 0 : nt0;
+    const void *table = p.sqg_state[rec];
     if constexpr (K1 == K) {
       gemm_cta<K, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0, nstages,
-                                out);
+                                out, table, tab);
     } else {
       if (rec == 0)
         gemm_cta<K, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0, nstages,
-                                  out);
+                                  out, table, tab);
       else
         gemm_cta<K1, CB, MB, BF16>(p, smem, tr, wn, kt0, kt_begin, rnt0,
-                                   nstages, out);
+                                   nstages, out, table, tab);
     }
   }
 }
@@ -574,19 +611,18 @@ struct Gemm {
     return (int)cudaFuncSetAttribute(
         kernel<K, CB, DT, MB, K1>(),
         cudaFuncAttributeMaxDynamicSharedMemorySize,
-        kernel_smem_bytes<K, K1, MB>());
+        kernel_smem_bytes<K, K1, MB, CB>());
   }
   template <int K, int CB, int DT, int MB, int K1> static int launch(Args &a) {
-    return (int)launch_dependent(kernel<K, CB, DT, MB, K1>(), a.grid,
-                                 dim3(kThreads), kernel_smem_bytes<K, K1, MB>(),
-                                 a.stream, a.p->pdl != 0, *a.p);
+    return (int)launch_dependent(
+        kernel<K, CB, DT, MB, K1>(), a.grid, dim3(kThreads),
+        kernel_smem_bytes<K, K1, MB, CB>(), a.stream, a.p->pdl != 0, *a.p);
   }
   template <int K, int CB, int DT, int MB, int K1> static int query(Args &a) {
     cudaFuncAttributes attr;
     cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1>());
     a.regs = e == cudaSuccess ? attr.numRegs : -1;
-    /* the SQG tables are static shared memory */
-    a.smem = kernel_smem_bytes<K, K1, MB>() +
+    a.smem = kernel_smem_bytes<K, K1, MB, CB>() +
              (e == cudaSuccess ? attr.sharedSizeBytes : 0);
     return (int)e;
   }

@@ -80,7 +80,10 @@ typedef struct trl_gemm_args {
   const int16_t *trellis1; /* a pair's record1 */
   const uint16_t *rotated;
   float *partial;
-  const trl_sqg_tables *sqg; /* device tables of an SQG codebook */
+  /* an SQG codebook's state -> value tables of record0's K and record1's
+   * (a uniform layer: [0] only): 65536 E4M3 codes (sqg_e4m3) or fp16
+   * bits (sqg_fp16), the value of each 16-bit state (trl_sqg_value) */
+  const void *sqg_state[2];
   int64_t m, k, n;
   int bits;                    /* K; a pair: K of record0 */
   int bits1;                   /* 0, or a pair's K of record1 */

@@ -10,6 +10,8 @@
 
 #include "common.cuh"
 
+#include <cuda_fp8.h>
+
 namespace trl {
 
 /* Shifted words needed to hold the lane's 7K + 16 bits, and raw words. */
@@ -191,6 +193,51 @@ decode_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&b)[4],
   b[1] = __byte_perm(u[2], u[3], 0x5410);
   b[2] = __byte_perm(u[4], u[5], 0x5410);
   b[3] = __byte_perm(u[6], u[7], 0x5410);
+}
+
+/* fp16x2 bits -> bf16x2 bits, RNE (exact for E4M3 values). */
+__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t v) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&v));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t *>(&b);
+}
+
+/* decode_frags for the decode-GEMM, where an SQG codebook reads each weight
+ * from the state -> value table of its K staged in shared memory at `tab`
+ * (gemm::sqg_table_bytes): one lookup per weight replaces the graph's
+ * IMAD, shifts and the T12 lookup. sqg_e4m3: E4M3 codes, two converted by
+ * one cvt; sqg_fp16: fp16 bits. Other codebooks: decode_frags. */
+template <int K, int CB, bool BF16, class Shifts>
+__device__ __forceinline__ void
+decode_stage_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o,
+                   uint32_t (&b)[4], const Shifts &sh, uint32_t tab) {
+  if constexpr (is_sqg(CB)) {
+    uint32_t s[8], c[8];
+    states_from_words<K>(w, o, s, sh);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if constexpr (CB == TRELLIS_CB_SQG_E4M3)
+        asm("ld.shared.u8 %0, [%1];" : "=r"(c[j]) : "r"(tab + s[j]));
+      else
+        asm("ld.shared.u16 %0, [%1];" : "=r"(c[j]) : "r"(tab + 2 * s[j]));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t v;
+      if constexpr (CB == TRELLIS_CB_SQG_E4M3) {
+        /* code 2i in the low byte: the low half (the even row) */
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+            (__nv_fp8x2_storage_t)__byte_perm(c[2 * i], c[2 * i + 1], 0x0040),
+            __NV_E4M3);
+        v = (uint32_t)h.x | ((uint32_t)h.y << 16);
+      } else {
+        v = __byte_perm(c[2 * i], c[2 * i + 1], 0x5410);
+      }
+      b[i] = BF16 ? f16x2_to_bf16x2(v) : v;
+    }
+  } else {
+    decode_frags<K, CB, BF16>(w, o, b, sh);
+  }
 }
 
 /* The same from a tile in shared memory (reconstruct kernel). */

@@ -323,6 +323,36 @@ trellis_status trl_sqg_tables_fill(trl_sqg_tables *t) {
   return TRELLIS_OK;
 }
 
+size_t trl_sqg_state_table_fill(trellis_codebook cb, int bits, void *out) {
+  if (cb == TRELLIS_CB_SQG_FP16) {
+    const uint16_t *v = trl_sqg_state_table(cb, bits); /* checked tables */
+    if (out && v)
+      memcpy(out, v, 65536 * sizeof *v);
+    return 65536 * sizeof *v;
+  }
+  if (cb != TRELLIS_CB_SQG_E4M3)
+    return 0;
+  const uint8_t *t12 = trl_sqg_t12();
+  if (out && t12)
+    for (uint32_t st = 0; st < 65536; ++st)
+      ((uint8_t *)out)[st] = t12[trl_sqg_rank(st, bits) >> 4];
+  return 65536;
+}
+
+/* The state tables' host copy (record0's, then record1's) to their places
+ * in the plan memory. */
+static cudaError_t copy_state_tables(char *base, const size_t off[2],
+                                     const size_t bytes[2], const void *host,
+                                     cudaStream_t s) {
+  cudaError_t e = cudaSuccess;
+  for (int r = 0; r < 2 && e == cudaSuccess; ++r)
+    if (bytes[r])
+      e = cudaMemcpyAsync(base + off[r],
+                          (const char *)host + (r ? bytes[0] : 0), bytes[r],
+                          cudaMemcpyHostToDevice, s);
+  return e;
+}
+
 /* Plan-owned device memory: expanded legacy signs, the fused path's
  * counters, zeroed once here (they reset themselves after each launch),
  * and the SQG tables of an SQG codebook. The zeroing, the copies and the
@@ -336,11 +366,21 @@ static trellis_status prepare_memory(trellis_plan *plan) {
       plan->fused_image ? trl_fused_lock_count(&plan->w) : 0;
   const size_t sqg_bytes =
       trl_codebook_is_sqg(plan->w.codebook) ? sizeof(trl_sqg_tables) : 0;
+  /* the decode-GEMM's state tables: record0's K, a pair's record1 K */
+  const int state_bits[2] = {plan->w.bits, plan_bits1(plan)};
+  size_t state_bytes[2], off_state[2];
+  for (int r = 0; r < 2; ++r)
+    state_bytes[r] =
+        state_bits[r]
+            ? trl_sqg_state_table_fill(plan->w.codebook, state_bits[r], NULL)
+            : 0;
   size_t at = 0, off_in, off_out, off_locks, off_sqg;
   if (!trl_carve_size(&at, in_bytes, 256, &off_in) ||
       !trl_carve_size(&at, out_bytes, 256, &off_out) ||
       !trl_carve_size(&at, lock_count * sizeof(unsigned), 256, &off_locks) ||
-      !trl_carve_size(&at, sqg_bytes, 256, &off_sqg))
+      !trl_carve_size(&at, sqg_bytes, 256, &off_sqg) ||
+      !trl_carve_size(&at, state_bytes[0], 256, &off_state[0]) ||
+      !trl_carve_size(&at, state_bytes[1], 256, &off_state[1]))
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "plan prepare: plan memory size overflows");
   plan->s_in = plan->w.suh;
@@ -351,14 +391,32 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   trellis_status st = TRELLIS_OK;
   if (sqg_bytes && (st = trl_sqg_tables_fill(&host_sqg)) != TRELLIS_OK)
     return st;
+  /* the state tables' host copy, kept until prepare's stream has been
+   * synchronised below */
+  void *host_state = NULL;
+  if (state_bytes[0] + state_bytes[1]) {
+    host_state = malloc(state_bytes[0] + state_bytes[1]);
+    if (!host_state)
+      return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                      "plan prepare: host memory for the SQG state tables");
+    for (int r = 0; r < 2; ++r)
+      if (state_bytes[r])
+        trl_sqg_state_table_fill(plan->w.codebook, state_bits[r],
+                                 (char *)host_state + (r ? state_bytes[0] : 0));
+  }
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, at);
-  if (e != cudaSuccess)
+  if (e != cudaSuccess) {
+    free(host_state);
     return trl_cuda_fail(e, "plan prepare: allocating plan memory");
+  }
   plan->owned = base;
   cudaStream_t s = NULL;
-  if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess)
+  if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) !=
+      cudaSuccess) {
+    free(host_state);
     return trl_cuda_fail(e, "plan prepare: creating its stream");
+  }
   int err;
   if ((e = cudaMemsetAsync(base, 0, at, s)) != cudaSuccess)
     st = trl_cuda_fail(e, "plan prepare: zeroing plan memory");
@@ -366,6 +424,9 @@ static trellis_status prepare_memory(trellis_plan *plan) {
            (e = cudaMemcpyAsync(base + off_sqg, &host_sqg, sqg_bytes,
                                 cudaMemcpyHostToDevice, s)) != cudaSuccess)
     st = trl_cuda_fail(e, "plan prepare: copying the SQG tables");
+  else if ((e = copy_state_tables(base, off_state, state_bytes, host_state,
+                                  s)) != cudaSuccess)
+    st = trl_cuda_fail(e, "plan prepare: copying the SQG state tables");
   else if (in_bytes &&
            (err = trl_launch_expand_signs(
                 plan->w.su, (uint16_t *)(base + off_in), (int64_t)k, s)))
@@ -379,6 +440,7 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   if (st == TRELLIS_OK && e != cudaSuccess)
     st = trl_cuda_fail(e, "plan prepare");
   cudaStreamDestroy(s);
+  free(host_state); /* its copies have completed */
   if (st != TRELLIS_OK)
     return st;
   if (in_bytes)
@@ -388,6 +450,8 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   plan->locks = lock_count ? (unsigned *)(base + off_locks) : NULL;
   plan->lock_count = lock_count;
   plan->sqg = sqg_bytes ? (const trl_sqg_tables *)(base + off_sqg) : NULL;
+  for (int r = 0; r < 2; ++r)
+    plan->sqg_state[r] = state_bytes[r] ? base + off_state[r] : NULL;
   return TRELLIS_OK;
 }
 
@@ -443,6 +507,7 @@ static void release_prepared(trellis_plan *plan) {
   plan->locks = NULL;
   plan->lock_count = 0;
   plan->sqg = NULL;
+  plan->sqg_state[0] = plan->sqg_state[1] = NULL;
   plan->s_in = plan->s_out = NULL;
   plan->algo_count = 0;
   plan->prepared = 0;
@@ -652,7 +717,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.trellis1 = plan->w.trellis1;
     a.rotated = (const uint16_t *)buffers->rotated;
     a.partial = (float *)(ws + lay.partial_off);
-    a.sqg = plan->sqg;
+    a.sqg_state[0] = plan->sqg_state[0];
+    a.sqg_state[1] = plan->sqg_state[1];
     a.m = m;
     a.k = plan->w.k;
     a.n = plan->w.n;
