@@ -92,7 +92,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # reported only: which correct mbarrier lives synccheck flags (see the
   # probe's variants)
   mbar_flags=""
-  for v in life stale stale-inval; do
+  for v in life stale stale-inval cluster2 cluster8 cluster16; do
     compute-sanitizer --tool synccheck --error-exitcode 99 "$BUILD/probes/mbar_probe" "$v" \
       >"$OUT/san/probe-synccheck-$v.log" 2>&1
     mbar_flags="$mbar_flags $v=$?"

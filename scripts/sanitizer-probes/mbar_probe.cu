@@ -10,9 +10,15 @@
  *           only the producer waits on it); kernel B, launched next, runs
  *           `life` on the same shared address;
  *  - stale-inval: as stale, but A invalidates its barrier before it exits
- *           (mbarrier.inval, PTX's rule for memory that is repurposed). */
+ *           (mbarrier.inval, PTX's rule for memory that is repurposed);
+ *  - cluster2, cluster8, cluster16: `life` in clusters of that many CTAs
+ *           (16: the non-portable size the persistent kernel may take),
+ *           with the persistent kernel's start-up order: initialise, arrive
+ *           with the expected bytes, fence the initialisation to the
+ *           cluster, synchronise the cluster, then wait. */
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 constexpr int kCtas = 2048, kSmem = 100000, kBarOffset = 90000;
@@ -50,6 +56,24 @@ __global__ void life(int *out) {
     out[blockIdx.x] = 1;
 }
 
+__global__ void cluster_life(int *out) {
+  const uint32_t bar = probe_bar();
+  if (threadIdx.x == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(1));
+    asm volatile(
+        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
+        "r"(0)
+        : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
+  wait_phase(bar, 0);
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = 3;
+}
+
 /* Threads 0 and 32 arrive; only warp 1 waits (the producer's role). */
 __global__ void arrive_only(int *out, int inval) {
   const uint32_t bar = probe_bar();
@@ -79,11 +103,35 @@ int main(int argc, char **argv) {
                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                            kSmem) != cudaSuccess)
     return 2;
-  if (!strcmp(v, "stale") || !strcmp(v, "stale-inval"))
-    arrive_only<<<kCtas, 128, kSmem>>>(out, !strcmp(v, "stale-inval"));
-  else if (strcmp(v, "life"))
-    return 2;
-  life<<<kCtas, 128, kSmem>>>(out);
+  if (!strncmp(v, "cluster", 7)) {
+    const int c = atoi(v + 7);
+    if (c < 1 || c > 16 ||
+        cudaFuncSetAttribute(cluster_life,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kSmem) != cudaSuccess ||
+        cudaFuncSetAttribute(cluster_life,
+                             cudaFuncAttributeNonPortableClusterSizeAllowed,
+                             1) != cudaSuccess)
+      return 2;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = (unsigned)c;
+    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
+    cfg.gridDim = dim3(128);
+    cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = kSmem;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, cluster_life, out) != cudaSuccess)
+      return 2;
+  } else {
+    if (!strcmp(v, "stale") || !strcmp(v, "stale-inval"))
+      arrive_only<<<kCtas, 128, kSmem>>>(out, !strcmp(v, "stale-inval"));
+    else if (strcmp(v, "life"))
+      return 2;
+    life<<<kCtas, 128, kSmem>>>(out);
+  }
   const cudaError_t e = cudaDeviceSynchronize();
   printf("mbarrier probe %s: %s\n", v, cudaGetErrorString(e));
   return e == cudaSuccess ? 0 : 1;

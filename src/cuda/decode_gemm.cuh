@@ -329,8 +329,9 @@ compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
    * group in flight while the next two decode), which beats single tiles
    * and groups of four on the H200 (bench/RESULTS.md). Single tiles for the
    * 8-m-block variant and for K <= 2, where pairs cost enough registers to
-   * lose a CTA per SM. */
-  constexpr int kGroup = MB <= 4 && K >= 3 ? 2 : 1;
+   * lose a CTA per SM (not with an SQG table: its shared memory already
+   * allows only two, and the lookups need the pair's independent loads). */
+  constexpr int kGroup = MB <= 4 && (K >= 3 || is_sqg(CB)) ? 2 : 1;
 #pragma unroll
   for (int kr = 0; kr < kSK; kr += kGroup) {
     uint32_t a[kGroup][4];
