@@ -15,6 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every GPU test starts here: exits 77 without a GPU, and applies
+ * TRELLIS_TEST_MAX_CLUSTER (the sanitizer runs': trl_stream_limit_cluster). */
+static inline void gu_require_gpu(void) {
+  tu_require_gpu();
+  const char *c = getenv("TRELLIS_TEST_MAX_CLUSTER");
+  if (c && *c)
+    trl_stream_limit_cluster(atoi(c));
+}
+#undef TU_REQUIRE_GPU
+#define TU_REQUIRE_GPU() gu_require_gpu()
+
 #define CK(call)                                                               \
   do {                                                                         \
     cudaError_t e_ = (call);                                                   \

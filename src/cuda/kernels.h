@@ -187,6 +187,12 @@ int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k, int64_t n,
                     trl_stream_config *out);
 int trl_launch_stream(const trl_stream_config *config,
                       const trl_stream_args *args, void *stream);
+/* Tests only, before any plan: the largest cluster trl_stream_plan may
+ * choose (default and ceiling 16). compute-sanitizer's synccheck reports a
+ * "Missing wait" on a correct mbarrier life in clusters of 16 CTAs
+ * (scripts/sanitizer-probes/mbar_probe.cu), so its runs limit the plans to
+ * 8 and check every other cluster size. Not thread-safe. */
+void trl_stream_limit_cluster(int max_cluster);
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,16 @@ static int run(trl::dispatch::Op op, const trl_stream_config *c,
       op, {c->bits, (int)c->codebook, c->tokens, c->halves, c->sync}, a);
 }
 
+/* trl_stream_limit_cluster's (tests only) */
+static int cluster_limit = trl::stream::kMaxCluster;
+
+extern "C" void trl_stream_limit_cluster(int max_cluster) {
+  cluster_limit = max_cluster < 1 ? 1
+                  : max_cluster > trl::stream::kMaxCluster
+                      ? trl::stream::kMaxCluster
+                      : max_cluster;
+}
+
 extern "C" int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k,
                                int64_t n, int tokens, int halves, int sync,
                                int force_cluster, trl_stream_config *out) {
@@ -45,7 +55,7 @@ extern "C" int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k,
   const int64_t kblocks = k / 128, strips = n / 128;
   int64_t best_cost = INT64_MAX;
   trl_stream_config best = *out;
-  for (int c = 1; c <= trl::stream::kMaxCluster && c <= kblocks; ++c) {
+  for (int c = 1; c <= cluster_limit && c <= kblocks; ++c) {
     const int64_t per = (kblocks + c - 1) / c;
     if ((int64_t)(c - 1) * per >= kblocks)
       continue; /* a rank would get no k-block */
