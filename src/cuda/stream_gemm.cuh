@@ -418,12 +418,14 @@ push_partials(const float (&d)[NTOK / 2], uint32_t inbox, const Bars &bb, int m,
     }
 }
 
-/* The owner's side of strip round `round`: waits for the peers' sums, adds
- * them in rank order, rotates (H128), scales by s_out, adds the bias and
- * stores y; then (all consumer warps synchronised) registers the bytes of
- * round + 2 on the buffer's "full" barrier and only then hands the buffer
- * back to every CTA of the cluster, so no peer's bytes can precede the
- * registration. `rounds`: the strips this cluster runs. */
+/* The owner's side of strip round `round`: waits for the peers' sums and
+ * adds them in rank order; then (all consumer warps synchronised) registers
+ * the bytes of round + 2 on the buffer's "full" barrier and only then hands
+ * the buffer back to every CTA of the cluster, so no peer's bytes can
+ * precede the registration; then rotates (H128), scales by s_out, adds the
+ * bias and stores y. The hand-back releases at cluster scope, so it comes
+ * before the y stores, which it would otherwise wait for. `rounds`: the
+ * strips this cluster runs. */
 template <int NTOK>
 __device__ __forceinline__ void
 finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
@@ -437,31 +439,26 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
    * thread that arrives on it (warp 0's registration; in a one-CTA cluster
    * every warp's stores) also waits for it */
   mbar_wait(bb.in_full(buf), parity);
-  for (int t = t0, j = 0; t < m; t += C, ++j) {
-    if ((j + round) % kConsumerWarps != warp)
+  /* Owned row j (token t0 + C j) belongs to warp (j + round) % warps: this
+   * warp's are j = j0 + warps r, at most R of them. */
+  constexpr int R = (NTOK + kConsumerWarps - 1) / kConsumerWarps;
+  const int j0 =
+      ((warp - round) % kConsumerWarps + kConsumerWarps) % kConsumerWarps;
+  float h[R][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int j = j0 + kConsumerWarps * r;
+    h[r][0] = h[r][1] = h[r][2] = h[r][3] = 0.f;
+    if (t0 + C * j >= m) /* warp-uniform */
       continue;
-    float h[4] = {0.f, 0.f, 0.f, 0.f};
     for (int c = 0; c < C; ++c) {
       float4 v;
       asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
                    : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
                    : "r"(base + ((j * C + c) * 128 + 4 * lane) * 4)
                    : "memory");
-      h[0] += v.x, h[1] += v.y, h[2] += v.z, h[3] += v.w;
+      h[r][0] += v.x, h[r][1] += v.y, h[r][2] += v.z, h[r][3] += v.w;
     }
-    h128_warp(h, lane);
-    float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
-    load4_f16(p.s_out, col0, sc);
-    if (p.bias)
-      load4_f16(p.bias, col0, bs);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      /* _rn: no contraction, as in the other output stages */
-      h[e] = __fmul_rn(h[e], sc[e]);
-      if (p.bias)
-        h[e] = __fadd_rn(h[e], bs[e]);
-    }
-    store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h);
   }
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumerWarps * 32) : "memory");
   if (warp == 0) {
@@ -474,6 +471,25 @@ finish_strip(const Params &p, uint32_t inbox, const Bars &bb, int64_t strip,
       mbar_arrive(bb.in_free(buf));
     else if (C > 1 && lane < C)
       mbar_arrive_remote(mapa(bb.in_free(buf), lane));
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int t = t0 + C * (j0 + kConsumerWarps * r);
+    if (t >= m) /* warp-uniform */
+      continue;
+    h128_warp(h[r], lane);
+    float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
+    load4_f16(p.s_out, col0, sc);
+    if (p.bias)
+      load4_f16(p.bias, col0, bs);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      /* _rn: no contraction, as in the other output stages */
+      h[r][e] = __fmul_rn(h[r][e], sc[e]);
+      if (p.bias)
+        h[r][e] = __fadd_rn(h[r][e], bs[e]);
+    }
+    store4_from_float(p.out_dtype, p.y, (int64_t)t * p.n + col0, h[r]);
   }
 }
 #endif
