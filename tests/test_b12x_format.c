@@ -215,6 +215,49 @@ static void test_state_table_hashes(void **state) {
                     STATES, fp16[bits - 5]);
 }
 
+/* The decode-GEMM's tables (trl_sqg_kernel_table): for sqg_e4m3 the state
+ * -> E4M3 code tables whose SHA-256 the spec gives (§3.4, §3.6), each code
+ * the fp16 value of the state; for sqg_fp16 the fp16 state tables; nothing
+ * (size 0, no write) for any other codebook or K. */
+static void test_kernel_tables(void **state) {
+  (void)state;
+  static uint8_t buf[2 * STATES + 1];
+  for (int bits = 2; bits <= 6; bits++) {
+    memset(buf, 0xA5, sizeof buf);
+    assert_int_equal(trl_sqg_kernel_table(TRELLIS_CB_SQG_E4M3, bits, NULL),
+                     STATES);
+    assert_int_equal(trl_sqg_kernel_table(TRELLIS_CB_SQG_E4M3, bits, buf),
+                     STATES);
+    assert_int_equal(buf[STATES], 0xA5); /* nothing past the table */
+    const uint16_t *values =
+        trellis_codebook_table_bits(TRELLIS_CB_SQG_E4M3, bits);
+    for (uint32_t s = 0; s < STATES; s++)
+      assert_int_equal(trl_e4m3_to_f16(buf[s]), values[s]);
+  }
+  expect_hash(
+      buf, STATES, /* K6, the last one written */
+      "8e0edc92e20eb92f5287dbdadc8e870fc500fc03c5eed996cae0781d197ebcb0");
+  for (int bits = 5; bits <= 6; bits++) {
+    assert_int_equal(trl_sqg_kernel_table(TRELLIS_CB_SQG_FP16, bits, buf),
+                     2 * STATES);
+    assert_memory_equal(buf,
+                        trellis_codebook_table_bits(TRELLIS_CB_SQG_FP16, bits),
+                        2 * STATES);
+  }
+  const struct {
+    trellis_codebook cb;
+    int bits;
+  } none[] = {{TRELLIS_CB_SQG_E4M3, 1}, {TRELLIS_CB_SQG_E4M3, 7},
+              {TRELLIS_CB_SQG_FP16, 4}, {TRELLIS_CB_SQG_FP16, 7},
+              {TRELLIS_CB_MCG, 6},      {TRELLIS_CB_3INST, 2},
+              {(trellis_codebook)9, 3}};
+  for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+    memset(buf, 0x5A, 4);
+    assert_int_equal(trl_sqg_kernel_table(none[i].cb, none[i].bits, buf), 0);
+    assert_int_equal(buf[0], 0x5A);
+  }
+}
+
 /* The fp32 tables hold the fp16 values; the scalar path agrees. */
 static void test_tables_agree(void **state) {
   (void)state;
@@ -756,6 +799,7 @@ int main(void) {
       cmocka_unit_test(test_graph_is_bijection),
       cmocka_unit_test(test_d3l_index),
       cmocka_unit_test(test_state_table_hashes),
+      cmocka_unit_test(test_kernel_tables),
       cmocka_unit_test(test_tables_agree),
       cmocka_unit_test(test_statistics),
       cmocka_unit_test(test_staircase_from_quantiles),

@@ -204,6 +204,22 @@ const uint16_t *trl_sqg_state_table(trellis_codebook cb, int bits) {
   return cb == TRELLIS_CB_SQG_E4M3 ? e4m3_f16[slot] : fp16_f16[slot];
 }
 
+size_t trl_sqg_kernel_table(trellis_codebook cb, int bits, void *out) {
+  if (table_slot(cb, bits) < 0)
+    return 0;
+  if (cb == TRELLIS_CB_SQG_FP16) {
+    if (out)
+      memcpy(out, trl_sqg_state_table(cb, bits), 65536 * sizeof(uint16_t));
+    return 65536 * sizeof(uint16_t);
+  }
+  if (out) {
+    const uint8_t *t12 = trl_sqg_t12();
+    for (uint32_t s = 0; s < 65536; s++)
+      ((uint8_t *)out)[s] = t12[trl_sqg_rank(s, bits) >> 4];
+  }
+  return 65536;
+}
+
 const float *trl_sqg_state_table_f32(trellis_codebook cb, int bits) {
   const int slot = table_slot(cb, bits);
   if (slot < 0)

@@ -33,6 +33,7 @@
 
 #include "trellis.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -123,6 +124,13 @@ trellis_status trl_sqg_tables_status(void);
  * their checks. */
 const uint16_t *trl_sqg_state_table(trellis_codebook cb, int bits);
 const float *trl_sqg_state_table_f32(trellis_codebook cb, int bits);
+
+/* The GPU decode-GEMM's state -> value table of a valid SQG (cb, bits):
+ * the E4M3 code of every state (sqg_e4m3, 65536 bytes) or its fp16 bits
+ * (sqg_fp16, 65536 little-endian uint16), written to out unless it is
+ * NULL. Returns its size in bytes; 0 (nothing written) for any other
+ * (cb, bits) or when the tables failed their checks. */
+size_t trl_sqg_kernel_table(trellis_codebook cb, int bits, void *out);
 
 /* fp16 bits of an SQG codebook's value at `bits`, given a valid (cb, bits);
  * the tables must be ready. The value never is NaN, inf or -0. */

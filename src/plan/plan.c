@@ -323,22 +323,6 @@ trellis_status trl_sqg_tables_fill(trl_sqg_tables *t) {
   return TRELLIS_OK;
 }
 
-size_t trl_sqg_state_table_fill(trellis_codebook cb, int bits, void *out) {
-  if (cb == TRELLIS_CB_SQG_FP16) {
-    const uint16_t *v = trl_sqg_state_table(cb, bits); /* checked tables */
-    if (out && v)
-      memcpy(out, v, 65536 * sizeof *v);
-    return 65536 * sizeof *v;
-  }
-  if (cb != TRELLIS_CB_SQG_E4M3)
-    return 0;
-  const uint8_t *t12 = trl_sqg_t12();
-  if (out && t12)
-    for (uint32_t st = 0; st < 65536; ++st)
-      ((uint8_t *)out)[st] = t12[trl_sqg_rank(st, bits) >> 4];
-  return 65536;
-}
-
 /* The state tables' host copy (record0's, then record1's) to their places
  * in the plan memory. */
 static cudaError_t copy_state_tables(char *base, const size_t off[2],
@@ -370,10 +354,9 @@ static trellis_status prepare_memory(trellis_plan *plan) {
   const int state_bits[2] = {plan->w.bits, plan_bits1(plan)};
   size_t state_bytes[2], off_state[2];
   for (int r = 0; r < 2; ++r)
-    state_bytes[r] =
-        state_bits[r]
-            ? trl_sqg_state_table_fill(plan->w.codebook, state_bits[r], NULL)
-            : 0;
+    state_bytes[r] = state_bits[r] ? trl_sqg_kernel_table(plan->w.codebook,
+                                                          state_bits[r], NULL)
+                                   : 0;
   size_t at = 0, off_in, off_out, off_locks, off_sqg;
   if (!trl_carve_size(&at, in_bytes, 256, &off_in) ||
       !trl_carve_size(&at, out_bytes, 256, &off_out) ||
@@ -401,8 +384,8 @@ static trellis_status prepare_memory(trellis_plan *plan) {
                       "plan prepare: host memory for the SQG state tables");
     for (int r = 0; r < 2; ++r)
       if (state_bytes[r])
-        trl_sqg_state_table_fill(plan->w.codebook, state_bits[r],
-                                 (char *)host_state + (r ? state_bytes[0] : 0));
+        trl_sqg_kernel_table(plan->w.codebook, state_bits[r],
+                             (char *)host_state + (r ? state_bytes[0] : 0));
   }
   char *base = NULL;
   cudaError_t e = cudaMalloc((void **)&base, at);

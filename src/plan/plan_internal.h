@@ -55,10 +55,6 @@ struct trellis_plan {
 /* The SQG tables in the kernels' layout (trl_sqg_tables), from the checked
  * host tables (plan/plan.c); the status of trl_sqg_tables_status. */
 trellis_status trl_sqg_tables_fill(trl_sqg_tables *t);
-/* The decode-GEMM's state table of an SQG codebook at `bits`
- * (trl_gemm_args.sqg_state) into out (NULL: only the size); its size in
- * bytes, 0 for a codebook without one. */
-size_t trl_sqg_state_table_fill(trellis_codebook cb, int bits, void *out);
 
 /* Fused path (plan/fused.c). */
 size_t trl_fused_lock_count(const trellis_weight *w);
