@@ -16,6 +16,8 @@
  *           with the persistent kernel's start-up order: initialise, arrive
  *           with the expected bytes, fence the initialisation to the
  *           cluster, synchronise the cluster, then wait. */
+#include "mbarrier.cuh"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -27,18 +29,10 @@ __device__ __forceinline__ uint32_t probe_bar() {
   extern __shared__ __align__(16) unsigned char smem[];
   return (uint32_t)__cvta_generic_to_shared(smem + kBarOffset);
 }
-__device__ __forceinline__ void wait_phase(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred p;\nWAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra WAIT;\n}" ::"r"(bar),
-               "r"(parity)
-               : "memory");
-}
 __device__ __forceinline__ void init_bar(uint32_t bar, unsigned count) {
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
-                 "r"(count));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    bar_init(bar, count);
+    bar_init_fence();
   }
   __syncthreads();
 }
@@ -47,11 +41,8 @@ __global__ void life(int *out) {
   const uint32_t bar = probe_bar();
   init_bar(bar, 1);
   if (threadIdx.x == 0)
-    asm volatile(
-        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-        "r"(0)
-        : "memory");
-  wait_phase(bar, 0);
+    bar_arrive_tx(bar, 0);
+  bar_wait(bar, 0);
   if (threadIdx.x == 0)
     out[blockIdx.x] = 1;
 }
@@ -59,17 +50,14 @@ __global__ void life(int *out) {
 __global__ void cluster_life(int *out) {
   const uint32_t bar = probe_bar();
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(1));
-    asm volatile(
-        "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-        "r"(0)
-        : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    bar_init(bar, 1);
+    bar_arrive_tx(bar, 0);
+    bar_init_fence();
   }
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;" ::
                    : "memory");
-  wait_phase(bar, 0);
+  bar_wait(bar, 0);
   if (threadIdx.x == 0)
     out[blockIdx.x] = 3;
 }
@@ -79,15 +67,13 @@ __global__ void arrive_only(int *out, int inval) {
   const uint32_t bar = probe_bar();
   init_bar(bar, 2);
   if (threadIdx.x == 0 || threadIdx.x == 32)
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
-                 : "memory");
+    bar_arrive(bar);
   if (threadIdx.x >= 32 && threadIdx.x < 64)
-    wait_phase(bar, 0);
+    bar_wait(bar, 0);
   if (inval) {
     __syncthreads();
     if (threadIdx.x == 0)
-      asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar)
-                   : "memory");
+      bar_inval(bar);
   }
   if (threadIdx.x == 0)
     out[blockIdx.x] = 2;

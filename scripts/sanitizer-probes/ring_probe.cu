@@ -5,30 +5,13 @@
  * copy. Every write is ordered after the reads it replaces, yet racecheck
  * reports hazards between the copies and the reads while it does not model
  * that ordering; device-check.sh runs this probe to know whether it does. */
+#include "mbarrier.cuh"
+
 #include <cstdint>
 #include <cstdio>
 
 __device__ static uint32_t smem(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ static void bar_init(uint32_t b, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(b), "r"(count));
-}
-__device__ static void bar_arrive(uint32_t b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(b) : "memory");
-}
-__device__ static void bar_arrive_tx(uint32_t b, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b),
-      "r"(bytes)
-      : "memory");
-}
-__device__ static void bar_wait(uint32_t b, uint32_t parity) {
-  asm volatile("{\n.reg .pred p;\nWAIT:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-               "@!p bra WAIT;\n}" ::"r"(b),
-               "r"(parity)
-               : "memory");
 }
 __device__ static void bulk_copy(uint32_t dst, const void *src, uint32_t bytes,
                                  uint32_t bar) {
