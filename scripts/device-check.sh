@@ -74,12 +74,12 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # and the runs share the GPU), its summary line to $OUT/san/*.line
   mkdir -p "$OUT/san" "$BUILD/probes"
   rm -f "$OUT"/san/*.line
-  # Two probes, correct programs that show where a tool cannot see (see
+  # Three probes, correct programs that show where a tool cannot see (see
   # their comments): while racecheck reports ring_probe, hazards between a
   # bulk copy and a read are discounted (any other hazard still fails);
   # while initcheck reports cublas_probe, the one kernel that reads a
   # cuBLAS output (bias_convert_kernel, the dense path's epilogue) is not
-  # initchecked.
+  # initchecked; mbar_probe, below.
   ring_limit=0 cublas_limit=0
   for pr in ring_probe cublas_probe mbar_probe; do
     nvcc -arch=sm_90a -O2 -o "$BUILD/probes/$pr" "scripts/sanitizer-probes/$pr.cu" -lcublas ||
