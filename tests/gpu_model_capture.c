@@ -103,7 +103,7 @@ static void test_mixed_models(void **state) {
   };
   const size_t count = small_run() ? 1 : sizeof models / sizeof models[0];
   for (size_t d = 0; d < count; d++) {
-    char *dir = gu_write_synth(
+    char *dir = tu_write_synth(
         models[d].name, models[d].preset, models[d].blocks, models[d].bits,
         models[d].head_bits, models[d].cb, models[d].odd_cb);
     step_model m;
@@ -138,7 +138,7 @@ static void test_preset_equals_directory(void **state) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   char *dir =
-      gu_write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG, -1);
+      tu_write_synth("cap-same", "glm-tp4", 2, 4.5, 4, TRELLIS_CB_MCG, -1);
   step_preset_options po;
   step_preset_options_init(&po);
   po.bits = 4.5;
@@ -184,7 +184,7 @@ static void test_k6_mcg_without_workspace(void **state) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   char *dir =
-      gu_write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
+      tu_write_synth("cap-k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 4, s, &m, &e);
@@ -222,7 +222,7 @@ static void test_underprovisioned_workspace(void **state) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   char *dir =
-      gu_write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
+      tu_write_synth("cap-ws", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
   step_model m;
   step_engine e;
   open_step(dir, NULL, 1, ms, 3, s, &m, &e);

@@ -186,8 +186,8 @@ static void test_mixed_model(void **state) {
   (void)state;
   /* K5 and K6 MCG (fused and generic side by side), a K4 MUL1 one */
   char *dirs[2] = {
-      gu_write_synth("mixed-mcg", "glm-tp4", 2, 5.5, 6, TRELLIS_CB_MCG, -1),
-      gu_write_synth("mixed-mul1", "llama-3.1-8b", 1, 4.0, 4, TRELLIS_CB_MUL1,
+      tu_write_synth("mixed-mcg", "glm-tp4", 2, 5.5, 6, TRELLIS_CB_MCG, -1),
+      tu_write_synth("mixed-mul1", "llama-3.1-8b", 1, 4.0, 4, TRELLIS_CB_MUL1,
                      -1)};
   for (int d = 0; d < 2; d++) {
     planned p;
@@ -215,7 +215,7 @@ static void test_mixed_model(void **state) {
 
 static void test_k6_mcg_model_needs_no_workspace(void **state) {
   (void)state;
-  char *dir = gu_write_synth("k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
+  char *dir = tu_write_synth("k6", "glm-tp4", 2, 6.0, 6, TRELLIS_CB_MCG, -1);
   planned p;
   plan_model(dir, 128, &p);
   trellis_buffer_sizes all = check_helper(&p, 128);

@@ -337,29 +337,6 @@ static inline void gu_check_dtype_grid(const gw *w, int64_t m, uint64_t seed,
     }
 }
 
-/* A synthetic model directory (tools/synth_model.h) under the test's
- * temporary folder: `odd_cb` >= 0 gives the odd blocks that codebook. The
- * caller frees the path. */
-static inline char *gu_write_synth(const char *name, const char *preset,
-                                   int blocks, double bits, int head_bits,
-                                   trellis_codebook cb, int odd_cb) {
-  synth_options o;
-  synth_options_init(&o);
-  o.odd_block_codebook = odd_cb;
-  o.preset = preset;
-  o.blocks = blocks;
-  o.bits = bits;
-  o.head_bits = head_bits;
-  o.codebook = cb;
-  o.vocab = 256;
-  synth_model m;
-  OK(synth_model_plan(&o, &m));
-  char *dir = tu_tmp_path(name);
-  OK(synth_model_write(&m, dir, 0, NULL, NULL, NULL));
-  synth_model_free(&m);
-  return dir;
-}
-
 /* Whether the current device is sm_90 (where the fused path exists). */
 static inline int gu_is_hopper(void) {
   int dev = 0;

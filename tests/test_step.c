@@ -125,20 +125,8 @@ static void test_glm_preset(void **state) {
 /* A directory written by synth lists the same step as the preset. */
 static void test_dir_matches_preset(void **state) {
   (void)state;
-  synth_options so;
-  synth_options_init(&so);
-  so.preset = "glm-tp4";
-  so.blocks = 2;
-  so.bits = 5.5;
-  so.head_bits = 4;
-  so.vocab = 256;
-  synth_model sm;
-  assert_int_equal(synth_model_plan(&so, &sm), TRELLIS_OK);
-  char *dir = tu_tmp_path("step-glm");
-  assert_int_equal(synth_model_write(&sm, dir, 0, NULL, NULL, NULL),
-                   TRELLIS_OK);
-  synth_model_free(&sm);
-
+  char *dir =
+      tu_write_synth("step-glm", "glm-tp4", 2, 5.5, 4, TRELLIS_CB_MCG, -1);
   step_model a, b;
   assert_int_equal(step_model_open(dir, NULL, &a), CLI_OK);
   step_preset_options po = preset_opts(5.5, 2, 4);

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "core/sha256.h"
+#include "tools/synth_model.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -403,6 +404,26 @@ uint8_t *tu_st_build(const tu_st_tensor *t, size_t count, size_t *size) {
   }
   free(h);
   return buf;
+}
+
+char *tu_write_synth(const char *name, const char *preset, int blocks,
+                     double bits, int head_bits, trellis_codebook cb,
+                     int odd_cb) {
+  synth_options o;
+  synth_options_init(&o);
+  o.odd_block_codebook = odd_cb;
+  o.preset = preset;
+  o.blocks = blocks;
+  o.bits = bits;
+  o.head_bits = head_bits;
+  o.codebook = cb;
+  o.vocab = 256;
+  synth_model m;
+  tu_assert_status(synth_model_plan(&o, &m), TRELLIS_OK);
+  char *dir = tu_tmp_path(name);
+  tu_assert_status(synth_model_write(&m, dir, 0, NULL, NULL, NULL), TRELLIS_OK);
+  synth_model_free(&m);
+  return dir;
 }
 
 /* ------------------------------------------------------ hostile files -- */

@@ -135,6 +135,14 @@ uint8_t *tu_st_raw(const char *header, const void *data, size_t data_size,
 uint8_t *tu_st_raw_len(uint64_t length_field, const char *header,
                        const void *data, size_t data_size, size_t *size);
 
+/* A synthetic model directory (tools/synth_model.h) of `blocks` blocks of
+ * `preset` at `bits` (its head at head_bits, a 256-token vocabulary) under
+ * tu_tmpdir(): `odd_cb` >= 0 gives the odd blocks that codebook. The caller
+ * frees the path. */
+char *tu_write_synth(const char *name, const char *preset, int blocks,
+                     double bits, int head_bits, trellis_codebook cb,
+                     int odd_cb);
+
 /* ------------------------------------------------- hostile files -- */
 
 /* A fresh copy of the toy model (config, index, two shards) in
