@@ -294,6 +294,10 @@ typedef struct bench_out {
 } bench_out;
 int bench_out_open(bench_out *out, const char *option, const char *path);
 int bench_out_close(bench_out *out);
+/* CSV fields (bench/files.c): a string quoted, its quotes doubled; a
+ * number in `fmt`, empty where it is not finite (not measured). */
+void bench_csv_str(FILE *f, const char *s);
+void bench_csv_num(FILE *f, const char *fmt, double v);
 int bench_write_csv(const char *path, const bench_env *env,
                     const bench_results *res);
 int bench_write_json(const char *path, const bench_env *env,

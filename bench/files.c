@@ -47,7 +47,7 @@ int bench_out_close(bench_out *out) {
 /* ---- CSV ------------------------------------------------------------------
  */
 
-static void csv_str(FILE *f, const char *s) {
+void bench_csv_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
     if (*s == '"')
@@ -57,7 +57,7 @@ static void csv_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-static void csv_num(FILE *f, const char *fmt, double v) {
+void bench_csv_num(FILE *f, const char *fmt, double v) {
   if (isfinite(v))
     fprintf(f, fmt, v);
 }
@@ -77,52 +77,52 @@ int bench_write_csv(const char *path, const bench_env *env,
   for (size_t i = 0; i < res->count; i++) {
     const bench_row *r = &res->rows[i];
     char fl[64], fmt[48];
-    csv_str(f, env->gpu);
+    bench_csv_str(f, env->gpu);
     fputc(',', f);
-    csv_str(f, env->date);
+    bench_csv_str(f, env->date);
     fputc(',', f);
-    csv_str(f, env->commit);
+    bench_csv_str(f, env->commit);
     fprintf(f, ",%.1f,%lld,%lld,%d,%s,%lld,%s,%s,", env->read_peak_gbs,
             (long long)r->k, (long long)r->n, r->bits,
             bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
             trellis_path_name(r->path),
             bench_flags_name(r->flags, fl, sizeof fl));
-    csv_num(f, "%.3f", r->graph_us);
+    bench_csv_num(f, "%.3f", r->graph_us);
     fputc(',', f);
-    csv_num(f, "%.3f", r->eager_us);
+    bench_csv_num(f, "%.3f", r->eager_us);
     fprintf(f, ",%.0f,", r->weight_bytes);
-    csv_num(f, "%.1f", bench_row_gbs(r));
+    bench_csv_num(f, "%.1f", bench_row_gbs(r));
     fputc(',', f);
-    csv_num(f, "%.2f", bench_row_pct(r, env->read_peak_gbs));
+    bench_csv_num(f, "%.2f", bench_row_pct(r, env->read_peak_gbs));
     fputc(',', f);
-    csv_num(f, "%.4f", bench_row_tws(r));
+    bench_csv_num(f, "%.4f", bench_row_tws(r));
     fputc(',', f);
-    csv_num(f, "%.3f", bench_row_cublas(r));
+    bench_csv_num(f, "%.3f", bench_row_cublas(r));
     fprintf(f, ",%s,", bench_row_cublas_layout(r));
-    csv_num(f, "%.3f", r->cublas_kn_us);
+    bench_csv_num(f, "%.3f", r->cublas_kn_us);
     fputc(',', f);
-    csv_num(f, "%.3f", r->cublas_nk_us);
+    bench_csv_num(f, "%.3f", r->cublas_nk_us);
     fputc(',', f);
-    csv_num(f, "%.3f", bench_row_speedup(r));
+    bench_csv_num(f, "%.3f", bench_row_speedup(r));
     fprintf(f, ",%s,", r->check_ok ? "PASS" : "FAIL");
-    csv_num(f, "%.3e", r->rel_l2);
+    bench_csv_num(f, "%.3e", r->rel_l2);
     fprintf(f, ",%d,%d,%d,%d,", r->check_rows, r->copies, r->launches,
             r->replays);
-    csv_num(f, "%.3f", r->fp8.us);
+    bench_csv_num(f, "%.3f", r->fp8.us);
     fputc(',', f);
-    csv_num(f, "%.3f", bench_row_vs_fp8(r));
+    bench_csv_num(f, "%.3f", bench_row_vs_fp8(r));
     fprintf(f, ",%lld,%s,%d,", (long long)r->fp8.m,
             trellis_dtype_name(r->fp8.out), r->fp8.algos);
-    csv_num(f, "%.3e", r->fp8.rel_l2);
+    bench_csv_num(f, "%.3e", r->fp8.rel_l2);
     fputc(',', f);
-    csv_num(f, "%.3f", r->generic_us);
+    bench_csv_num(f, "%.3f", r->generic_us);
     fputc(',', f);
-    csv_num(f, "%.3f", bench_row_vs_generic(r));
+    bench_csv_num(f, "%.3f", bench_row_vs_generic(r));
     fprintf(f, ",%s,",
             isnan(r->generic_us) ? ""
             : r->generic_ok      ? "PASS"
                                  : "FAIL");
-    csv_num(f, "%.3e", r->generic_rel_l2);
+    bench_csv_num(f, "%.3e", r->generic_rel_l2);
     fputc('\n', f);
   }
   return bench_out_close(&out);

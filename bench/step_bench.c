@@ -610,14 +610,14 @@ static void print_results(const bench_env *env, const bench_options *o,
 
 /* ---- files -------------------------------------------------------------- */
 
+/* the next number field (bench_csv_num) */
 static void csv_num(FILE *f, const char *fmt, double v) {
   fputc(',', f);
-  if (isfinite(v))
-    fprintf(f, fmt, v);
+  bench_csv_num(f, fmt, v);
 }
 
 /* One row per M; text fields never hold a quote or comma but the GPU's and
- * the model's names, which are quoted. */
+ * the model's names, which are quoted (bench_csv_str). */
 static int write_csv(const char *path, const bench_env *env,
                      const step_model *model, const step_row *rows, int nms,
                      const peer_result *p16, const peer_result *p8) {
@@ -634,9 +634,10 @@ static int write_csv(const char *path, const bench_env *env,
   for (int j = 0; j < nms; j++) {
     const step_row *r = &rows[j];
     const double gbs = model->weight_bytes / (r->us[1] * 1e-6) / 1e9;
-    fprintf(f, "\"%s\",%s,%s,%.1f,\"%s\",%.4f,%lld", env->gpu, env->date,
-            env->commit, env->read_peak_gbs, model->source, bits_average(model),
-            (long long)r->m);
+    bench_csv_str(f, env->gpu);
+    fprintf(f, ",%s,%s,%.1f,", env->date, env->commit, env->read_peak_gbs);
+    bench_csv_str(f, model->source);
+    fprintf(f, ",%.4f,%lld", bits_average(model), (long long)r->m);
     for (int md = 0; md < 3; md++)
       csv_num(f, "%.3f", r->us[md]);
     fprintf(f, ",%.0f", model->weight_bytes);
