@@ -49,7 +49,8 @@ struct FusedParams {
   int64_t m, k, n;
   int in_dtype, out_dtype; /* trellis_dtype */
   int local;               /* rotate x locally (see LocalRotation) */
-  HotShifts shifts;        /* see tile_decode.cuh */
+  int pre; /* the rotated buffer is filled before the launch (no claims) */
+  HotShifts shifts; /* see tile_decode.cuh */
 };
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned *p) {
@@ -406,10 +407,13 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
                                  p.shifts, loc);
     }
   } else if constexpr (!Ahead) {
-    /* 2. Rotate the free blocks of our k-range, wait for the others. */
-    for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
-      make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
-    release_flags(p, kblocks);
+    /* 2. Rotate the free blocks of our k-range, wait for the others
+     * (unless a rotation kernel before us has filled the buffer). */
+    if (!p.pre) {
+      for (int64_t b0 = b_begin; b0 < b_end; b0 += kThreads)
+        make_ready(p, b0, min(b0 + kThreads, b_end), (int)(blockIdx.x / cs));
+      release_flags(p, kblocks);
+    }
     /* 3. Activations of the first stages, then the ring as in the generic
      * path. */
     CopiedActivations copied;
@@ -607,8 +611,11 @@ extern "C" int trl_launch_fused(const int16_t *trellis, const void *x,
    * few rows, 16-bit x on 8-byte boundaries */
   const bool can_local = m_blocks == 1 && m <= kLocalRows &&
                          in_dtype != TRELLIS_F32 && ((uintptr_t)x & 7) == 0;
-  const trl_fused_rotation mode = can_local ? rotation : TRL_FUSED_CLAIMS;
-  p.local = mode != TRL_FUSED_CLAIMS;
+  const trl_fused_rotation mode = rotation == TRL_FUSED_PRE ? TRL_FUSED_PRE
+                                  : can_local               ? rotation
+                                                            : TRL_FUSED_CLAIMS;
+  p.local = mode == TRL_FUSED_LOCAL || mode == TRL_FUSED_LOCAL_AHEAD;
+  p.pre = mode == TRL_FUSED_PRE;
   init_shifts(p.shifts);
   a.cluster = cluster;
   a.pdl = pdl;

@@ -22,10 +22,24 @@ trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
   const int cluster = plan->fused_cluster[trl_m_block_index(mb)];
   const trl_fused_rotation rotation =
       !trl_layout_fused_local(m, plan->w.k, plan->w.n, cluster, plan->sm_count)
-          ? TRL_FUSED_CLAIMS
+          ? (trl_layout_fused_pre(
+                 m, !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS))
+                 ? TRL_FUSED_PRE
+                 : TRL_FUSED_CLAIMS)
       : trl_layout_fused_ahead(m, plan->w.k, cluster) ? TRL_FUSED_LOCAL_AHEAD
                                                       : TRL_FUSED_LOCAL;
-  const int pdl = plan->pdl && trl_layout_fused_pdl(plan->w.k, cluster);
+  int pdl = plan->pdl && trl_layout_fused_pdl(plan->w.k, cluster);
+  if (rotation == TRL_FUSED_PRE) {
+    /* x -> rotated by the input rotation kernel, then the fused kernel as
+     * its dependent launch (the kernel waits for it before it reads the
+     * rotated buffer) */
+    const int err =
+        trl_launch_h128(x, plan->desc.input_dtype, rotated, TRELLIS_F16,
+                        plan->s_in, NULL, m, plan->w.k, plan->pdl, stream);
+    if (err)
+      return trl_cuda_fail(err, "fused path: input rotation launch");
+    pdl = plan->pdl;
+  }
   const int err = trl_launch_fused(
       plan->w.trellis, x, plan->desc.input_dtype, plan->s_in, plan->s_out,
       plan->w.bias, (uint16_t *)rotated, y, plan->desc.output_dtype,

@@ -77,14 +77,17 @@ static inline int trl_m_block_at(int i) {
 #define TRL_FUSED_MAX_CLUSTER_WIDE 8
 
 /* How the fused kernel rotates x: claims of 128-k blocks of the shared
- * rotated buffer, locally in every CTA as stages enter the ring, or locally
- * before the ring. The launcher falls back to claims where the kernel
- * cannot rotate locally (more than one m-block or TRL_FUSED_LOCAL_ROWS
- * rows, f32 x, x not on 8-byte boundaries). */
+ * rotated buffer, locally in every CTA as stages enter the ring, locally
+ * before the ring, or not at all: a rotation kernel launched before it
+ * fills the rotated buffer (PRE; the kernel is its dependent launch). The
+ * launcher falls back to claims where the kernel cannot rotate locally
+ * (more than one m-block or TRL_FUSED_LOCAL_ROWS rows, f32 x, x not on
+ * 8-byte boundaries). */
 typedef enum trl_fused_rotation {
   TRL_FUSED_CLAIMS = 0,
   TRL_FUSED_LOCAL = 1,
-  TRL_FUSED_LOCAL_AHEAD = 2
+  TRL_FUSED_LOCAL_AHEAD = 2,
+  TRL_FUSED_PRE = 3
 } trl_fused_rotation;
 
 #ifdef __cplusplus

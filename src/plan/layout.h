@@ -93,6 +93,15 @@ static inline int trl_layout_fused_ahead(int64_t m, int64_t k, int cluster) {
          m * trl_layout_fused_stages(k, cluster) <= TRL_FUSED_PRE_ROWS;
 }
 
+/* Whether the fused path rotates x by a rotation kernel launched before the
+ * fused kernel (TRL_FUSED_PRE) rather than by claims inside it: above the
+ * rows a CTA rotates locally. The claims make CTAs wait on each other's
+ * rotations (barrier stalls dominate the kernel at m = 128, bench/RESULTS.md
+ * twelfth session); TRELLIS_PLAN_LEGACY_KERNELS keeps the claims. */
+static inline int trl_layout_fused_pre(int64_t m, int legacy) {
+  return !legacy && m > TRL_FUSED_LOCAL_ROWS;
+}
+
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait): a gain where its CTAs run two or more
