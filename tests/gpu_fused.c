@@ -97,6 +97,9 @@ static void test_parity_random_shapes(void **state) {
   }
   parity(128, 8192, 1024, 30, 1);
   parity(3, 1024, 8192, 31, 0);
+  /* m <= 8 on the cluster kernel, x rotated before it (one wave of
+   * 9-CTA clusters, 13 k-blocks per CTA: trl_layout_fused_cluster_small_m) */
+  parity(6, 14336, 4096, 32, 1);
 }
 
 /* Every m on one layer against the CPU reference: with EXACT_WEIGHTS the

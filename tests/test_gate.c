@@ -104,7 +104,7 @@ static void test_layout_fused_needs_no_workspace(void **state) {
 }
 
 /* Where the persistent small-m kernel runs (plan with it available): every
- * fused m up to 8, and up to 16 on layers of at most 2^25 weights; the
+ * fused m up to 8 (before prepare has sized the fused kernel's grid); the
  * generic path up to 2 rows, 4 on layers of at most 2^25 weights, 8 on
  * at most 2^23. It needs no workspace; the rotated buffer stays part of
  * the contract. Unavailable (LEGACY_KERNELS, bf16 compute, external
@@ -117,8 +117,8 @@ static void test_layout_stream(void **state) {
     int64_t last; /* largest m it takes */
   } cases[] = {
       {8192, 28672, TRELLIS_PATH_FUSED, 8},
-      {4096, 4096, TRELLIS_PATH_FUSED, 16},
-      {8192, 4096, TRELLIS_PATH_FUSED, 16}, /* 2^25 weights */
+      {4096, 4096, TRELLIS_PATH_FUSED, 8},
+      {8192, 4096, TRELLIS_PATH_FUSED, 8},
       {8192, 28672, TRELLIS_PATH_GENERIC, 2},
       {4096, 8192, TRELLIS_PATH_GENERIC, 4},
       {2048, 4096, TRELLIS_PATH_GENERIC, 8}, /* 2^23 weights */
@@ -143,6 +143,34 @@ static void test_layout_stream(void **state) {
     p.stream = 1;
     assert_false(trl_layout_stream(&p, TRELLIS_PATH_DENSE, 1));
   }
+}
+
+/* The fused path's m <= 8 rows on the cluster kernel instead of the
+ * persistent one: from m = 4, where its grid is one wave of CTAs that run
+ * 8 or more k-blocks (cluster sizes and waves as prepare picks them on the
+ * H200). */
+static void test_fused_cluster_small_m(void **state) {
+  (void)state;
+  /* 14336x4096, 9-CTA clusters, one wave: 13 k-blocks per CTA */
+  trl_layout_params p = params(14336, 4096);
+  p.stream = 1;
+  p.fused_cluster = 9;
+  p.fused_waves = 1;
+  for (int64_t m = 1; m <= 16; ++m)
+    assert_int_equal(trl_layout_stream(&p, TRELLIS_PATH_FUSED, m), m <= 3);
+  /* two waves (8192x28672, 3-CTA clusters) or 4 k-blocks per CTA
+   * (4096x4096, 8-CTA clusters): the persistent kernel up to m = 8 */
+  assert_true(trl_layout_fused_cluster_small_m(4, 14336, 9, 1));
+  assert_false(trl_layout_fused_cluster_small_m(3, 14336, 9, 1));
+  assert_false(trl_layout_fused_cluster_small_m(8, 8192, 3, 2));
+  assert_false(trl_layout_fused_cluster_small_m(8, 4096, 8, 1));
+  assert_true(trl_layout_fused_cluster_small_m(8, 8192, 5, 1));
+  /* unknown before prepare */
+  assert_false(trl_layout_fused_cluster_small_m(8, 14336, 0, 0));
+  p.fused_cluster = 3;
+  p.fused_waves = 2;
+  assert_true(trl_layout_stream(&p, TRELLIS_PATH_FUSED, 8));
+  assert_false(trl_layout_stream(&p, TRELLIS_PATH_FUSED, 9));
 }
 
 /* The fused kernel's input rotation: local for short CTAs, one-wave grids
@@ -285,6 +313,7 @@ int main(void) {
       cmocka_unit_test(test_gate_b12x_formats),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_layout_stream),
+      cmocka_unit_test(test_fused_cluster_small_m),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_dependent_launch),

@@ -28,12 +28,11 @@ namespace fused {
 using namespace trl::gemm;
 
 constexpr int K = TRL_FUSED_BITS;
-/* Largest cluster prepare picks (plan/kernel_config.h): the non-portable
- * limit for the one-m-block variant, the portable one for the others, since
- * 16-CTA clusters help small m and cost m = 128 (bench/RESULTS.md). */
-constexpr int max_cluster(int mb) {
-  return mb == 1 ? TRL_FUSED_MAX_CLUSTER : TRL_FUSED_MAX_CLUSTER_WIDE;
-}
+/* Largest cluster prepare picks (plan/kernel_config.h), every m-block
+ * variant: with the claims, 16-CTA clusters cost m = 128; without them
+ * (TRL_FUSED_PRE) the model picks 16 only where strips are few, and there
+ * it gains (6144x1024, m >= 32: 16-20%, bench/RESULTS.md). */
+constexpr int kMaxCluster = TRL_FUSED_MAX_CLUSTER;
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
 [[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
 [[maybe_unused]] constexpr int CB =
@@ -496,6 +495,7 @@ struct Fused {
   struct Args {
     int64_t k, n;  /* prepare: the layer */
     int cluster;   /* prepare: the size picked (not Ahead); launch */
+    int waves;     /* prepare: waves of clusters that size makes */
     FusedParams p; /* launch */
     int pdl;
     cudaStream_t stream;
@@ -529,8 +529,7 @@ struct Fused {
     const int64_t strips = a.n / 128, kblocks = a.k / 128;
     int best = 1;
     int64_t best_cost = INT64_MAX;
-    for (int cs = 1; cs <= max_cluster(MB) && (cs == 1 || cs <= kblocks);
-         ++cs) {
+    for (int cs = 1; cs <= kMaxCluster && (cs == 1 || cs <= kblocks); ++cs) {
       cudaLaunchConfig_t cfg;
       cudaLaunchAttribute attr[2];
       cluster_config(cfg, attr, cs, strips, kSmem, 0, 0);
@@ -546,6 +545,7 @@ struct Fused {
       if (cost < best_cost) {
         best_cost = cost;
         best = cs;
+        a.waves = (int)waves;
       }
     }
     a.cluster = best;
@@ -571,15 +571,18 @@ int run(dispatch::Op op, int m_blocks, int ahead, Fused::Args &a) {
 using namespace trl::fused;
 
 extern "C" int trl_fused_prepare_kernels(int64_t k, int64_t n,
-                                         int cluster_out[TRL_M_BLOCK_COUNT]) {
+                                         int cluster_out[TRL_M_BLOCK_COUNT],
+                                         int waves_out[TRL_M_BLOCK_COUNT]) {
   Fused::Args a = {};
   a.k = k;
   a.n = n;
   int err = run(trl::dispatch::Op::kPrepare, 1, 1, a);
   for (int i = 0; !err && i < TRL_M_BLOCK_COUNT; ++i) {
     a.cluster = 1;
+    a.waves = 0;
     err = run(trl::dispatch::Op::kPrepare, trl_m_block_at(i), 0, a);
     cluster_out[i] = a.cluster;
+    waves_out[i] = a.waves;
   }
   return err;
 }

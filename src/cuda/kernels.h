@@ -144,9 +144,11 @@ int trl_reconstruct_prepare(int bits, trellis_codebook codebook);
  * in plan/kernel_config.h. With `pdl` it is launched with programmatic
  * stream serialisation. */
 /* Sets the attributes of every variant and picks the cluster size of each
- * m-block variant (cluster_out[i] for trl_m_block_at(i)). */
+ * m-block variant (cluster_out[i] for trl_m_block_at(i)) and the waves of
+ * clusters its grid makes (waves_out[i], 0 where unknown). */
 int trl_fused_prepare_kernels(int64_t k, int64_t n,
-                              int cluster_out[TRL_M_BLOCK_COUNT]);
+                              int cluster_out[TRL_M_BLOCK_COUNT],
+                              int waves_out[TRL_M_BLOCK_COUNT]);
 int trl_launch_fused(const int16_t *trellis, const void *x,
                      trellis_dtype in_dtype, const uint16_t *s_in,
                      const uint16_t *s_out, const uint16_t *bias,

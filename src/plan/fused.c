@@ -9,10 +9,14 @@ size_t trl_fused_lock_count(const trellis_weight *w) {
 }
 
 trellis_status trl_fused_prepare(trellis_plan *plan) {
-  int err =
-      trl_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster);
+  int err = trl_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster,
+                                      plan->fused_waves);
   if (err)
     return trl_cuda_fail(err, "plan prepare (fused kernel attributes)");
+  /* the rule between it and the persistent kernel reads the one-m-block
+   * variant's grid (trl_layout_stream) */
+  plan->lp.fused_cluster = plan->fused_cluster[0];
+  plan->lp.fused_waves = plan->fused_waves[0];
   return TRELLIS_OK;
 }
 
@@ -20,12 +24,14 @@ trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
                              void *y, void *rotated, cudaStream_t stream) {
   const int mb = trl_layout_m_blocks(m);
   const int cluster = plan->fused_cluster[trl_m_block_index(mb)];
+  /* Where the CTAs do not rotate x locally, a rotation kernel before the
+   * fused kernel does (PRE): the claims (LEGACY_KERNELS) make CTAs wait on
+   * each other's rotations, and barrier stalls dominated the kernel at
+   * m = 128 (bench/RESULTS.md, twelfth session). */
+  const int legacy = !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS);
   const trl_fused_rotation rotation =
       !trl_layout_fused_local(m, plan->w.k, plan->w.n, cluster, plan->sm_count)
-          ? (trl_layout_fused_pre(
-                 m, !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS))
-                 ? TRL_FUSED_PRE
-                 : TRL_FUSED_CLAIMS)
+          ? (legacy ? TRL_FUSED_CLAIMS : TRL_FUSED_PRE)
       : trl_layout_fused_ahead(m, plan->w.k, cluster) ? TRL_FUSED_LOCAL_AHEAD
                                                       : TRL_FUSED_LOCAL;
   int pdl = plan->pdl && trl_layout_fused_pdl(plan->w.k, cluster);

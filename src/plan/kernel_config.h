@@ -71,10 +71,9 @@ static inline int trl_m_block_at(int i) {
 #define TRL_FUSED_CTAS_PER_SM 3
 /* Rows x k-blocks per CTA its up-front local rotation holds (kPreRows). */
 #define TRL_FUSED_PRE_ROWS 20
-/* Largest cluster prepare picks: the non-portable limit for the
- * one-m-block variant, the portable one for the others. */
+/* Largest cluster prepare picks (the non-portable limit), for every
+ * m-block variant. */
 #define TRL_FUSED_MAX_CLUSTER 16
-#define TRL_FUSED_MAX_CLUSTER_WIDE 8
 
 /* How the fused kernel rotates x: claims of 128-k blocks of the shared
  * rotated buffer, locally in every CTA as stages enter the ring, locally

@@ -33,6 +33,9 @@ typedef struct trl_layout_params {
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
+  /* the fused kernel's one-m-block variant: its cluster size and the
+   * waves of clusters its grid makes (prepare; 0 before) */
+  int fused_cluster, fused_waves;
 } trl_layout_params;
 
 typedef struct trl_layout {
@@ -93,15 +96,6 @@ static inline int trl_layout_fused_ahead(int64_t m, int64_t k, int cluster) {
          m * trl_layout_fused_stages(k, cluster) <= TRL_FUSED_PRE_ROWS;
 }
 
-/* Whether the fused path rotates x by a rotation kernel launched before the
- * fused kernel (TRL_FUSED_PRE) rather than by claims inside it: above the
- * rows a CTA rotates locally. The claims make CTAs wait on each other's
- * rotations (barrier stalls dominate the kernel at m = 128, bench/RESULTS.md
- * twelfth session); TRELLIS_PLAN_LEGACY_KERNELS keeps the claims. */
-static inline int trl_layout_fused_pre(int64_t m, int legacy) {
-  return !legacy && m > TRL_FUSED_LOCAL_ROWS;
-}
-
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait): a gain where its CTAs run two or more
@@ -110,19 +104,35 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }
 
+/* Whether the fused path runs m <= 8 rows on its cluster kernel (x rotated
+ * before it) rather than on the persistent kernel: from 4 rows, where the
+ * cluster kernel's grid is one wave and each CTA runs 8 or more k-blocks.
+ * There its time hardly grows with m while the persistent kernel's does
+ * (14336x4096 and 8192x8192 at m = 8: 11-13% faster); on short CTAs
+ * (4096x4096) or two waves (8192x28672) the persistent kernel stays
+ * faster (bench/RESULTS.md, thirteenth session). */
+static inline int trl_layout_fused_cluster_small_m(int64_t m, int64_t k,
+                                                   int cluster, int waves) {
+  return m >= 4 && cluster >= 1 && waves == 1 &&
+         trl_layout_fused_stages(k, cluster) >= 8;
+}
+
 /* Whether the persistent small-m kernel (one launch, no workspace) runs m
  * rows on `path` rather than the split-K decode-GEMM (generic) or the
- * fused cluster kernel: on the fused path up to 8 rows, and up to 16 on
- * layers of at most 2^25 weights; the split-K kernel keeps the generic
- * path's larger m on large layers, where its 3 CTAs of 8 warps per SM hide
- * the decode better (bench/RESULTS.md). */
+ * fused cluster kernel: on the fused path up to 8 rows unless the cluster
+ * kernel is faster there (above); from 9 rows the cluster kernel with x
+ * rotated before it is faster on every layer measured (m = 16: 4-21%). On
+ * the generic path the split-K kernel keeps the larger m on large layers,
+ * where its 3 CTAs of 8 warps per SM hide the decode better
+ * (bench/RESULTS.md). */
 static inline int trl_layout_stream(const trl_layout_params *p,
                                     trellis_path path, int64_t m) {
   if (!p->stream || m > TRL_STREAM_MAX_M)
     return 0;
   const int64_t weights = p->k * p->n;
   if (path == TRELLIS_PATH_FUSED)
-    return m <= 8 || weights <= ((int64_t)1 << 25);
+    return m <= 8 && !trl_layout_fused_cluster_small_m(
+                         m, p->k, p->fused_cluster, p->fused_waves);
   if (path == TRELLIS_PATH_GENERIC)
     return m <= 2 || (m <= 4 && weights <= ((int64_t)1 << 25)) ||
            (m <= 8 && weights <= ((int64_t)1 << 23));

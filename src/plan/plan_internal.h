@@ -36,6 +36,7 @@ struct trellis_plan {
   int fused_image; /* fused kernel image runs on this device */
   int pdl;         /* kernels may be dependent launches (sm_90+ image) */
   int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
+  int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   /* the persistent small-m kernel's configurations, 8 and 16 tokens */
   trl_stream_config stream[2];
