@@ -146,9 +146,9 @@ static void test_layout_stream(void **state) {
 }
 
 /* The fused path's m <= 8 rows on the cluster kernel instead of the
- * persistent one: from m = 4, where its grid is one wave of CTAs that run
- * 8 or more k-blocks (cluster sizes and waves as prepare picks them on the
- * H200). */
+ * persistent one: from m = 4, on layers of at most 2^26 weights where its
+ * grid is one wave of CTAs that run 8 or more k-blocks (cluster sizes and waves
+ * as prepare picks them on the H200). */
 static void test_fused_cluster_small_m(void **state) {
   (void)state;
   /* 14336x4096, 9-CTA clusters, one wave: 13 k-blocks per CTA */
@@ -160,13 +160,15 @@ static void test_fused_cluster_small_m(void **state) {
     assert_int_equal(trl_layout_stream(&p, TRELLIS_PATH_FUSED, m), m <= 3);
   /* two waves (8192x28672, 3-CTA clusters) or 4 k-blocks per CTA
    * (4096x4096, 8-CTA clusters): the persistent kernel up to m = 8 */
-  assert_true(trl_layout_fused_cluster_small_m(4, 14336, 9, 1));
-  assert_false(trl_layout_fused_cluster_small_m(3, 14336, 9, 1));
-  assert_false(trl_layout_fused_cluster_small_m(8, 8192, 3, 2));
-  assert_false(trl_layout_fused_cluster_small_m(8, 4096, 8, 1));
-  assert_true(trl_layout_fused_cluster_small_m(8, 8192, 5, 1));
+  assert_true(trl_layout_fused_cluster_small_m(4, 14336, 4096, 9, 1));
+  assert_false(trl_layout_fused_cluster_small_m(3, 14336, 4096, 9, 1));
+  assert_false(trl_layout_fused_cluster_small_m(8, 8192, 28672, 3, 2));
+  assert_false(trl_layout_fused_cluster_small_m(8, 4096, 4096, 8, 1));
+  assert_true(trl_layout_fused_cluster_small_m(8, 8192, 8192, 5, 1));
+  /* more than 2^26 weights (28672x8192, 5-CTA clusters, 45 k-blocks) */
+  assert_false(trl_layout_fused_cluster_small_m(8, 28672, 8192, 5, 1));
   /* unknown before prepare */
-  assert_false(trl_layout_fused_cluster_small_m(8, 14336, 0, 0));
+  assert_false(trl_layout_fused_cluster_small_m(8, 14336, 4096, 0, 0));
   p.fused_cluster = 3;
   p.fused_waves = 2;
   assert_true(trl_layout_stream(&p, TRELLIS_PATH_FUSED, 8));

@@ -104,16 +104,19 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }
 
-/* Whether the fused path runs m <= 8 rows on its cluster kernel (x rotated
- * before it) rather than on the persistent kernel: from 4 rows, where the
- * cluster kernel's grid is one wave and each CTA runs 8 or more k-blocks.
- * There its time hardly grows with m while the persistent kernel's does
- * (14336x4096 and 8192x8192 at m = 8: 11-13% faster); on short CTAs
- * (4096x4096) or two waves (8192x28672) the persistent kernel stays
- * faster (bench/RESULTS.md, thirteenth session). */
+/* Whether the fused path runs m <= 8 rows of a k x n layer on its cluster
+ * kernel (x rotated before it) rather than on the persistent kernel: from
+ * 4 rows, on layers of at most 2^26 weights where the cluster kernel's
+ * grid is one wave and each CTA runs 8 or more k-blocks. There its time
+ * hardly grows with m while the persistent kernel's does (14336x4096,
+ * 4096x14336 and 8192x8192 at m = 8: 7-11% faster); on short CTAs
+ * (4096x4096), two waves (8192x28672) or the longest CTAs (28672x8192,
+ * 45 k-blocks: 6% slower at m = 4) the persistent kernel stays faster
+ * (bench/RESULTS.md, thirteenth session). */
 static inline int trl_layout_fused_cluster_small_m(int64_t m, int64_t k,
-                                                   int cluster, int waves) {
-  return m >= 4 && cluster >= 1 && waves == 1 &&
+                                                   int64_t n, int cluster,
+                                                   int waves) {
+  return m >= 4 && k * n <= ((int64_t)1 << 26) && cluster >= 1 && waves == 1 &&
          trl_layout_fused_stages(k, cluster) >= 8;
 }
 
@@ -132,7 +135,7 @@ static inline int trl_layout_stream(const trl_layout_params *p,
   const int64_t weights = p->k * p->n;
   if (path == TRELLIS_PATH_FUSED)
     return m <= 8 && !trl_layout_fused_cluster_small_m(
-                         m, p->k, p->fused_cluster, p->fused_waves);
+                         m, p->k, p->n, p->fused_cluster, p->fused_waves);
   if (path == TRELLIS_PATH_GENERIC)
     return m <= 2 || (m <= 4 && weights <= ((int64_t)1 << 25)) ||
            (m <= 8 && weights <= ((int64_t)1 << 23));
