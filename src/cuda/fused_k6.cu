@@ -3,18 +3,21 @@
  *
  *  - Grid: one thread-block cluster per 128-column strip; the cluster's CTAs
  *    split k. The weight is streamed once for any m <= 128.
- *  - Input rotation: each 128-k block of x is rotated exactly once into the
- *    caller's `rotated` buffer by whichever CTA claims it first (per-plan flag
- *    0 -> 1 claimed -> 2 ready). A CTA that needs a block claims it itself if
+ *  - Input rotation, three forms (the plan picks, trl_fused_rotation): each
+ *    CTA rotates the rows of its own stages (few rows, LocalRotation); or
+ *    the input-rotation kernel launched before this one has filled the
+ *    caller's `rotated` buffer (PRE: this kernel is its dependent launch);
+ *    or (LEGACY_KERNELS) each 128-k block is rotated exactly once into
+ *    `rotated` by whichever CTA claims it first (per-plan flag 0 -> 1
+ *    claimed -> 2 ready). A CTA that needs a block claims it itself if
  *    nobody has, so no CTA ever waits on one that has not started: no
  *    co-residency is assumed and no grid-wide barrier is taken.
  *  - Split-k partial sums are reduced over the cluster through distributed
  *    shared memory, then each row's 128 sums are rotated, scaled by svh,
  *    biased and written in the output dtype.
  *  - The last CTA to be done with the flags resets them, so every launch
- *    (and every graph replay) starts from zero. With few rows and short
- *    CTAs each CTA rotates its own blocks instead (LocalRotation) and the
- *    flags are not touched. */
+ *    (and every graph replay) starts from zero. The other two forms do not
+ *    touch them. */
 #include "decode_gemm.cuh"
 
 #include <cooperative_groups.h>
