@@ -222,6 +222,34 @@ static void test_fused_rotation_ahead(void **state) {
   assert_false(trl_layout_fused_ahead(1, 4096, 0));
 }
 
+/* The rotation form the fused cluster kernel runs: local (ahead or per
+ * stage) where the two rules above say so, else x rotated before it, or
+ * the claims under LEGACY_KERNELS. */
+static void test_fused_rotation_form(void **state) {
+  (void)state;
+  /* 14336x4096, 9-CTA clusters: 13 k-blocks per CTA */
+  assert_int_equal(trl_layout_fused_rotation(1, 14336, 4096, 9, 132, 0),
+                   TRL_FUSED_LOCAL_AHEAD);
+  assert_int_equal(trl_layout_fused_rotation(2, 14336, 4096, 9, 132, 0),
+                   TRL_FUSED_LOCAL);
+  assert_int_equal(trl_layout_fused_rotation(2, 14336, 4096, 9, 132, 1),
+                   TRL_FUSED_LOCAL);
+  assert_int_equal(trl_layout_fused_rotation(6, 14336, 4096, 9, 132, 0),
+                   TRL_FUSED_PRE);
+  assert_int_equal(trl_layout_fused_rotation(6, 14336, 4096, 9, 132, 1),
+                   TRL_FUSED_CLAIMS);
+  /* above the locally rotated rows: always before the kernel or claims */
+  for (int64_t m = TRL_FUSED_LOCAL_ROWS + 1; m <= TRL_FUSED_MAX_M; ++m) {
+    assert_int_equal(trl_layout_fused_rotation(m, 4096, 4096, 7, 132, 0),
+                     TRL_FUSED_PRE);
+    assert_int_equal(trl_layout_fused_rotation(m, 4096, 4096, 7, 132, 1),
+                     TRL_FUSED_CLAIMS);
+  }
+  /* a bad cluster size never rotates locally */
+  assert_int_equal(trl_layout_fused_rotation(1, 4096, 4096, 0, 132, 0),
+                   TRL_FUSED_PRE);
+}
+
 /* Programmatic dependent launch where each CTA runs two or more k-blocks. */
 static void test_fused_dependent_launch(void **state) {
   (void)state;
@@ -318,6 +346,7 @@ int main(void) {
       cmocka_unit_test(test_fused_cluster_small_m),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
+      cmocka_unit_test(test_fused_rotation_form),
       cmocka_unit_test(test_fused_dependent_launch),
       cmocka_unit_test(test_layout_generic),
       cmocka_unit_test(test_layout_pair_k),

@@ -24,16 +24,9 @@ trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
                              void *y, void *rotated, cudaStream_t stream) {
   const int mb = trl_layout_m_blocks(m);
   const int cluster = plan->fused_cluster[trl_m_block_index(mb)];
-  /* Where the CTAs do not rotate x locally, a rotation kernel before the
-   * fused kernel does (PRE): the claims (LEGACY_KERNELS) make CTAs wait on
-   * each other's rotations, and barrier stalls dominated the kernel at
-   * m = 128 (bench/RESULTS.md, twelfth session). */
-  const int legacy = !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS);
-  const trl_fused_rotation rotation =
-      !trl_layout_fused_local(m, plan->w.k, plan->w.n, cluster, plan->sm_count)
-          ? (legacy ? TRL_FUSED_CLAIMS : TRL_FUSED_PRE)
-      : trl_layout_fused_ahead(m, plan->w.k, cluster) ? TRL_FUSED_LOCAL_AHEAD
-                                                      : TRL_FUSED_LOCAL;
+  const trl_fused_rotation rotation = trl_layout_fused_rotation(
+      m, plan->w.k, plan->w.n, cluster, plan->sm_count,
+      !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS));
   int pdl = plan->pdl && trl_layout_fused_pdl(plan->w.k, cluster);
   if (rotation == TRL_FUSED_PRE) {
     /* x -> rotated by the input rotation kernel, then the fused kernel as

@@ -96,6 +96,21 @@ static inline int trl_layout_fused_ahead(int64_t m, int64_t k, int cluster) {
          m * trl_layout_fused_stages(k, cluster) <= TRL_FUSED_PRE_ROWS;
 }
 
+/* How the fused cluster kernel gets x rotated for m rows: locally in its
+ * CTAs where trl_layout_fused_local says so (before the ring where
+ * trl_layout_fused_ahead does), else by the input-rotation kernel launched
+ * before it (PRE): the claims between CTAs (LEGACY_KERNELS) make them wait
+ * on each other's rotations, and barrier stalls dominated the kernel at
+ * m = 128 (bench/RESULTS.md, twelfth and thirteenth sessions). */
+static inline trl_fused_rotation
+trl_layout_fused_rotation(int64_t m, int64_t k, int64_t n, int cluster,
+                          int sm_count, int legacy) {
+  if (!trl_layout_fused_local(m, k, n, cluster, sm_count))
+    return legacy ? TRL_FUSED_CLAIMS : TRL_FUSED_PRE;
+  return trl_layout_fused_ahead(m, k, cluster) ? TRL_FUSED_LOCAL_AHEAD
+                                               : TRL_FUSED_LOCAL;
+}
+
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait): a gain where its CTAs run two or more
