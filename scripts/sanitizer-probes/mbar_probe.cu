@@ -16,7 +16,7 @@
  *           with the persistent kernel's start-up order: initialise, arrive
  *           with the expected bytes, fence the initialisation to the
  *           cluster, synchronise the cluster, then wait. */
-#include "mbarrier.cuh"
+#include "../../src/cuda/mbarrier.cuh" /* the kernel's own forms */
 
 #include <cstdint>
 #include <cstdio>
@@ -31,8 +31,8 @@ __device__ __forceinline__ uint32_t probe_bar() {
 }
 __device__ __forceinline__ void init_bar(uint32_t bar, unsigned count) {
   if (threadIdx.x == 0) {
-    bar_init(bar, count);
-    bar_init_fence();
+    trl::mbar_init(bar, count);
+    trl::mbar_init_fence();
   }
   __syncthreads();
 }
@@ -41,8 +41,8 @@ __global__ void life(int *out) {
   const uint32_t bar = probe_bar();
   init_bar(bar, 1);
   if (threadIdx.x == 0)
-    bar_arrive_tx(bar, 0);
-  bar_wait(bar, 0);
+    trl::mbar_arrive_tx(bar, 0);
+  trl::mbar_wait(bar, 0);
   if (threadIdx.x == 0)
     out[blockIdx.x] = 1;
 }
@@ -50,14 +50,14 @@ __global__ void life(int *out) {
 __global__ void cluster_life(int *out) {
   const uint32_t bar = probe_bar();
   if (threadIdx.x == 0) {
-    bar_init(bar, 1);
-    bar_arrive_tx(bar, 0);
-    bar_init_fence();
+    trl::mbar_init(bar, 1);
+    trl::mbar_arrive_tx(bar, 0);
+    trl::mbar_init_fence();
   }
   asm volatile("barrier.cluster.arrive.release.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;" ::
                    : "memory");
-  bar_wait(bar, 0);
+  trl::mbar_wait(bar, 0);
   if (threadIdx.x == 0)
     out[blockIdx.x] = 3;
 }
@@ -67,13 +67,13 @@ __global__ void arrive_only(int *out, int inval) {
   const uint32_t bar = probe_bar();
   init_bar(bar, 2);
   if (threadIdx.x == 0 || threadIdx.x == 32)
-    bar_arrive(bar);
+    trl::mbar_arrive(bar);
   if (threadIdx.x >= 32 && threadIdx.x < 64)
-    bar_wait(bar, 0);
+    trl::mbar_wait(bar, 0);
   if (inval) {
     __syncthreads();
     if (threadIdx.x == 0)
-      bar_inval(bar);
+      trl::mbar_inval(bar);
   }
   if (threadIdx.x == 0)
     out[blockIdx.x] = 2;

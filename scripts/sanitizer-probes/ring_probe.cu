@@ -5,7 +5,7 @@
  * copy. Every write is ordered after the reads it replaces, yet racecheck
  * reports hazards between the copies and the reads while it does not model
  * that ordering; device-check.sh runs this probe to know whether it does. */
-#include "mbarrier.cuh"
+#include "../../src/cuda/mbarrier.cuh" /* the kernel's own forms */
 
 #include <cstdint>
 #include <cstdio>
@@ -27,19 +27,19 @@ __global__ void ring(const uint32_t *src, uint32_t *out, int iters) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < 2; ++s) {
-      bar_init(smem(&full[s]), 1);
-      bar_init(smem(&empty[s]), 2);
+      trl::mbar_init(smem(&full[s]), 1);
+      trl::mbar_init(smem(&empty[s]), 2);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    trl::mbar_init_fence();
   }
   __syncthreads();
   if (warp == 2) { /* the producer */
     for (int it = 0; it < iters; ++it) {
       const int s = it & 1;
       if (it >= 2)
-        bar_wait(smem(&empty[s]), ((it >> 1) & 1) ^ 1);
+        trl::mbar_wait(smem(&empty[s]), ((it >> 1) & 1) ^ 1);
       if (lane == 0) {
-        bar_arrive_tx(smem(&full[s]), sizeof slot[s]);
+        trl::mbar_arrive_tx(smem(&full[s]), sizeof slot[s]);
         bulk_copy(smem(slot[s]), src + it * 256, sizeof slot[s],
                   smem(&full[s]));
       }
@@ -50,12 +50,12 @@ __global__ void ring(const uint32_t *src, uint32_t *out, int iters) {
   uint32_t sum = 0;
   for (int it = 0; it < iters; ++it) {
     const int s = it & 1;
-    bar_wait(smem(&full[s]), (it >> 1) & 1);
+    trl::mbar_wait(smem(&full[s]), (it >> 1) & 1);
     for (int i = 0; i < 4; ++i)
       sum += slot[s][warp * 128 + lane * 4 + i];
     __syncwarp();
     if (lane == 0)
-      bar_arrive(smem(&empty[s]));
+      trl::mbar_arrive(smem(&empty[s]));
   }
   out[threadIdx.x] = sum;
 }

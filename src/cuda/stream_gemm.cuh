@@ -37,6 +37,7 @@
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "kernels.h"
+#include "mbarrier.cuh"
 #include "tile_decode.cuh"
 #include "wgmma.cuh"
 
@@ -114,36 +115,11 @@ struct Params {
   HotShifts shifts;
 };
 
-/* ---- mbarriers and bulk copies (sm_90) ---------------------------------- */
+/* ---- bulk copies, remote mbarriers (sm_90; the rest: mbarrier.cuh) --- */
 #if TRL_WGMMA
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar),
-               "r"(count));
-}
-__device__ __forceinline__ void mbar_inval(uint32_t bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
-      "r"(bytes)
-      : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile("{\n.reg .pred done;\n"
-               "WAIT_%=:\n"
-               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-               "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-               "r"(parity)
-               : "memory");
 }
 __device__ __forceinline__ uint64_t evict_first_policy() {
   uint64_t pol;
@@ -545,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, 3)
      * (later rounds: finish_strip) */
     for (int r = 0; r < 2 && r < rounds; ++r)
       mbar_arrive_tx(bb.in_full(r), inbox_round_bytes(rank, r, C, (int)p.m));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_init_fence();
   }
   /* every CTA's barriers exist before any peer pushes into them */
   cluster_sync_all();
