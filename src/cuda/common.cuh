@@ -94,6 +94,14 @@ __device__ __forceinline__ float2 *sqg_d3l_smem() {
   return d3l;
 }
 
+/* fp16x2 bits -> bf16x2 bits, each rounded to nearest even (exact for
+ * values bf16 holds, as every E4M3 value). */
+__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t v) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&v));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  return *reinterpret_cast<const uint32_t *>(&b);
+}
+
 /* Copies the plan's device tables to shared memory (all threads of the
  * CTA; the caller synchronises before the first decode). Nothing for the
  * other codebooks. The tables are written once at prepare, so a dependent
@@ -108,12 +116,8 @@ __device__ __forceinline__ void sqg_stage(const trl_sqg_tables *g) {
       if constexpr (BF16) {
         uint32_t *w = reinterpret_cast<uint32_t *>(&v);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const float2 f =
-              __half22float2(*reinterpret_cast<const __half2 *>(&w[j]));
-          const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-          w[j] = *reinterpret_cast<const uint32_t *>(&b);
-        }
+        for (int j = 0; j < 4; ++j)
+          w[j] = f16x2_to_bf16x2(w[j]);
       }
       dst[i] = v;
     }
@@ -206,13 +210,8 @@ decode_sqg_fp16_pair(uint32_t x0, uint32_t bhi0, uint32_t x1, uint32_t bhi1) {
   const uint32_t p0 = sqg_product<K>(x0), p1 = sqg_product<K>(x1);
   const __half2 h = __floats2half2_rn(sqg_fp16_value<K>(bhi0 ^ p0, p0),
                                       sqg_fp16_value<K>(bhi1 ^ p1, p1));
-  if constexpr (BF16) {
-    const float2 f = __half22float2(h);
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-    return *reinterpret_cast<const uint32_t *>(&b);
-  } else {
-    return *reinterpret_cast<const uint32_t *>(&h);
-  }
+  const uint32_t bits = *reinterpret_cast<const uint32_t *>(&h);
+  return BF16 ? f16x2_to_bf16x2(bits) : bits;
 }
 
 /* D += A(16x16) * B(16x8), fp32 accumulate. */

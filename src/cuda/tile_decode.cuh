@@ -195,13 +195,6 @@ decode_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o, uint32_t (&b)[4],
   b[3] = __byte_perm(u[6], u[7], 0x5410);
 }
 
-/* fp16x2 bits -> bf16x2 bits, RNE (exact for E4M3 values). */
-__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t v) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&v));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  return *reinterpret_cast<const uint32_t *>(&b);
-}
-
 /* decode_frags for the decode-GEMM, where an SQG codebook reads each weight
  * from the state -> value table of its K staged in shared memory at `tab`
  * (gemm::sqg_table_bytes): one lookup per weight replaces the graph's
