@@ -77,7 +77,8 @@ typedef enum trellis_status {
   TRELLIS_ERR_ARCH = 12,         /* no kernel image for this GPU's arch */
   TRELLIS_ERR_CUDA = 13,         /* a CUDA runtime or cuBLASLt call failed */
   TRELLIS_ERR_NOT_PREPARED = 14, /* plan used before trellis_plan_prepare */
-  TRELLIS_ERR_INTERNAL = 15
+  TRELLIS_ERR_INTERNAL = 15,
+  TRELLIS_ERR_LAYOUT = 16 /* payload in the wrong layout for the call */
 } trellis_status;
 
 /* "TRELLIS_ERR_SHAPE" etc.; "TRELLIS_ERR_UNKNOWN" for out-of-range codes. */
@@ -197,14 +198,27 @@ TRELLIS_API const char *trellis_pair_kind_name(trellis_pair_kind kind);
 /* "n", "k", or "invalid". */
 TRELLIS_API const char *trellis_rate_axis_name(trellis_rate_axis axis);
 
+/* How a weight's tile payload (trellis, trellis1) is arranged in memory.
+ * CHECKPOINT: the tile array exactly as a file stores it, what the CPU
+ * functions read. LANES: the GPU's decode layout, the same bytes per tile
+ * row of 8 tiles permuted so that each lane of a warp reads its share with
+ * 16-byte loads (docs/FORMAT.md, "The lane layout"); trellis_weight_upload
+ * produces it and trellis_weight_repack converts device memory to it. Plans
+ * read LANES only. */
+typedef enum trellis_layout {
+  TRELLIS_LAYOUT_CHECKPOINT = 0,
+  TRELLIS_LAYOUT_LANES = 1
+} trellis_layout;
+
 /* One linear layer. Pointers are host memory for the CPU functions and
  * device memory for the plan API. Exactly one of suh/su and one of svh/sv is
  * set.
  *
  * Versions: struct_size is sizeof(trellis_weight) (or larger, from a newer
- * header) or exactly TRELLIS_WEIGHT_SIZE_V1 (a weight filled by a header
- * without the pair fields: a uniform layer); the library never reads past
- * struct_size. */
+ * header), exactly TRELLIS_WEIGHT_SIZE_V2 (a header without the half and
+ * layout fields: an integer rate in the checkpoint layout) or exactly
+ * TRELLIS_WEIGHT_SIZE_V1 (without the pair fields either: a uniform
+ * layer); the library never reads past struct_size. */
 typedef struct trellis_weight {
   uint32_t struct_size; /* sizeof(trellis_weight) */
   int64_t k;            /* in_features, multiple of 128 */
@@ -222,10 +236,17 @@ typedef struct trellis_weight {
   trellis_rate_axis rate_axis; /* which of k, n is 256 */
   int bits1;                   /* K of record1 */
   const int16_t *trellis1;     /* record1's tiles */
+  /* ---- after TRELLIS_WEIGHT_SIZE_V2 (zero: integer K, checkpoint) ---- */
+  /* 1: K = bits + 1/2, a half-integer rate of ExLlamaV3 1.6 (MUL1 only,
+   * bits 1..3: K 1.5, 2.5, 3.5; tiles of 16*K = 24, 40, 56 int16). */
+  int half;
+  trellis_layout layout; /* of trellis and trellis1 */
 } trellis_weight;
 
 /* sizeof(trellis_weight) before the pair fields. */
 #define TRELLIS_WEIGHT_SIZE_V1 offsetof(trellis_weight, pair)
+/* sizeof(trellis_weight) before the half and layout fields. */
+#define TRELLIS_WEIGHT_SIZE_V2 offsetof(trellis_weight, half)
 
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
@@ -465,12 +486,30 @@ TRELLIS_API int trellis_cuda_device_count(void);
  * the payload, the scale or sign vectors and the bias. */
 typedef struct trellis_device_weight trellis_device_weight;
 
-/* Copies a host weight to one device allocation on the current device and
- * returns its handle in *out (NULL on failure); a pair's record1 follows
- * record0 in it. The host weight is not kept. Destroy the handle after every
+/* Copies a host weight (checkpoint layout) to one device allocation on the
+ * current device, repacked there into the lane layout, and returns its
+ * handle in *out (NULL on failure); a pair's record1 follows record0 in it.
+ * The host weight is not kept. Destroy the handle after every
  * plan that uses its view. */
 TRELLIS_API trellis_status trellis_weight_upload(const trellis_weight *host,
                                                  trellis_device_weight **out);
+/* The payload of `w` (host memory, checkpoint layout) in the lane layout:
+ * record0 into `out`, a pair's record1 into `out1`, each as many bytes as
+ * the record has (trellis_weight_payload_bytes in all; either may equal its
+ * source: in place). For frameworks that repack before they upload. */
+TRELLIS_API trellis_status trellis_weight_repack_host(const trellis_weight *w,
+                                                      int16_t *out,
+                                                      int16_t *out1);
+/* The same on the device: `device_w` points at device memory in the
+ * checkpoint layout (a framework's tensors); the lane layout is written to
+ * `out` (record0) and `out1` (record1), 16-byte aligned device memory of
+ * the records' sizes, in place when they equal the source. Launches on
+ * `stream` (a cudaStream_t, NULL: the legacy stream) and never allocates
+ * or synchronises. Then give trellis_plan_create the weight with those
+ * pointers and layout = TRELLIS_LAYOUT_LANES. */
+TRELLIS_API trellis_status trellis_weight_repack(const trellis_weight *device_w,
+                                                 int16_t *out, int16_t *out1,
+                                                 void *stream);
 /* The uploaded weight as a full-size trellis_weight of device pointers
  * (legacy su/sv kept as given; a pair's trellis1 at its record1), what
  * trellis_plan_create takes. Owned by the handle and

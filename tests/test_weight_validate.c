@@ -81,8 +81,29 @@ static void test_null_and_struct_size(void **state) {
   trellis_weight w = valid_weight();
   w.struct_size = 0;
   expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "struct_size", "0");
-  w.struct_size = sizeof w - 8;
+  w.struct_size = sizeof w - 4;
   expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "struct_size", "init");
+  /* the second version (before half and layout) reads them as zero */
+  w = valid_weight();
+  w.layout = (trellis_layout)7;
+  w.struct_size = (uint32_t)TRELLIS_WEIGHT_SIZE_V2;
+  assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
+}
+
+static void test_layout(void **state) {
+  (void)state;
+  trellis_weight w = valid_weight();
+  w.layout = (trellis_layout)2;
+  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.layout", "got 2");
+  w.layout = TRELLIS_LAYOUT_LANES;
+  assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
+  /* the CPU functions read the checkpoint layout only */
+  static uint16_t w_hat[256 * 128];
+  trellis_clear_error();
+  assert_int_equal(trellis_decode_weight(&w, w_hat), TRELLIS_ERR_LAYOUT);
+  assert_non_null(strstr(trellis_last_error(), "lanes layout"));
+  assert_string_equal(trellis_status_name(TRELLIS_ERR_LAYOUT),
+                      "TRELLIS_ERR_LAYOUT");
 }
 
 static void test_bad_dims(void **state) {
@@ -207,6 +228,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_and_valid),
       cmocka_unit_test(test_null_and_struct_size),
+      cmocka_unit_test(test_layout),
       cmocka_unit_test(test_bad_dims),
       cmocka_unit_test(test_bad_bits),
       cmocka_unit_test(test_bad_codebook),

@@ -35,6 +35,8 @@ static const struct {
     [TRELLIS_ERR_NOT_PREPARED] = {"TRELLIS_ERR_NOT_PREPARED",
                                   "plan not prepared"},
     [TRELLIS_ERR_INTERNAL] = {"TRELLIS_ERR_INTERNAL", "internal error"},
+    [TRELLIS_ERR_LAYOUT] = {"TRELLIS_ERR_LAYOUT",
+                            "payload in the wrong layout"},
 };
 
 #define STATUS_COUNT (sizeof(status_table) / sizeof(status_table[0]))

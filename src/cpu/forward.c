@@ -220,8 +220,8 @@ static int resolve_threads(int threads, int64_t tiles_n) {
 
 int trellis_cpu_forward_threads(const trellis_weight *w, int threads) {
   if (threads < 0 || w == NULL ||
-      (w->struct_size < sizeof *w &&
-       w->struct_size != TRELLIS_WEIGHT_SIZE_V1) ||
+      (w->struct_size < sizeof *w && w->struct_size != TRELLIS_WEIGHT_SIZE_V1 &&
+       w->struct_size != TRELLIS_WEIGHT_SIZE_V2) ||
       w->n < 16)
     return 0;
   return resolve_threads(threads, w->n / 16);
@@ -310,7 +310,9 @@ trellis_status trellis_cpu_forward(const trellis_weight *caller, const void *x,
     return st;
   trellis_weight full;
   const trellis_weight *w = &full;
-  if ((st = trl_weight_load(caller, &full)) != TRELLIS_OK)
+  if ((st = trl_weight_load(caller, &full)) != TRELLIS_OK ||
+      (st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_CHECKPOINT,
+                                      "cpu_forward")) != TRELLIS_OK)
     return st;
   workspace_layout layout;
   if (!plan_workspace(w->k, w->n, m, &layout))

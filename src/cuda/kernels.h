@@ -53,6 +53,12 @@ int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
                             trellis_dtype y_dtype, int64_t m, int64_t n,
                             void *stream);
 
+/* One record's tile array [k/16][n/16][8 h] (h half-bits per weight, in
+ * 2..16) from the checkpoint layout to the lane layout (format/lanes.h);
+ * dst may equal src. Used by the upload and trellis_weight_repack. */
+int trl_launch_repack_lanes(const int16_t *src, int16_t *dst, int64_t k,
+                            int64_t n, int h, void *stream);
+
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
                             void *stream);

@@ -48,6 +48,9 @@ trellis_status trellis_dense_weight(const trellis_weight *caller,
   trellis_weight full;
   const trellis_weight *w = &full;
   trellis_status st = trl_weight_load(caller, &full);
+  if (st == TRELLIS_OK)
+    st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_CHECKPOINT,
+                                   "dense_weight");
   if (st != TRELLIS_OK)
     return st;
   if (dense == NULL)

@@ -44,9 +44,11 @@ const char *trellis_rate_axis_name(trellis_rate_axis axis) {
   return "invalid";
 }
 
-/* The first version (no pair fields), or this one or a newer one. */
+/* The first version (no pair fields), the second (no half and layout
+ * fields), or this one or a newer one. */
 static int size_accepted(uint32_t struct_size) {
   return struct_size == TRELLIS_WEIGHT_SIZE_V1 ||
+         struct_size == TRELLIS_WEIGHT_SIZE_V2 ||
          struct_size >= sizeof(trellis_weight);
 }
 
@@ -172,9 +174,46 @@ static trellis_status validate_full(const trellis_weight *w) {
   if ((st = check_sign_pair("suh", w->suh, "su", w->su)) != TRELLIS_OK ||
       (st = check_sign_pair("svh", w->svh, "sv", w->sv)) != TRELLIS_OK)
     return st;
+  if (w->layout != TRELLIS_LAYOUT_CHECKPOINT &&
+      w->layout != TRELLIS_LAYOUT_LANES)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.layout: expected TRELLIS_LAYOUT_CHECKPOINT (0) "
+                    "or TRELLIS_LAYOUT_LANES (1), got %d",
+                    (int)w->layout);
+  if (w->half != 0)
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "weight.half: half-integer rates are not supported by "
+                    "this build, got %d",
+                    w->half);
   if (w->pair != TRELLIS_PAIR_NONE)
     return check_pair(w);
   return TRELLIS_OK;
+}
+
+trellis_status trl_weight_require_layout(const trellis_weight *w,
+                                         trellis_layout layout,
+                                         const char *who) {
+  if (w->layout == layout)
+    return TRELLIS_OK;
+  return trl_fail(TRELLIS_ERR_LAYOUT,
+                  "%s: the weight's payload is in the %s layout, expected "
+                  "the %s layout%s",
+                  who, trl_layout_name(w->layout), trl_layout_name(layout),
+                  layout == TRELLIS_LAYOUT_LANES
+                      ? " (upload it with trellis_weight_upload, or "
+                        "convert device memory with trellis_weight_repack)"
+                      : " (the CPU functions read the tiles as a file "
+                        "stores them)");
+}
+
+const char *trl_layout_name(trellis_layout layout) {
+  switch (layout) {
+  case TRELLIS_LAYOUT_CHECKPOINT:
+    return "checkpoint";
+  case TRELLIS_LAYOUT_LANES:
+    return "lanes";
+  }
+  return "invalid";
 }
 
 trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full) {
@@ -183,10 +222,10 @@ trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full) {
   if (!size_accepted(w->struct_size))
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "weight: struct_size %u is neither %zu (before the "
-                    "pair fields) nor >= %zu (call the *_init function "
-                    "first)",
+                    "pair fields), %zu (before the half and layout "
+                    "fields) nor >= %zu (call the *_init function first)",
                     (unsigned)w->struct_size, (size_t)TRELLIS_WEIGHT_SIZE_V1,
-                    sizeof *w);
+                    (size_t)TRELLIS_WEIGHT_SIZE_V2, sizeof *w);
   copy_weight(w, full);
   return validate_full(full);
 }
@@ -316,6 +355,9 @@ trellis_status trl_weight_scales(const trellis_weight *w, float *s_in,
 trellis_status trellis_decode_weight(const trellis_weight *w, uint16_t *w_hat) {
   trellis_weight full;
   trellis_status st = trl_weight_load(w, &full);
+  if (st == TRELLIS_OK)
+    st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_CHECKPOINT,
+                                   "decode_weight");
   if (st != TRELLIS_OK)
     return st;
   if (w_hat == NULL)

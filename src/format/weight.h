@@ -9,6 +9,14 @@
  * first; every internal user of a public weight works on such a copy. */
 trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full);
 
+/* TRELLIS_OK when `w` (a full-size copy) has its payload in `layout`, else
+ * TRELLIS_ERR_LAYOUT naming `who` and both layouts. */
+trellis_status trl_weight_require_layout(const trellis_weight *w,
+                                         trellis_layout layout,
+                                         const char *who);
+/* "checkpoint", "lanes" or "invalid". */
+const char *trl_layout_name(trellis_layout layout);
+
 /* Input and output scales as fp32: suh/svh converted, or legacy su/sv bits
  * expanded to +-1. Validates `w` first; a pair's scales must be finite. */
 trellis_status trl_weight_scales(const trellis_weight *w, float *s_in /* [k] */,

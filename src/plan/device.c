@@ -2,8 +2,10 @@
  * upload and the library's H128 rotation. */
 #include "core/internal.h"
 #include "cuda/kernels.h"
+#include "format/lanes.h"
 #include "format/pair.h"
 #include "format/weight.h"
+#include "plan/plan_internal.h"
 
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -18,6 +20,71 @@ int trellis_cuda_device_count(void) {
     return 0;
   }
   return count;
+}
+
+trellis_status trl_check_device_pointer(const void *p, const char *what) {
+  struct cudaPointerAttributes attr;
+  cudaError_t e = cudaPointerGetAttributes(&attr, p);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight %s: not a CUDA pointer (%s)", what,
+                    cudaGetErrorString(e));
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight %s: expected device memory (upload the weight with "
+                    "trellis_weight_upload)",
+                    what);
+  return TRELLIS_OK;
+}
+
+/* Repacks each record of `w` (device memory, checkpoint layout) into
+ * out/out1 on `stream`. */
+static trellis_status repack_records(const trellis_weight *w, int16_t *out,
+                                     int16_t *out1, void *stream) {
+  trl_record rec[2];
+  const int count = trl_weight_records(w, rec);
+  for (int r = 0; r < count; r++) {
+    int e = trl_launch_repack_lanes(
+        rec[r].trellis, r == 0 ? out : out1, rec[r].k, rec[r].n,
+        trl_lanes_rate(rec[r].bits, w->half), stream);
+    if (e)
+      return trl_cuda_fail(e, "weight repack");
+  }
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_weight_repack(const trellis_weight *device_w,
+                                     int16_t *out, int16_t *out1,
+                                     void *stream) {
+  trellis_weight w;
+  trellis_status st = trl_weight_load(device_w, &w);
+  if (st == TRELLIS_OK)
+    st = trl_weight_require_layout(&w, TRELLIS_LAYOUT_CHECKPOINT,
+                                   "weight_repack");
+  if (st != TRELLIS_OK)
+    return st;
+  const int pair = w.pair != TRELLIS_PAIR_NONE;
+  if (out == NULL || (pair && out1 == NULL))
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "weight_repack: %s is NULL",
+                    out == NULL ? "out" : "out1 (a pair's record1)");
+  if (trellis_cuda_device_count() == 0)
+    return trl_fail(TRELLIS_ERR_NO_DEVICE, "no CUDA device is available");
+  const void *ptrs[] = {w.trellis, out, pair ? w.trellis1 : NULL,
+                        pair ? out1 : NULL};
+  const char *names[] = {"trellis", "out (repack)", "trellis1",
+                         "out1 (repack)"};
+  for (int i = 0; i < 4; i++) {
+    if (ptrs[i] == NULL)
+      continue;
+    if ((st = trl_check_device_pointer(ptrs[i], names[i])) != TRELLIS_OK)
+      return st;
+    if ((uintptr_t)ptrs[i] % 16 != 0)
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "weight_repack: %s is not 16-byte aligned", names[i]);
+  }
+  return repack_records(&w, out, out1, stream);
 }
 
 /* Tells a live handle from freed or foreign memory (where it is readable). */
@@ -52,6 +119,9 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   *out = NULL;
   trellis_weight w; /* the caller's weight at any accepted struct_size */
   trellis_status st = trl_weight_load(host, &w);
+  if (st == TRELLIS_OK)
+    st = trl_weight_require_layout(&w, TRELLIS_LAYOUT_CHECKPOINT,
+                                   "weight_upload");
   if (st != TRELLIS_OK)
     return st;
   host = &w;
@@ -122,6 +192,17 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   v->trellis1 = host->pair != TRELLIS_PAIR_NONE
                     ? (const int16_t *)(base + off_payload + record0)
                     : NULL;
+  /* the GPU's decode layout, in place (the copies above are complete: the
+   * legacy stream orders the kernel after them) */
+  st = repack_records(v, (int16_t *)v->trellis, (int16_t *)v->trellis1, NULL);
+  if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
+    st = trl_cuda_fail(e, "weight repack");
+  if (st != TRELLIS_OK) {
+    cudaFree(base);
+    free(dw);
+    return st;
+  }
+  v->layout = TRELLIS_LAYOUT_LANES;
   v->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
   v->su = host->suh ? NULL : (const int16_t *)(base + off_in);
   v->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;

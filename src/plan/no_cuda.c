@@ -18,6 +18,16 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   return no_cuda();
 }
 
+trellis_status trellis_weight_repack(const trellis_weight *device_w,
+                                     int16_t *out, int16_t *out1,
+                                     void *stream) {
+  (void)device_w;
+  (void)out;
+  (void)out1;
+  (void)stream;
+  return no_cuda();
+}
+
 /* No handle can exist in this build: every non-NULL one is foreign. */
 const trellis_weight *
 trellis_device_weight_view(const trellis_device_weight *dw) {

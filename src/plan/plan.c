@@ -83,23 +83,6 @@ static trellis_status check_desc(const trellis_plan_desc *d) {
   return TRELLIS_OK;
 }
 
-static trellis_status check_device_pointer(const void *p, const char *what) {
-  struct cudaPointerAttributes attr;
-  cudaError_t e = cudaPointerGetAttributes(&attr, p);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight %s: not a CUDA pointer (%s)", what,
-                    cudaGetErrorString(e));
-  }
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight %s: expected device memory (upload the weight with "
-                    "trellis_weight_upload)",
-                    what);
-  return TRELLIS_OK;
-}
-
 /* Path run() takes for m: the gate, then the dense crossover. */
 static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
                                   trl_gate_reason *why) {
@@ -169,6 +152,8 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   *out = NULL;
   trellis_weight full; /* the caller's weight at any accepted struct_size */
   trellis_status st = trl_weight_load(device_w, &full);
+  if (st == TRELLIS_OK)
+    st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_LANES, "plan_create");
   if (st != TRELLIS_OK)
     return st;
   device_w = &full;
@@ -187,13 +172,14 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   const char *names[] = {"trellis", device_w->suh ? "suh" : "su",
                          device_w->svh ? "svh" : "sv", "bias"};
   for (int i = 0; i < 4; ++i)
-    if (ptrs[i] && (st = check_device_pointer(ptrs[i], names[i])) != TRELLIS_OK)
+    if (ptrs[i] &&
+        (st = trl_check_device_pointer(ptrs[i], names[i])) != TRELLIS_OK)
       return st;
   if (((uintptr_t)device_w->trellis) % 16 != 0)
     return trl_fail(TRELLIS_ERR_BUFFER,
                     "weight trellis pointer is not 16-byte aligned");
   if (device_w->pair != TRELLIS_PAIR_NONE) {
-    if ((st = check_device_pointer(device_w->trellis1, "trellis1")) !=
+    if ((st = trl_check_device_pointer(device_w->trellis1, "trellis1")) !=
         TRELLIS_OK)
       return st;
     if (((uintptr_t)device_w->trellis1) % 16 != 0)

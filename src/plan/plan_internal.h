@@ -15,6 +15,10 @@
 
 #define TRL_DENSE_BUCKETS 16
 
+/* TRELLIS_OK when `p` is device (or managed) memory, else
+ * TRELLIS_ERR_INVALID_ARGUMENT naming the weight's field `what`. */
+trellis_status trl_check_device_pointer(const void *p, const char *what);
+
 typedef struct dense_algo {
   int64_t m; /* largest m this entry serves */
   int valid_full, valid_tail;

@@ -1,0 +1,147 @@
+/* The lane layout (format/lanes.h): word offsets, the repack and its
+ * inverse, and what the GPU kernels rely on: that a lane finds its states'
+ * windows in its own words and the words of the lanes below it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "format/lanes.h"
+#include "format/tile.h"
+#include "tools/synth.h"
+#include "trellis.h"
+
+static synth_rng rng = {0x1A2E5u};
+
+static void fill_random(void *p, size_t bytes) {
+  uint8_t *b = p;
+  for (size_t i = 0; i < bytes; i++)
+    b[i] = (uint8_t)synth_next(&rng);
+}
+
+/* Every byte of a group is one lane word's, exactly once, for every rate. */
+static void test_word_offsets(void **state) {
+  (void)state;
+  for (int h = 2; h <= 16; h++) {
+    static unsigned seen[128 * 16];
+    memset(seen, 0, sizeof seen);
+    for (int lane = 0; lane < 32; lane++)
+      for (int w = 0; w < h; w++) {
+        const int off = trl_lanes_word_offset(h, lane, w);
+        assert_true(off >= 0 && off + 4 <= trl_lanes_group_bytes(h));
+        assert_int_equal(off % 4, 0);
+        for (int b = 0; b < 4; b++)
+          seen[off + b]++;
+      }
+    for (int i = 0; i < trl_lanes_group_bytes(h); i++)
+      assert_int_equal(seen[i], 1);
+    /* a warp's loads: 16-byte quads, then 8-byte pairs, then words */
+    for (int w = 0; w + 3 < 4 * (h / 4); w += 4)
+      assert_int_equal(trl_lanes_word_offset(h, 5, w) % 16, 0);
+  }
+}
+
+/* Repack then unpack gives the payload back, in place or not. */
+static void test_round_trip(void **state) {
+  (void)state;
+  enum { K = 256, N = 256 };
+  static int16_t src[K / 16 * N / 16 * 128], a[sizeof src / 2],
+      b[sizeof src / 2];
+  for (int h = 2; h <= 16; h++) {
+    const size_t bytes = (size_t)(K / 16) * (N / 16) * 16 * (size_t)h;
+    fill_random(src, bytes);
+    assert_int_equal(trl_lanes_convert(src, a, K, N, h, 1), TRELLIS_OK);
+    assert_true(memcmp(a, src, bytes) != 0);
+    assert_int_equal(trl_lanes_convert(a, b, K, N, h, 0), TRELLIS_OK);
+    assert_memory_equal(b, src, bytes);
+    memcpy(b, src, bytes); /* in place */
+    assert_int_equal(trl_lanes_convert(b, b, K, N, h, 1), TRELLIS_OK);
+    assert_memory_equal(b, a, bytes);
+  }
+}
+
+/* Bit p (MSB first) of a lane's string: word p / 32 at its offset. */
+static unsigned lane_bit(const uint8_t *group, int h, int lane, int p) {
+  const uint8_t *w = group + trl_lanes_word_offset(h, lane, p / 32);
+  const uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 |
+                     (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+  return (v >> (31 - p % 32)) & 1u;
+}
+
+/* Bit q of lane L's window of tile t: the window starts prefix bits before
+ * its span, in the spans of the lanes below it (lane 0 wraps to lane 31:
+ * the tile's ring is tail-biting). */
+static unsigned window_bit(const uint8_t *group, int h, int lane, int t,
+                           int q) {
+  const int span = 4 * h;
+  int pos = lane * span - trl_lanes_prefix_bits(h) + q; /* ring position */
+  pos = (pos + 32 * span) % (32 * span);
+  return lane_bit(group, h, pos / span, t * span + pos % span);
+}
+
+/* Every state of every tile read from the lane layout at the offsets the
+ * kernels use equals the format's own state (integer rates). */
+static void test_states_from_lanes(void **state) {
+  (void)state;
+  for (int bits = 1; bits <= 8; bits++) {
+    const int h = 2 * bits;
+    static int16_t tiles[8 * 128], lanes[8 * 128];
+    fill_random(tiles, (size_t)trl_lanes_group_bytes(h));
+    assert_int_equal(trl_lanes_convert(tiles, lanes, 16, 128, h, 1),
+                     TRELLIS_OK);
+    for (int t = 0; t < 8; t++) {
+      uint16_t states[256];
+      trl_tile_states(tiles + t * 16 * bits, bits, states);
+      for (int lane = 0; lane < 32; lane++)
+        for (int j = 0; j < 8; j++) {
+          const int q = trl_lanes_state_offset(h, j);
+          unsigned s = 0;
+          for (int b = 0; b < 16; b++)
+            s = s << 1 | window_bit((const uint8_t *)lanes, h, lane, t, q + b);
+          assert_int_equal(s, states[8 * lane + j]);
+        }
+    }
+  }
+}
+
+static void test_repack_host(void **state) {
+  (void)state;
+  static int16_t payload[2 * 16 * 8 * 128], out[sizeof payload / 2];
+  static uint16_t suh[256], svh[256];
+  fill_random(payload, sizeof payload);
+  for (int i = 0; i < 256; i++)
+    suh[i] = svh[i] = 0x3C00;
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = 256;
+  w.n = 128;
+  w.bits = 3;
+  w.codebook = TRELLIS_CB_MCG;
+  w.trellis = payload;
+  w.suh = suh;
+  w.svh = svh;
+  assert_int_equal(trellis_weight_repack_host(&w, out, NULL), TRELLIS_OK);
+  static int16_t ref[sizeof payload / 2];
+  assert_int_equal(trl_lanes_convert(payload, ref, 256, 128, 6, 1), TRELLIS_OK);
+  assert_memory_equal(out, ref, trellis_weight_payload_bytes(&w));
+  trellis_clear_error();
+  assert_int_equal(trellis_weight_repack_host(&w, NULL, NULL),
+                   TRELLIS_ERR_INVALID_ARGUMENT);
+  w.layout = TRELLIS_LAYOUT_LANES; /* already repacked */
+  assert_int_equal(trellis_weight_repack_host(&w, out, NULL),
+                   TRELLIS_ERR_LAYOUT);
+  assert_non_null(strstr(trellis_last_error(), "checkpoint layout"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_word_offsets),
+      cmocka_unit_test(test_round_trip),
+      cmocka_unit_test(test_states_from_lanes),
+      cmocka_unit_test(test_repack_host),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
