@@ -44,14 +44,19 @@ extern "C" {
  * destroy (trellis_weight_free_device is gone).
  * 0.3.0: trellis_plans_buffer_sizes and trellis_model_file_path; plans of
  * the SQG codebooks and of pairs run on the GPU's generic and dense paths
- * (they were refused). */
+ * (they were refused).
+ * 0.4.0: the lane layout: trellis_weight gains `half` and `layout`
+ * (TRELLIS_WEIGHT_SIZE_V2 is the 0.3 struct), plans read device weights in
+ * the lane layout only (TRELLIS_ERR_LAYOUT otherwise; trellis_weight_upload
+ * produces it, trellis_weight_repack converts framework memory), and the
+ * register-direct small-m kernel replaces the persistent one. */
 #define TRELLIS_VERSION_MAJOR 0
-#define TRELLIS_VERSION_MINOR 3
+#define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
 #define TRELLIS_VERSION_NUMBER                                                 \
   (TRELLIS_VERSION_MAJOR * 10000 + TRELLIS_VERSION_MINOR * 100 +               \
    TRELLIS_VERSION_PATCH)
-#define TRELLIS_VERSION_STRING "0.3.0"
+#define TRELLIS_VERSION_STRING "0.4.0"
 
 /* TRELLIS_VERSION_NUMBER of the library actually linked. */
 TRELLIS_API int trellis_version_number(void);
@@ -563,14 +568,17 @@ TRELLIS_API const char *trellis_path_name(trellis_path path);
 
 /* Plan flags. FORCE_GENERIC: never take the fused path. FORCE_DECODE: the
  * generic path never takes the dense (cuBLASLt) variant. FORCE_DENSE: it
- * always does. EXACT_WEIGHTS: the small-m kernels multiply by W_hat rounded
- * to fp16 exactly as the format defines it (ExLlamaV3's arithmetic); by
- * default they may add a 3INST/MCG codebook value's two fp16 halves in the
- * tensor core instead, which is closer to the unrounded value (outputs are
- * judged by tolerance either way). LEGACY_KERNELS: never the persistent
- * small-m kernel; the split-K decode-GEMM and the fused cluster kernel of
- * earlier versions, kept selectable while the persistent kernel is not
- * faster on every shape. */
+ * always does. EXACT_WEIGHTS: every kernel multiplies by W_hat rounded to
+ * fp16 exactly as the format defines it (ExLlamaV3's arithmetic); by
+ * default the register-direct small-m kernel (m <= 16, fp16 compute, the
+ * EXL3 codebooks) adds a 3INST/MCG value's two fp16 halves in the tensor
+ * core and uses MUL1's affine value unrounded, with activations as int8
+ * limbs of 14 bits per 128-k slice up to 4 rows (docs/FORMAT.md, "GPU
+ * numerics"); outputs are judged by tolerance either way. LEGACY_KERNELS:
+ * never the register-direct kernel; the split-K decode-GEMM and the fused
+ * cluster kernel, with the fused kernel's rotation claims of earlier
+ * versions, kept selectable while the register-direct kernel is not faster
+ * on every shape. */
 #define TRELLIS_PLAN_FORCE_GENERIC 0x1u
 #define TRELLIS_PLAN_FORCE_DECODE 0x2u
 #define TRELLIS_PLAN_FORCE_DENSE 0x4u
@@ -677,10 +685,10 @@ TRELLIS_API trellis_status trellis_plan_prepare(trellis_plan *plan);
 /* Never allocates, synchronises or sets attributes; safe to capture into a
  * CUDA graph. A missing/undersized workspace is TRELLIS_ERR_WORKSPACE; a
  * current device other than the plan's is TRELLIS_ERR_INVALID_ARGUMENT.
- * Stream order: the fused kernel and the generic path's kernels are
- * programmatic dependent launches (sm_90 and newer): the fused kernel and
- * the decode-GEMM may start, and read the weight payload, while the kernel
- * before them on the stream still runs; x, y, the buffers, the scales and
+ * Stream order: the kernels are programmatic dependent launches (sm_90 and
+ * newer): the register-direct kernel, the fused kernel and the decode-GEMM
+ * may start, and read the weight payload, while the kernel before them on
+ * the stream still runs; x, y, the buffers, the scales and
  * the bias are touched only after that kernel has completed. So the payload
  * must not be written by the kernel launched just before trellis_run on
  * the same stream (a copy or memset between them restores full order). */

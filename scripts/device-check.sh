@@ -14,12 +14,12 @@
 # fetched), and runs the package's pytest suite (the GPU tests included,
 # with the machine's torch) and python/examples/swap_linears.py. Sanitizers (SAN_JOBS runs at
 # once, default 6): memcheck with the leak check on every GPU test;
-# synccheck on gpu_stream, gpu_ownership and gpu_fused; initcheck on
-# gpu_stream and on gpu_ownership's every-path test; racecheck on one
-# persistent-kernel variant (the reduced configurations: TRELLIS_TEST_SMALL
-# and TRELLIS_TEST_FILTER); any report or timeout fails the stage. Three
-# probes (scripts/sanitizer-probes) show where a tool misjudges correct
-# code; only what a probe shows is discounted or worked around.
+# synccheck on gpu_direct, gpu_ownership and gpu_fused; initcheck on
+# gpu_direct's dtype test and on gpu_ownership's every-path test; racecheck
+# on gpu_direct's dtype test (the reduced configurations:
+# TRELLIS_TEST_SMALL and TRELLIS_TEST_FILTER); any report or timeout fails
+# the stage. Two probes (scripts/sanitizer-probes) show where a tool
+# misjudges correct code; only what a probe shows is discounted.
 # SAN_TESTS limits memcheck to the tests named (default: every gpu_* test),
 # SAN_TOOLS the tools (default all four), SAN_TIMEOUT bounds each run (400 s).
 # The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
@@ -74,14 +74,14 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # and the runs share the GPU), its summary line to $OUT/san/*.line
   mkdir -p "$OUT/san" "$BUILD/probes"
   rm -f "$OUT"/san/*.line
-  # Three probes, correct programs that show where a tool cannot see (see
+  # Two probes, correct programs that show where a tool cannot see (see
   # their comments): while racecheck reports ring_probe, hazards between a
   # bulk copy and a read are discounted (any other hazard still fails);
   # while initcheck reports cublas_probe, the one kernel that reads a
   # cuBLAS output (bias_convert_kernel, the dense path's epilogue) is not
-  # initchecked; mbar_probe, below.
-  ring_limit=0 cublas_limit=0
-  for pr in ring_probe cublas_probe mbar_probe; do
+  # initchecked.
+  ring_limit=0 cublas_limit=0 sync_max_cluster=${SAN_MAX_CLUSTER:-}
+  for pr in ring_probe cublas_probe; do
     nvcc -arch=sm_90a -O2 -o "$BUILD/probes/$pr" "scripts/sanitizer-probes/$pr.cu" -lcublas ||
       san_rc=1
   done
@@ -91,19 +91,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   compute-sanitizer --tool initcheck --error-exitcode 99 --print-limit 1 \
     "$BUILD/probes/cublas_probe" >"$OUT/san/probe-initcheck.log" 2>&1
   [ $? -eq 99 ] && cublas_limit=1
-  # which correct mbarrier lives synccheck flags (see the probe's
-  # variants); while it flags the one in clusters of 16 CTAs, the
-  # synccheck runs limit the persistent kernel's plans to clusters of 8
-  # (TRELLIS_TEST_MAX_CLUSTER), which keeps every other size checked
-  mbar_flags="" sync_max_cluster=""
-  for v in life stale stale-inval cluster2 cluster8 cluster16; do
-    compute-sanitizer --tool synccheck --error-exitcode 99 "$BUILD/probes/mbar_probe" "$v" \
-      >"$OUT/san/probe-synccheck-$v.log" 2>&1
-    rc=$?
-    mbar_flags="$mbar_flags $v=$rc"
-    [ "$v" = cluster16 ] && [ $rc -eq 99 ] && sync_max_cluster=8
-  done
-  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit; synccheck on mbar_probe (99: flagged):$mbar_flags${sync_max_cluster:+ (synccheck runs: clusters <= $sync_max_cluster)}")
+  san_lines+=("probes: racecheck misses bulk-copy ordering: $ring_limit; initcheck misses cuBLAS stores: $cublas_limit")
   # racecheck hazards, in LOG, not discounted: each report pairs the first
   # access with the ones listed under it; a pair with a bulk copy is the
   # tool's limit (ring_limit)
@@ -149,18 +137,17 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
     ) &
   }
   tools=" ${SAN_TOOLS:-memcheck synccheck initcheck racecheck} "
-  # racecheck is the slowest: one variant of the persistent kernel
-  # (shared-memory ring, resident activations, inbox) on three strips of
-  # one cluster, started first
-  [[ $tools != *" racecheck "* ]] || sanitize racecheck gpu_stream 2 test_every_variant
+  # racecheck is the slowest: the register-direct kernel's dtype test
+  # (its shared-memory rounds and the cluster reduce), started first
+  [[ $tools != *" racecheck "* ]] || sanitize racecheck gpu_direct 1 test_dtypes
   if [[ $tools == *" initcheck "* ]]; then
-    sanitize initcheck gpu_stream 1 ""
+    sanitize initcheck gpu_direct 1 test_dtypes""
     excl=()
     [ $cublas_limit = 0 ] || excl=(--kernel-name-exclude kns=bias_convert_kernel)
     sanitize initcheck gpu_ownership 1 test_prepare_twice "${excl[@]}" # every path once
   fi
   if [[ $tools == *" synccheck "* ]]; then
-    for t in gpu_stream gpu_ownership gpu_fused; do
+    for t in gpu_direct gpu_ownership gpu_fused; do
       sanitize synccheck "$t" 1 ""
     done
   fi
@@ -262,19 +249,27 @@ if [ "$what" != python ]; then
   demo_rc=$?
 fi
 
-# SASS of the hot kernels: instruction mix of the K6/MCG m-block-1 decode
-# kernel (its stage loop is fully unrolled: 8 tiles per warp per stage).
-sass_mix=""
-if [ "$what" != python ] && command -v cuobjdump >/dev/null; then
-  for obj in $(find "$BUILD" -name 'gemm_k6.cu.o'); do
-    cuobjdump -sass "$obj" >"$OUT/gemm_k6.sass" 2>/dev/null
-  done
-  sass_mix=$(awk '/Function : .*dq_gemm_kernelILi6ELi1ELi1ELb0E/ {on=1; next}
+# SASS of the hot kernels: instruction mix of the register-direct K6/MCG
+# kernel (one token block) and of the split-K decode kernel's K6/MCG
+# m-block-1 variant (its stage loop is fully unrolled).
+sass_mix="" direct_mix=""
+sass_count() { # FILE FUNCTION-PATTERN: opcode counts of one function
+  awk -v pat="$2" '$0 ~ "Function : .*" pat {on=1; next}
     /Function :/ {on=0} on && /\/\*[0-9a-f]+\*\/ / {
       for (i = 1; i <= NF; i++) if ($i ~ /^[A-Z][A-Z0-9_.]+$/) {
         split($i, a, "."); c[a[1]]++; n++; break } }
     END { for (k in c) printf "%s %d\n", k, c[k]; printf "TOTAL %d\n", n }' \
-    "$OUT/gemm_k6.sass" | sort -k2 -nr | head -16 | tr '\n' ' ')
+    "$1" | sort -k2 -nr | head -16 | tr '\n' ' '
+}
+if [ "$what" != python ] && command -v cuobjdump >/dev/null; then
+  for obj in $(find "$BUILD" -name 'gemm_k6.cu.o'); do
+    cuobjdump -sass "$obj" >"$OUT/gemm_k6.sass" 2>/dev/null
+  done
+  for obj in $(find "$BUILD" -name 'direct_u8.cu.o'); do
+    cuobjdump -sass "$obj" >"$OUT/direct_k6.sass" 2>/dev/null
+  done
+  sass_mix=$(sass_count "$OUT/gemm_k6.sass" 'dq_gemm_kernelILi6ELi1ELi1ELb0E')
+  direct_mix=$(sass_count "$OUT/direct_k6.sass" 'direct_kernelILi12ELi1ELi0ELi1E')
 fi
 
 echo "================ summary ================"
@@ -289,6 +284,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   printf '  %s\n' "${san_lines[@]}"
 fi
 [ -n "$sass_mix" ] && echo "SASS dq_gemm_kernel<6,MCG,1,fp16>: $sass_mix"
+[ -n "$direct_mix" ] && echo "SASS direct_kernel<12,MCG,halves,1>: $direct_mix"
 if [ "$what" != python ]; then
   echo "demo (rc $demo_rc):"
   sed 's/^/  /' "$OUT/demo.txt" | tail -12

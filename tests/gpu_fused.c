@@ -1,5 +1,5 @@
-/* GPU fused K6/MCG small-M path (the persistent kernel where the plan takes
- * it, else the fused cluster kernel): parity with the generic path's
+/* GPU fused K6/MCG small-M path (the register-direct kernel up to 16 rows,
+ * else the fused cluster kernel): parity with the generic path's
  * split-K kernel, every m, dtypes, capture with only output + rotated
  * buffers, dependent launches, the gate. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
@@ -24,7 +24,7 @@ static trellis_path path_of(grun *g, int64_t m) {
  * 0.999998, max|d|/max|y| < 2e-3 (fp16 outputs, as the reference runs).
  * The generic side is the split-K decode-GEMM (LEGACY_KERNELS), so the
  * fused path is checked against another kernel whatever it runs:
- * `fused_flags` 0 takes the persistent kernel where the plan chooses it,
+ * `fused_flags` 0 takes the register-direct kernel up to 16 rows,
  * LEGACY_KERNELS the fused cluster kernel. */
 static void parity_with(int64_t m, int64_t k, int64_t n, uint64_t seed,
                         int bias, uint32_t fused_flags) {
@@ -97,14 +97,14 @@ static void test_parity_random_shapes(void **state) {
   }
   parity(128, 8192, 1024, 30, 1);
   parity(3, 1024, 8192, 31, 0);
-  /* m <= 8 on the cluster kernel, x rotated before it (one wave of
-   * 9-CTA clusters, 13 k-blocks per CTA: trl_layout_fused_cluster_small_m) */
+  /* a long k share per CTA (14336 k) */
   parity(6, 14336, 4096, 32, 1);
 }
 
 /* Every m on one layer against the CPU reference: with EXACT_WEIGHTS the
  * kernels multiply by the fp16 W_hat the reference uses (1e-4); by default
- * the persistent kernel adds the codebook halves in the tensor core, which
+ * the register-direct kernel adds the codebook halves in the tensor core
+ * (up to 16 rows), which
  * moves the result by about 2e-4 of its norm (bound 6e-4, the contract's
  * is 2e-3). */
 static void test_every_m(void **state) {

@@ -81,7 +81,7 @@ static const double kDenseRel = 6e-4, kDenseMax = 3e-3;
 
 /* Random layers on the generic path against the CPU reference, with the
  * fp16 W_hat the reference multiplies by (EXACT_WEIGHTS: 1e-4; the codebook
- * halves added in the tensor core are checked in gpu_stream). */
+ * halves added in the tensor core are checked in gpu_direct). */
 static void test_random_layers(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof kShapes / sizeof kShapes[0]; ++i) {
@@ -166,7 +166,7 @@ static void test_external_h128(void **state) {
     const int64_t m = ms[i];
     void *x = rand_input(m, w.w.k, TRELLIS_F16, 500 + i);
     /* both generic on the split-K scheduler: the fused path and the
-     * persistent kernel never take a callback, so the plan with the
+     * register-direct kernel never take a callback, so the plan with the
      * library's own rotation must use the same kernels to compare bits */
     trellis_plan_desc d =
         gu_desc(m, TRELLIS_F16, TRELLIS_F32,

@@ -5,6 +5,7 @@
 #define TRELLIS_GPU_UTIL_H
 
 #include "cuda/kernels.h"
+#include "plan/test_hooks.h"
 #include "testutil.h"
 #include "tools/synth.h"
 #include "tools/synth_model.h"
@@ -16,12 +17,13 @@
 #include <string.h>
 
 /* Every GPU test starts here: exits 77 without a GPU, and applies
- * TRELLIS_TEST_MAX_CLUSTER (the sanitizer runs': trl_stream_limit_cluster). */
+ * TRELLIS_TEST_MAX_CLUSTER (a bound on the register-direct kernel's
+ * clusters for the sanitizer runs: trl_direct_test_clusters). */
 static inline void gu_require_gpu(void) {
   tu_require_gpu();
   const char *c = getenv("TRELLIS_TEST_MAX_CLUSTER");
   if (c && *c)
-    trl_stream_limit_cluster(atoi(c));
+    trl_direct_test_clusters(atoi(c), 0);
 }
 #undef TU_REQUIRE_GPU
 #define TU_REQUIRE_GPU() gu_require_gpu()

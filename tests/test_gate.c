@@ -34,6 +34,8 @@ static void test_gate_each_condition(void **state) {
   for (int bits = 1; bits <= 8; ++bits) {
     g = open_gate(), g.bits = bits;
     assert_int_equal(trl_gate(&g), bits == 6 ? TRL_GATE_OPEN : TRL_GATE_BITS);
+    g.half = 1; /* K = bits + 1/2 (1.6's MUL1 half rates): never K6 */
+    assert_int_equal(trl_gate(&g), TRL_GATE_BITS);
   }
   g = open_gate(), g.codebook = TRELLIS_CB_3INST;
   assert_int_equal(trl_gate(&g), TRL_GATE_CODEBOOK);
@@ -103,76 +105,109 @@ static void test_layout_fused_needs_no_workspace(void **state) {
   }
 }
 
-/* Where the persistent small-m kernel runs (plan with it available): every
- * fused m up to 8 (before prepare has sized the fused kernel's grid); the
- * generic path up to 2 rows, 4 on layers of at most 2^25 weights, 8 on
- * at most 2^23. It needs no workspace; the rotated buffer stays part of
- * the contract. Unavailable (LEGACY_KERNELS, bf16 compute, external
- * rotation, no sm_90 image): never. */
-static void test_layout_stream(void **state) {
+/* Where the register-direct kernel runs (plan with it available): up to
+ * 16 rows on the fused and the generic path, never on the dense one. It
+ * needs no workspace; the rotated buffer stays part of the contract.
+ * Unavailable (LEGACY_KERNELS, EXACT_WEIGHTS, bf16 compute, external
+ * rotation, SQG codebooks, pairs, no sm_90 image): never. */
+static void test_layout_direct(void **state) {
   (void)state;
-  struct {
-    int64_t k, n;
-    trellis_path path;
-    int64_t last; /* largest m it takes */
-  } cases[] = {
-      {8192, 28672, TRELLIS_PATH_FUSED, 8},
-      {4096, 4096, TRELLIS_PATH_FUSED, 8},
-      {8192, 4096, TRELLIS_PATH_FUSED, 8},
-      {8192, 28672, TRELLIS_PATH_GENERIC, 2},
-      {4096, 8192, TRELLIS_PATH_GENERIC, 4},
-      {2048, 4096, TRELLIS_PATH_GENERIC, 8}, /* 2^23 weights */
-      {512, 6144, TRELLIS_PATH_GENERIC, 8},
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-    trl_layout_params p = params(cases[i].k, cases[i].n);
+  const trellis_path paths[] = {TRELLIS_PATH_FUSED, TRELLIS_PATH_GENERIC};
+  for (size_t i = 0; i < 2; ++i) {
+    trl_layout_params p = params(8192, 28672);
     for (int on = 0; on <= 1; ++on) {
-      p.stream = on;
+      p.direct = on;
       for (int64_t m = 1; m <= 128; ++m) {
-        const int want = on && m <= cases[i].last;
-        assert_int_equal(trl_layout_stream(&p, cases[i].path, m), want);
+        const int want = on && m <= 16;
+        assert_int_equal(trl_layout_direct(&p, paths[i], m), want);
         trl_layout l;
-        assert_true(trl_layout_compute(&p, cases[i].path, m, &l));
-        assert_int_equal(l.rotated_bytes, (size_t)(m * cases[i].k * 2));
-        if (want || cases[i].path == TRELLIS_PATH_FUSED)
+        assert_true(trl_layout_compute(&p, paths[i], m, &l));
+        assert_int_equal(l.rotated_bytes, (size_t)(m * 8192 * 2));
+        if (want || paths[i] == TRELLIS_PATH_FUSED)
           assert_int_equal(l.workspace_bytes, 0);
         else
           assert_true(l.workspace_bytes > 0);
       }
     }
-    p.stream = 1;
-    assert_false(trl_layout_stream(&p, TRELLIS_PATH_DENSE, 1));
+    p.direct = 1;
+    assert_false(trl_layout_direct(&p, TRELLIS_PATH_DENSE, 1));
   }
 }
 
-/* The fused path's m <= 8 rows on the cluster kernel instead of the
- * persistent one: from m = 4, on layers of at most 2^26 weights where its
- * grid is one wave of CTAs that run 8 or more k-blocks (cluster sizes and waves
- * as prepare picks them on the H200). */
-static void test_fused_cluster_small_m(void **state) {
+/* Its variants: half rates only with MUL1; the halves for 3INST/MCG; the
+ * affine and int8 forms for MUL1, int8 up to 4 rows. */
+static void test_direct_variants(void **state) {
   (void)state;
-  /* 14336x4096, 9-CTA clusters, one wave: 13 k-blocks per CTA */
-  trl_layout_params p = params(14336, 4096);
-  p.stream = 1;
-  p.fused_cluster = 9;
-  p.fused_waves = 1;
-  for (int64_t m = 1; m <= 16; ++m)
-    assert_int_equal(trl_layout_stream(&p, TRELLIS_PATH_FUSED, m), m <= 3);
-  /* two waves (8192x28672, 3-CTA clusters) or 4 k-blocks per CTA
-   * (4096x4096, 8-CTA clusters): the persistent kernel up to m = 8 */
-  assert_true(trl_layout_fused_cluster_small_m(4, 14336, 4096, 9, 1));
-  assert_false(trl_layout_fused_cluster_small_m(3, 14336, 4096, 9, 1));
-  assert_false(trl_layout_fused_cluster_small_m(8, 8192, 28672, 3, 2));
-  assert_false(trl_layout_fused_cluster_small_m(8, 4096, 4096, 8, 1));
-  assert_true(trl_layout_fused_cluster_small_m(8, 8192, 8192, 5, 1));
-  /* more than 2^26 weights (28672x8192, 5-CTA clusters, 45 k-blocks) */
-  assert_false(trl_layout_fused_cluster_small_m(8, 28672, 8192, 5, 1));
-  /* unknown before prepare */
-  assert_false(trl_layout_fused_cluster_small_m(8, 14336, 4096, 0, 0));
-  p.fused_cluster = 3;
-  p.fused_waves = 2;
-  assert_true(trl_layout_stream(&p, TRELLIS_PATH_FUSED, 8));
-  assert_false(trl_layout_stream(&p, TRELLIS_PATH_FUSED, 9));
+  for (int h = 2; h <= 16; ++h)
+    for (int cb = 0; cb <= 2; ++cb)
+      for (int tb = 1; tb <= 2; ++tb) {
+        const int rate_ok = h % 2 == 0 || cb == TRELLIS_CB_MUL1;
+        assert_int_equal(
+            trl_direct_variant_exists(h, cb, TRL_DIRECT_HALVES, tb),
+            rate_ok && cb != TRELLIS_CB_MUL1);
+        assert_int_equal(
+            trl_direct_variant_exists(h, cb, TRL_DIRECT_AFFINE, tb),
+            rate_ok && cb == TRELLIS_CB_MUL1);
+        assert_int_equal(trl_direct_variant_exists(h, cb, TRL_DIRECT_INT8, tb),
+                         rate_ok && cb == TRELLIS_CB_MUL1 && tb == 1);
+      }
+  assert_int_equal(trl_direct_var(TRELLIS_CB_MCG, 1), TRL_DIRECT_HALVES);
+  assert_int_equal(trl_direct_var(TRELLIS_CB_MUL1, 4), TRL_DIRECT_INT8);
+  assert_int_equal(trl_direct_var(TRELLIS_CB_MUL1, 5), TRL_DIRECT_AFFINE);
+}
+
+/* Its launch shapes (132 SMs, two CTAs each, no cluster limit known): the
+ * whole k of a 128-column group in one cluster, as few k-tiles per warp as
+ * the GPU allows, one wave of clusters. */
+static void test_direct_shape(void **state) {
+  (void)state;
+  struct {
+    int64_t k, n;
+    int cluster, clusters, rounds;
+  } cases[] = {
+      {8192, 28672, 8, 33, 7}, /* 64 k-blocks, 224 groups */
+      {28672, 8192, 8, 33, 2},  {2048, 4096, 8, 32, 1}, {4096, 4096, 8, 32, 1},
+      {8192, 8192, 4, 64, 1},   {6144, 1024, 16, 8, 1}, {512, 6144, 4, 48, 1},
+      {4096, 14336, 2, 112, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    trl_direct_grid g;
+    assert_true(trl_direct_shape(cases[i].k, cases[i].n, 1, TRELLIS_CB_MCG, 132,
+                                 0, 16, 0, NULL, &g));
+    assert_int_equal(g.cluster, cases[i].cluster);
+    assert_int_equal(g.clusters, cases[i].clusters);
+    assert_int_equal(g.rounds, cases[i].rounds);
+    assert_true(g.smem_bytes <= TRL_DIRECT_MAX_SMEM);
+    assert_int_equal(g.kt_cta % 8, 0);
+    assert_true((int64_t)g.kt_cta * 16 * g.cluster >= cases[i].k);
+    assert_true((int64_t)g.clusters * g.cluster <= 132 * g.ctas_per_sm);
+  }
+  /* a limit on clusters that fit at once, a size that does not fit, a
+   * forced size */
+  int active[TRL_DIRECT_MAX_CLUSTER + 1] = {0};
+  active[8] = 20;
+  trl_direct_grid g;
+  assert_true(trl_direct_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
+                               active, &g));
+  assert_true(g.cluster != 8 || g.clusters <= 20);
+  for (int c = 1; c <= TRL_DIRECT_MAX_CLUSTER; ++c)
+    active[c] = c == 3 ? 0 : -1;
+  assert_true(trl_direct_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
+                               active, &g));
+  assert_int_equal(g.cluster, 3);
+  for (int c = 1; c <= 16; ++c) {
+    assert_true(trl_direct_shape(4096, 4096, 9, TRELLIS_CB_MUL1, 132, 0, 16, c,
+                                 NULL, &g));
+    assert_int_equal(g.cluster, c);
+    assert_int_equal(g.tb, 2);
+    assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+  }
+  /* no more CTAs per cluster than 128-k blocks */
+  assert_true(
+      trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 0, NULL, &g));
+  assert_int_equal(g.cluster, 1);
+  assert_false(
+      trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 2, NULL, &g));
 }
 
 /* The fused kernel's input rotation: local for short CTAs, one-wave grids
@@ -342,8 +377,9 @@ int main(void) {
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_gate_b12x_formats),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
-      cmocka_unit_test(test_layout_stream),
-      cmocka_unit_test(test_fused_cluster_small_m),
+      cmocka_unit_test(test_layout_direct),
+      cmocka_unit_test(test_direct_variants),
+      cmocka_unit_test(test_direct_shape),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_rotation_form),

@@ -6,6 +6,7 @@
 #ifndef TRL_CUDA_KERNELS_H
 #define TRL_CUDA_KERNELS_H
 
+#include "plan/direct_rules.h"
 #include "plan/kernel_config.h"
 #include "trellis.h"
 
@@ -58,6 +59,18 @@ int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
  * dst may equal src. Used by the upload and trellis_weight_repack. */
 int trl_launch_repack_lanes(const int16_t *src, int16_t *dst, int64_t k,
                             int64_t n, int h, void *stream);
+
+/* The register-direct decode-GEMM (direct_gemm.cuh) of one variant: the
+ * key is (rate in half-bits, codebook, TRL_DIRECT_* multiply, token
+ * blocks). prepare sets its attributes (once, at plan prepare); regs
+ * reports its registers per thread (plan create's occupancy rule). */
+int trl_direct_prepare(int rate, trellis_codebook cb, int var, int tb);
+int trl_direct_regs(int rate, trellis_codebook cb, int var, int tb, int *regs);
+/* How many clusters of `cluster` CTAs with `smem` bytes of dynamic shared
+ * memory each fit the current device at once (after prepare). */
+int trl_direct_active_clusters(int rate, trellis_codebook cb, int var, int tb,
+                               int cluster, size_t smem, int *active);
+int trl_launch_direct(const trl_direct_launch *launch, void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
@@ -162,45 +175,6 @@ int trl_launch_fused(const int16_t *trellis, const void *x,
                      unsigned *flags, int64_t m, int64_t k, int64_t n,
                      int m_blocks, int cluster, trl_fused_rotation rotation,
                      int pdl, void *stream);
-
-/* Persistent small-m decode-GEMM (stream_gemm.cuh): the whole layer in one
- * launch without workspace, for m <= TRL_STREAM_MAX_M rows on sm_90a
- * with fp16 compute. trl_stream_plan sets the variant's attributes and
- * picks its cluster size (force_cluster > 0: that size) for a layer and a
- * token width (8 or 16); halves: 3INST/MCG codebook halves added by the
- * tensor core (no effect for MUL1); sync: mma.sync rather than wgmma. */
-typedef struct trl_stream_config {
-  int bits;
-  trellis_codebook codebook;
-  int tokens;       /* 8 or 16: rows per wgmma N */
-  int halves;       /* 1: unrounded W_hat (halves summed by the MMA) */
-  int sync;         /* 1: mma.sync with B fragments from shared memory */
-  int cluster;      /* CTAs per cluster: k-chunks */
-  int clusters;     /* clusters launched (persistent) */
-  int chunk_blocks; /* 128-k blocks per CTA */
-  size_t smem;      /* dynamic shared memory per CTA */
-} trl_stream_config;
-typedef struct trl_stream_args {
-  const int16_t *trellis;
-  const void *x;
-  trellis_dtype in_dtype;
-  const uint16_t *s_in, *s_out, *bias;
-  void *y;
-  trellis_dtype out_dtype;
-  int64_t m, k, n;
-  int pdl;
-} trl_stream_args;
-int trl_stream_plan(int bits, trellis_codebook codebook, int64_t k, int64_t n,
-                    int tokens, int halves, int sync, int force_cluster,
-                    trl_stream_config *out);
-int trl_launch_stream(const trl_stream_config *config,
-                      const trl_stream_args *args, void *stream);
-/* Tests only, before any plan: the largest cluster trl_stream_plan may
- * choose (default and ceiling 16). compute-sanitizer's synccheck reports a
- * "Missing wait" on a correct mbarrier life in clusters of 16 CTAs
- * (scripts/sanitizer-probes/mbar_probe.cu), so its runs limit the plans to
- * 8 and check every other cluster size. Not thread-safe. */
-void trl_stream_limit_cluster(int max_cluster);
 
 #ifdef __cplusplus
 }

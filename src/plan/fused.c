@@ -13,10 +13,7 @@ trellis_status trl_fused_prepare(trellis_plan *plan) {
                                       plan->fused_waves);
   if (err)
     return trl_cuda_fail(err, "plan prepare (fused kernel attributes)");
-  /* the rule between it and the persistent kernel reads the one-m-block
-   * variant's grid (trl_layout_stream) */
   plan->lp.fused_cluster = plan->fused_cluster[0];
-  plan->lp.fused_waves = plan->fused_waves[0];
   return TRELLIS_OK;
 }
 

@@ -3,7 +3,7 @@
 trl_gate_reason trl_gate(const trl_gate_input *in) {
   if (in->m < 1 || in->m > TRL_FUSED_MAX_M)
     return TRL_GATE_M_TOO_LARGE;
-  if (in->bits != TRL_FUSED_BITS)
+  if (in->bits != TRL_FUSED_BITS || in->half)
     return TRL_GATE_BITS;
   if (in->codebook != TRL_FUSED_CODEBOOK)
     return TRL_GATE_CODEBOOK;
@@ -27,7 +27,7 @@ const char *trl_gate_reason_text(trl_gate_reason reason) {
   case TRL_GATE_M_TOO_LARGE:
     return "m is outside 1..128";
   case TRL_GATE_BITS:
-    return "bits is not 6";
+    return "bits is not 6 (a half-integer rate never is)";
   case TRL_GATE_CODEBOOK:
     return "codebook is not MCG";
   case TRL_GATE_PAIRED:

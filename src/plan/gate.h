@@ -16,6 +16,7 @@ extern "C" {
 typedef struct trl_gate_input {
   int64_t m;
   int bits;
+  int half; /* a half-integer rate: K = bits + 1/2 */
   trellis_codebook codebook;
   int paired; /* a pair payload (trellis_weight.pair is set) */
   trellis_dtype compute_dtype;

@@ -49,15 +49,6 @@ static inline int trl_m_block_at(int i) {
   return values[i];
 }
 
-/* -------------------------------------------------- persistent kernel -- */
-/* Rows the persistent decode-GEMM (cuda/stream_gemm.cuh) takes, and its
- * token widths (the wgmma N it is compiled for). */
-#define TRL_STREAM_MAX_M 16
-#define TRL_GPU_STREAM_TOKENS 8, 16
-/* Its tensor-core instruction: 1 mma.sync (B fragments loaded from shared
- * memory), 0 wgmma (B read by the tensor core from shared memory). */
-#define TRL_STREAM_SYNC 1
-
 /* ------------------------------------------------------ fused kernel -- */
 /* The one variant the fused small-M kernel exists for (the gate's rule). */
 #define TRL_FUSED_BITS 6

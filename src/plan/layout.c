@@ -65,8 +65,8 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
   if (path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
   if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE ||
-      trl_layout_stream(p, path, m))
-    return 1; /* the fused path and the persistent kernel need no scratch */
+      trl_layout_direct(p, path, m))
+    return 1; /* the fused path and the direct kernel need no scratch */
 
   size_t at = 0, mn4;
   if (!trl_mul3_size(mm, n, 4, &mn4))
@@ -111,4 +111,16 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
       return 0;
   }
   return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
+}
+
+int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
+                           trl_direct_grid *out) {
+  const int var = trl_direct_var(p->codebook, m), tb = m > 8 ? 2 : 1;
+  int max_cluster = p->direct_max_cluster > 0 ? p->direct_max_cluster
+                                              : TRL_DIRECT_MAX_CLUSTER;
+  if (max_cluster > TRL_DIRECT_MAX_CLUSTER)
+    max_cluster = TRL_DIRECT_MAX_CLUSTER;
+  return trl_direct_shape(
+      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var][tb - 1],
+      max_cluster, p->direct_force_cluster, p->direct_active[var][tb - 1], out);
 }

@@ -4,6 +4,7 @@
 #ifndef TRL_PLAN_LAYOUT_H
 #define TRL_PLAN_LAYOUT_H
 
+#include "plan/direct_rules.h"
 #include "plan/kernel_config.h"
 #include "trellis.h"
 
@@ -29,13 +30,22 @@ typedef struct trl_layout_params {
   int dense_fold_input; /* dense path may take x itself (x dtype = compute) */
   /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
   int ctas_per_sm[TRL_M_BLOCK_COUNT];
-  int stream; /* the persistent small-m kernel can run this plan */
+  /* the register-direct kernel can run this plan (direct_rules.h): its
+   * codebook and rate, registers per thread of each (multiply, token
+   * blocks) variant, and its clusters: the largest size and, per size,
+   * how many fit the GPU at once (0: unknown, assumed unlimited) */
+  int direct;
+  trellis_codebook codebook;
+  int rate;
+  int direct_regs[3][2];
+  int direct_max_cluster, direct_force_cluster;
+  int direct_active[3][2][TRL_DIRECT_MAX_CLUSTER + 1];
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
-  /* the fused kernel's one-m-block variant: its cluster size and the
-   * waves of clusters its grid makes (prepare; 0 before) */
-  int fused_cluster, fused_waves;
+  /* the fused kernel's one-m-block variant: its cluster size (prepare; 0
+   * before) */
+  int fused_cluster;
 } trl_layout_params;
 
 typedef struct trl_layout {
@@ -119,43 +129,20 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }
 
-/* Whether the fused path runs m <= 8 rows of a k x n layer on its cluster
- * kernel (x rotated before it) rather than on the persistent kernel: from
- * 4 rows, on layers of at most 2^26 weights where the cluster kernel's
- * grid is one wave and each CTA runs 8 or more k-blocks. There its time
- * hardly grows with m while the persistent kernel's does (14336x4096,
- * 4096x14336 and 8192x8192 at m = 8: 7-11% faster); on short CTAs
- * (4096x4096), two waves (8192x28672) or the longest CTAs (28672x8192,
- * 45 k-blocks: 6% slower at m = 4) the persistent kernel stays faster
- * (bench/RESULTS.md, thirteenth session). */
-static inline int trl_layout_fused_cluster_small_m(int64_t m, int64_t k,
-                                                   int64_t n, int cluster,
-                                                   int waves) {
-  return m >= 4 && k * n <= ((int64_t)1 << 26) && cluster >= 1 && waves == 1 &&
-         trl_layout_fused_stages(k, cluster) >= 8;
+/* Whether the register-direct kernel (one launch, no workspace: the
+ * fused path's contract) runs m rows on `path`: up to TRL_DIRECT_MAX_M on
+ * the fused and the generic path wherever the plan can run it. Above, the
+ * fused cluster kernel (fused path) or the split-K decode-GEMM. */
+static inline int trl_layout_direct(const trl_layout_params *p,
+                                    trellis_path path, int64_t m) {
+  return p->direct && m <= TRL_DIRECT_MAX_M &&
+         (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC);
 }
 
-/* Whether the persistent small-m kernel (one launch, no workspace) runs m
- * rows on `path` rather than the split-K decode-GEMM (generic) or the
- * fused cluster kernel: on the fused path up to 8 rows unless the cluster
- * kernel is faster there (above); from 9 rows the cluster kernel with x
- * rotated before it is faster on every layer measured (m = 16: 4-21%). On
- * the generic path the split-K kernel keeps the larger m on large layers,
- * where its 3 CTAs of 8 warps per SM hide the decode better
- * (bench/RESULTS.md). */
-static inline int trl_layout_stream(const trl_layout_params *p,
-                                    trellis_path path, int64_t m) {
-  if (!p->stream || m > TRL_STREAM_MAX_M)
-    return 0;
-  const int64_t weights = p->k * p->n;
-  if (path == TRELLIS_PATH_FUSED)
-    return m <= 8 && !trl_layout_fused_cluster_small_m(
-                         m, p->k, p->n, p->fused_cluster, p->fused_waves);
-  if (path == TRELLIS_PATH_GENERIC)
-    return m <= 2 || (m <= 4 && weights <= ((int64_t)1 << 25)) ||
-           (m <= 8 && weights <= ((int64_t)1 << 23));
-  return 0;
-}
+/* The register-direct kernel's launch for m rows (trl_direct_shape with
+ * the plan's registers and cluster limits). 0 when none fits. */
+int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
+                           trl_direct_grid *out);
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,

@@ -2,8 +2,10 @@
  * never synchronises and never sets attributes: all of that is done once in
  * create/prepare. */
 #include "plan/plan_internal.h"
+#include "plan/test_hooks.h"
 #include "cuda/kernels.h"
 #include "format/codebook.h"
+#include "format/lanes.h"
 #include "format/sqg.h"
 #include "format/weight.h"
 
@@ -90,6 +92,7 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
   memset(&g, 0, sizeof g);
   g.m = m;
   g.bits = plan->w.bits;
+  g.half = plan->w.half;
   g.codebook = plan->w.codebook;
   g.paired = plan->w.pair != TRELLIS_PAIR_NONE;
   g.compute_dtype = plan->desc.compute_dtype;
@@ -109,32 +112,61 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
   return TRELLIS_PATH_GENERIC;
 }
 
-/* The persistent small-m kernel: fp16 compute, the library's own
- * rotations, an sm_90 image, no forced split and no LEGACY_KERNELS flag.
- * Its two token widths are configured here (attributes and cluster size),
- * so query gives the same sizes before and after prepare. */
-static trellis_status plan_stream(trellis_plan *p) {
-  p->lp.stream = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
+/* trl_direct_test_clusters's (tests only) */
+static int test_max_cluster, test_force_cluster;
+
+void trl_direct_test_clusters(int max_cluster, int force_cluster) {
+  test_max_cluster = max_cluster;
+  test_force_cluster = force_cluster;
+}
+
+/* The register-direct kernel: fp16 compute, the library's own rotations,
+ * an sm_90 image, an EXL3 codebook on a uniform layer, no forced split and
+ * neither LEGACY_KERNELS nor EXACT_WEIGHTS (its weights are not rounded to
+ * the fp16 W_hat). Its variants' attributes are set here, and their
+ * registers and how many clusters of each size fit the GPU read, so query
+ * and run shape it the same before and after prepare. */
+static trellis_status plan_direct(trellis_plan *p) {
+  const trellis_codebook cb = p->w.codebook;
+  p->lp.codebook = cb;
+  p->lp.rate = trl_lanes_rate(p->w.bits, p->w.half);
+  p->lp.direct = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
                  !p->desc.h128 && p->desc.split_k == 0 &&
-                 !(p->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS) &&
-                 !trl_codebook_is_sqg(p->w.codebook) &&
-                 p->w.pair == TRELLIS_PAIR_NONE; /* EXL3 codebooks only */
-  if (!p->lp.stream)
+                 !(p->desc.flags & (TRELLIS_PLAN_LEGACY_KERNELS |
+                                    TRELLIS_PLAN_EXACT_WEIGHTS)) &&
+                 (cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG ||
+                  cb == TRELLIS_CB_MUL1) &&
+                 p->w.pair == TRELLIS_PAIR_NONE;
+  if (!p->lp.direct)
     return TRELLIS_OK;
-  const int halves = !(p->desc.flags & TRELLIS_PLAN_EXACT_WEIGHTS);
-  const int tokens[2] = {8, 16};
-  for (int i = 0; i < 2; ++i) {
-    const int err =
-        trl_stream_plan(p->w.bits, p->w.codebook, p->w.k, p->w.n, tokens[i],
-                        halves, TRL_STREAM_SYNC, 0, &p->stream[i]);
-    if (err == cudaErrorInvalidConfiguration) { /* no cluster fits */
-      (void)cudaGetLastError();
-      p->lp.stream = 0;
-      return TRELLIS_OK;
+  p->lp.direct_max_cluster =
+      test_max_cluster > 0 ? test_max_cluster : TRL_DIRECT_MAX_CLUSTER;
+  p->lp.direct_force_cluster = test_force_cluster;
+  const int vars[2] = {trl_direct_var(cb, 1), trl_direct_var(cb, 16)};
+  for (int v = 0; v < 2; ++v)
+    for (int tb = 1; tb <= 2; ++tb) {
+      const int var = vars[v];
+      if (!trl_direct_variant_exists(p->lp.rate, cb, var, tb))
+        continue;
+      int err = trl_direct_prepare(p->lp.rate, cb, var, tb);
+      if (!err)
+        err = trl_direct_regs(p->lp.rate, cb, var, tb,
+                              &p->lp.direct_regs[var][tb - 1]);
+      for (int c = 1; !err && c <= p->lp.direct_max_cluster; ++c) {
+        /* shared memory of a share of k for c CTAs */
+        const int kt = (int)(8 * ((p->w.k / 128 + c - 1) / c));
+        const size_t smem = trl_direct_smem_layout(var, tb, kt).bytes;
+        if (smem > TRL_DIRECT_MAX_SMEM)
+          continue;
+        int *active = &p->lp.direct_active[var][tb - 1][c];
+        err = trl_direct_active_clusters(p->lp.rate, cb, var, tb, c, smem,
+                                         active);
+        if (*active == 0)
+          *active = -1; /* this size does not fit */
+      }
+      if (err)
+        return trl_cuda_fail(err, "plan create (register-direct kernel)");
     }
-    if (err)
-      return trl_cuda_fail(err, "plan create (persistent kernel)");
-  }
   return TRELLIS_OK;
 }
 
@@ -242,7 +274,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     p->lp.ctas_per_sm[i] =
         trl_gemm_ctas_per_sm(p->w.bits, plan_bits1(p), p->w.codebook,
                              desc->compute_dtype, trl_m_block_at(i));
-  if ((st = plan_stream(p)) != TRELLIS_OK) {
+  if ((st = plan_direct(p)) != TRELLIS_OK) {
     free(p);
     return st;
   }
@@ -579,25 +611,32 @@ static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
-/* The persistent kernel: the whole layer in one launch. */
-static trellis_status stream_run(const trellis_plan *p, const void *x,
+/* The register-direct kernel: the whole layer in one launch. */
+static trellis_status direct_run(const trellis_plan *p, const void *x,
                                  int64_t m, void *y, cudaStream_t s) {
-  trl_stream_args a;
-  memset(&a, 0, sizeof a);
-  a.trellis = p->w.trellis;
-  a.x = x;
-  a.in_dtype = p->desc.input_dtype;
-  a.s_in = p->s_in;
-  a.s_out = p->s_out;
-  a.bias = p->w.bias;
-  a.y = y;
-  a.out_dtype = p->desc.output_dtype;
-  a.m = m;
-  a.k = p->w.k;
-  a.n = p->w.n;
-  a.pdl = p->pdl;
-  const int err = trl_launch_stream(&p->stream[m <= 8 ? 0 : 1], &a, s);
-  return err ? launch_error(err, "persistent decode-GEMM") : TRELLIS_OK;
+  trl_direct_launch l;
+  memset(&l, 0, sizeof l);
+  if (!trl_layout_direct_grid(&p->lp, m, &l.grid))
+    return trl_fail(TRELLIS_ERR_INTERNAL,
+                    "register-direct kernel: no launch shape for m = %lld "
+                    "on %lld x %lld",
+                    (long long)m, (long long)p->w.k, (long long)p->w.n);
+  l.payload = p->w.trellis;
+  l.x = x;
+  l.s_in = p->s_in;
+  l.s_out = p->s_out;
+  l.bias = p->w.bias;
+  l.y = y;
+  l.m = m;
+  l.k = p->w.k;
+  l.n = p->w.n;
+  l.rate = p->lp.rate;
+  l.codebook = p->w.codebook;
+  l.in_dtype = p->desc.input_dtype;
+  l.out_dtype = p->desc.output_dtype;
+  l.pdl = p->pdl;
+  const int err = trl_launch_direct(&l, s);
+  return err ? launch_error(err, "register-direct decode-GEMM") : TRELLIS_OK;
 }
 
 trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
@@ -640,8 +679,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                     "rotated");
   if (st != TRELLIS_OK)
     return st;
-  if (trl_layout_stream(&plan->lp, path, m))
-    return stream_run(plan, x, m, y, s);
+  if (trl_layout_direct(&plan->lp, path, m))
+    return direct_run(plan, x, m, y, s);
   if (path == TRELLIS_PATH_FUSED)
     return trl_fused_run(plan, x, m, y, buffers->rotated, s);
 

@@ -43,7 +43,6 @@ struct trellis_plan {
   int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   /* the persistent small-m kernel's configurations, 8 and 16 tokens */
-  trl_stream_config stream[2];
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */

@@ -1,0 +1,784 @@
+/* The register-direct decode-GEMM for small m (1..16 rows): input
+ * rotation, decode-GEMM, split-k reduction and output rotation in one
+ * launch that needs no workspace (the fused path's contract).
+ *
+ *  - Payload in the lane layout (format/lanes.h): a warp reads a group (one
+ *    tile row's 8 tiles, 16 k x 128 n) with coalesced 16/8/4-byte
+ *    evict-first loads straight into registers, several groups in flight
+ *    per warp; no shared-memory ring. The bits before a lane's span come
+ *    from the lanes below it by shuffle. Every window sits at a bit offset
+ *    known at compile time.
+ *  - Tensor cores: the decoded weights are the A operand of mma.sync
+ *    (16 n x 16 k), the rotated activations the B operand (tokens as
+ *    columns) read from shared memory once per group. Three ways:
+ *    kHalves (3INST, MCG): a weight's two fp16 halves side by side in k
+ *      with the activation duplicated, so the tensor core adds them
+ *      (SYSTEM.md "Numerics": closer to the unrounded value than W_hat);
+ *    kAffine (MUL1): fp16 1024 + S (S the byte sum, exact), the affine
+ *      map applied to the sums: y = a sum (1024+S) x + c sum x;
+ *    kInt8 (MUL1, m <= 4): the 32-bit product state * MUL1 is four u8
+ *      k-elements of an int8 MMA; activations enter as two s8 limbs per
+ *      token (14 bits per 128-k slice), int32 sums converted every slice.
+ *  - Grid: clusters of `cluster` CTAs; cluster q takes the 128-column
+ *    groups q, q + clusters, ... one per round; CTA rank c takes the c-th
+ *    share of k (whole 128-k blocks), each of its 8 warps a contiguous
+ *    range of it. Per round, the 8 warps' sums meet in shared memory, the
+ *    CTAs' in the round's owner CTA through distributed shared memory (a
+ *    split cluster barrier, so the next round streams meanwhile), which
+ *    rotates, scales, adds bias and stores y. Fixed orders throughout: a
+ *    replay is bit-identical to the eager run. No atomics, no flags.
+ *  - Programmatic dependent launch: the first groups are loaded before
+ *    griddepcontrol.wait; x is read after it. */
+#ifndef TRL_CUDA_DIRECT_GEMM_CUH
+#define TRL_CUDA_DIRECT_GEMM_CUH
+
+#include "common.cuh"
+#include "dispatch.cuh"
+#include "format/lanes.h"
+#include "kernels.h"
+#include "plan/direct_rules.h"
+
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+namespace trl {
+namespace direct {
+
+namespace cg = cooperative_groups;
+
+constexpr int kWarps = TRL_DIRECT_WARPS, kThreads = 32 * kWarps;
+enum Var {
+  kHalves = TRL_DIRECT_HALVES,
+  kAffine = TRL_DIRECT_AFFINE,
+  kInt8 = TRL_DIRECT_INT8
+};
+
+/* MUL1's value of a state as the unrounded affine map of its byte sum S:
+ * a (1024 + S) + c, with the format's fp16 constants (exact in fp32). */
+constexpr float kMul1A = 887.0f / 131072.0f;
+constexpr float kMul1C = -1329.0f / 128.0f;
+constexpr float kLimbQ = 16319.0f; /* |q| <= 128 * 127 + 63 */
+
+struct Params {
+  const int16_t *payload; /* lane layout */
+  const void *x;
+  const uint16_t *s_in, *s_out, *bias;
+  void *y;
+  int64_t m, k, n;
+  int in_dtype, out_dtype;
+  int cluster;  /* CTAs per cluster */
+  int clusters; /* clusters in the grid */
+  int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
+};
+
+/* ------------------------------------------------------------ bits -- */
+
+/* 16 bits of a lane's string at bit b (MSB first), zero-extended; b is a
+ * compile-time constant after unrolling. */
+template <int H>
+__device__ __forceinline__ uint32_t get16(const uint32_t (&w)[H], int b) {
+  const int i = b >> 5, r = b & 31;
+  if (r == 0)
+    return w[i] >> 16;
+  if (r == 16)
+    return w[i] & 0xFFFFu;
+  if (r == 8)
+    return __byte_perm(w[i], 0u, 0x4421);
+  if (r < 16)
+    return (w[i] >> (16 - r)) & 0xFFFFu;
+  return __funnelshift_l(w[i + 1], w[i], r - 16) & 0xFFFFu;
+}
+
+/* `len` (1..16) bits at b, right-aligned. */
+template <int H>
+__device__ __forceinline__ uint32_t get_bits(const uint32_t (&w)[H], int b,
+                                             int len) {
+  const int i = b >> 5, r = b & 31;
+  const uint32_t v =
+      r + len <= 32 ? w[i] << r : __funnelshift_l(w[i + 1], w[i], r);
+  return v >> (32 - len);
+}
+
+/* The lane's 8 states of tile t of the group in `w`. `prev` holds what the
+ * lanes below sent (see lower_bits): for H >= 4 the packed last 16 bits of
+ * lane L-1's spans; for H <= 3 lane L-1's words, then lane L-2's. */
+template <int H>
+__device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
+                                            const uint32_t (&prev)[2 * H],
+                                            int t, uint32_t (&s)[8]) {
+  constexpr int kSpan = 4 * H, kLead = H / 2; /* P has 16 - kLead extra */
+  uint32_t p16;                               /* 16 bits before the span */
+  if constexpr (H >= 4) {
+    p16 = (prev[t >> 1] >> (16 * (t & 1))) & 0xFFFFu;
+  } else {
+    uint32_t w1[H], w2[H];
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+      w1[i] = prev[i], w2[i] = prev[H + i];
+    const uint32_t a = get_bits<H>(w2, kSpan * t, kSpan);
+    const uint32_t b = get_bits<H>(w1, kSpan * t, kSpan);
+    p16 = ((a << kSpan) | b) & 0xFFFFu;
+  }
+  uint32_t head; /* span bits 0..15, zero-filled past a short span */
+  if constexpr (kSpan >= 16)
+    head = get16<H>(w, kSpan * t);
+  else
+    head = get_bits<H>(w, kSpan * t, kSpan) << (16 - kSpan);
+  const uint32_t cross = (p16 << 16) | head;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    /* the window of state j: bits [kLead + q, kLead + q + 16) of P ++ span */
+    const int o = kLead + trl_lanes_state_offset(H, j);
+    if (o >= 16)
+      s[j] = get16<H>(w, kSpan * t + o - 16);
+    else
+      s[j] = (cross >> (16 - o)) & 0xFFFFu;
+  }
+}
+
+/* What a lane needs from the lanes below it for all 8 tiles of a group. */
+template <int H>
+__device__ __forceinline__ void lower_bits(const uint32_t (&w)[H], int lane,
+                                           uint32_t (&prev)[2 * H]) {
+  const int below = (lane + 31) & 31, below2 = (lane + 30) & 31;
+  if constexpr (H >= 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = get16<H>(w, 4 * H * (2 * i + 1) - 16);
+      const uint32_t hi = get16<H>(w, 4 * H * (2 * i + 2) - 16);
+      prev[i] = __shfl_sync(0xFFFFFFFFu, lo | (hi << 16), below);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < H; ++i) {
+      prev[i] = __shfl_sync(0xFFFFFFFFu, w[i], below);
+      prev[H + i] = __shfl_sync(0xFFFFFFFFu, w[i], below2);
+    }
+  }
+}
+
+/* ------------------------------------------------------- loads -- */
+
+__device__ __forceinline__ uint4 ld_stream4(const void *p) {
+  uint4 v;
+  asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_stream2(const void *p) {
+  uint2 v;
+  asm volatile("ld.global.cs.v2.u32 {%0,%1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream1(const void *p) {
+  uint32_t v;
+  asm volatile("ld.global.cs.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+/* The lane's H words of the group at `g` (format/lanes.h's offsets). */
+template <int H>
+__device__ __forceinline__ void load_group(const char *g, int lane,
+                                           uint32_t (&w)[H]) {
+  constexpr int Q = H / 4, kPair = (H % 4) >= 2, kOdd = H & 1;
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    const uint4 v = ld_stream4(g + 16 * (32 * q + lane));
+    w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
+  }
+  if constexpr (kPair) {
+    const uint2 v = ld_stream2(g + 512 * Q + 8 * lane);
+    w[4 * Q] = v.x, w[4 * Q + 1] = v.y;
+  }
+  if constexpr (kOdd)
+    w[H - 1] = ld_stream1(g + 512 * Q + (kPair ? 256 : 0) + 4 * lane);
+}
+
+/* -------------------------------------------------------- MMAs -- */
+
+__device__ __forceinline__ void hmma(float (&c)[4], uint32_t a0, uint32_t a1,
+                                     uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1,
+                                     uint32_t a2, uint32_t a3, uint32_t b0,
+                                     uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* ------------------------------------------------ shared memory -- */
+
+/* The CTA's shared memory (plan/direct_rules.h sizes it):
+ *   xs    rotated activations of the CTA's k share: fp16 [rows][pitch]
+ *         (kHalves, kAffine: a row per token) or s8 (kInt8: rows 2 t and
+ *         2 t + 1 are token t's high and low limb);
+ *   sumx  fp32 [k-tile][tokens]: sum of the rotated x over each 16 k
+ *         (kAffine, kInt8: the affine map's constant term);
+ *   scale fp32 [128-k block][tokens]: kInt8's limb scale times a;
+ *   wpart fp32 [warp][token][kRowPitch]: each warp's sums of a round;
+ *   cbuf  fp32 [2][token][kRowPitch]: the CTA's sums of the last two
+ *         rounds, read by the owner CTA. */
+struct Smem {
+  char *base;
+  int xs_pitch; /* bytes per xs row */
+  uint32_t off_sumx, off_scale, off_wpart, off_cbuf;
+};
+
+constexpr int kRowPitch = TRL_DIRECT_ROW_PITCH; /* floats, 128 + 4 */
+
+template <int VAR, int TB> struct Shape {
+  static constexpr int kTokens = VAR == kInt8 ? 4 : 8 * TB; /* rows m */
+  static constexpr int kRows = 8 * TB;                      /* xs rows */
+  static constexpr int kElem = VAR == kInt8 ? 1 : 2;        /* xs bytes */
+};
+
+template <int VAR, int TB>
+__device__ __forceinline__ Smem smem_layout(char *base, int kt_cta) {
+  trl_direct_smem s =
+      trl_direct_smem_layout(VAR, TB, kt_cta); /* the host's own rule */
+  return Smem{base,
+              s.xs_pitch,
+              (uint32_t)s.off_sumx,
+              (uint32_t)s.off_scale,
+              (uint32_t)s.off_wpart,
+              (uint32_t)s.off_cbuf};
+}
+
+/* -------------------------------------------------- prologue -- */
+
+/* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
+ * scale): a warp per (token, block), the same arithmetic as the input
+ * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
+template <int VAR, int TB>
+__device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
+                        int64_t b1) {
+  using S = Shape<VAR, TB>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int m = (int)p.m;
+  const int nb = (int)(b1 - b0);
+  /* zero the rows of missing tokens: their MMA columns must add nothing */
+  for (int i = threadIdx.x; i < S::kRows * sm.xs_pitch / 4; i += kThreads) {
+    const int row = i / (sm.xs_pitch / 4);
+    const int tok = VAR == kInt8 ? row >> 1 : row;
+    if (tok >= m)
+      reinterpret_cast<uint32_t *>(sm.base)[i] = 0u;
+  }
+  /* and the sums and scales of missing tokens (read, multiplied by 0) */
+  if constexpr (VAR != kHalves)
+    for (uint32_t i = sm.off_sumx + 4 * threadIdx.x; i < sm.off_wpart;
+         i += 4 * kThreads)
+      *reinterpret_cast<float *>(sm.base + i) = 0.f;
+  __syncthreads();
+  for (int u = warp; u < m * nb; u += kWarps) {
+    const int tok = u / nb, b = u % nb;
+    const int64_t col = (b0 + b) * 128 + 4 * lane;
+    float h[4], s[4];
+    load4_as_float((trellis_dtype)p.in_dtype, p.x, (int64_t)tok * p.k + col, h);
+    load4_f16(p.s_in, col, s);
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
+    h128_warp(h, lane);
+    float r[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      r[e] = __half2float(__float2half_rn(h[e])); /* the fp16 rotated x */
+    const int kcol = b * 128 + 4 * lane;          /* in the CTA's share */
+    if constexpr (VAR != kInt8) {
+      __half2 lo = __floats2half2_rn(r[0], r[1]);
+      __half2 hi = __floats2half2_rn(r[2], r[3]);
+      *reinterpret_cast<uint2 *>(sm.base + tok * sm.xs_pitch + 2 * kcol) =
+          make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                     *reinterpret_cast<uint32_t *>(&hi));
+    } else {
+      float amax = fmaxf(fmaxf(fabsf(r[0]), fabsf(r[1])),
+                         fmaxf(fabsf(r[2]), fabsf(r[3])));
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+      const float inv = amax > 0.f ? kLimbQ / amax : 0.f;
+      uint32_t hi = 0, lo = 0;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int q = __float2int_rn(r[e] * inv);
+        const int l0 = ((q + 64) & 127) - 64, l1 = (q - l0) >> 7;
+        hi |= (uint32_t)(l1 & 0xFF) << (8 * e);
+        lo |= (uint32_t)(l0 & 0xFF) << (8 * e);
+      }
+      *reinterpret_cast<uint32_t *>(sm.base + (2 * tok) * sm.xs_pitch + kcol) =
+          hi;
+      *reinterpret_cast<uint32_t *>(sm.base + (2 * tok + 1) * sm.xs_pitch +
+                                    kcol) = lo;
+      if (lane == 0)
+        reinterpret_cast<float *>(sm.base +
+                                  sm.off_scale)[b * S::kTokens + tok] =
+            amax / kLimbQ * kMul1A;
+    }
+    if constexpr (VAR != kHalves) {
+      /* the sum over each 16 k: four lanes */
+      float sum = (r[0] + r[1]) + (r[2] + r[3]);
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+      if ((lane & 3) == 0)
+        reinterpret_cast<float *>(
+            sm.base + sm.off_sumx)[(b * 8 + lane / 4) * S::kTokens + tok] = sum;
+    }
+  }
+}
+
+/* -------------------------------------------------- the kernel -- */
+
+/* Accumulators of a warp for one group (8 n-tiles x TB token blocks). */
+template <int VAR, int TB> struct Acc {
+  float f[8][TB][4];
+  int i[VAR == kInt8 ? 8 : 1][4];
+  __device__ __forceinline__ void zero_f() {
+#pragma unroll
+    for (int t = 0; t < 8; ++t)
+#pragma unroll
+      for (int b = 0; b < TB; ++b)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          f[t][b][e] = 0.f;
+  }
+  __device__ __forceinline__ void zero_i() {
+#pragma unroll
+    for (int t = 0; t < (VAR == kInt8 ? 8 : 1); ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        i[t][e] = 0;
+  }
+};
+
+/* Decodes and multiplies one group: the lane's words `w` at k-tile kt of
+ * the CTA's share (kl: its offset in xs). */
+template <int H, int CB, int VAR, int TB>
+__device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
+                                        const Smem &sm, int kl,
+                                        Acc<VAR, TB> &acc) {
+  uint32_t prev[2 * H];
+  lower_bits<H>(w, lane, prev);
+  const int g = lane >> 2, t = lane & 3;
+  /* B operands of this k-tile: per token block, the words at k 2t and
+   * 2t + 8 (two fp16, or two s8 limbs) of row g (+ 8 per block) */
+  uint32_t xa[TB], xb[TB];
+#pragma unroll
+  for (int b = 0; b < TB; ++b) {
+    const char *row = sm.base + (g + 8 * b) * sm.xs_pitch;
+    if constexpr (VAR == kInt8) {
+      xa[b] = *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t);
+      xb[b] = *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t + 8);
+    } else {
+      xa[b] = *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t);
+      xb[b] = *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t + 16);
+    }
+  }
+#pragma unroll
+  for (int tile = 0; tile < 8; ++tile) {
+    uint32_t s[8];
+    tile_states<H>(w, prev, tile, s);
+    if constexpr (VAR == kHalves) {
+      uint32_t y[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        y[j] = codebook_halves<CB>(s[j]);
+#pragma unroll
+      for (int b = 0; b < TB; ++b) {
+        hmma(acc.f[tile][b], y[0], y[4], y[2], y[6],
+             __byte_perm(xa[b], 0, 0x1010), __byte_perm(xb[b], 0, 0x1010));
+        hmma(acc.f[tile][b], y[1], y[5], y[3], y[7],
+             __byte_perm(xa[b], 0, 0x3232), __byte_perm(xb[b], 0, 0x3232));
+      }
+    } else if constexpr (VAR == kAffine) {
+      uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t odd =
+            __dp4a(s[2 * i + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
+        u[i] = __dp4a(s[2 * i] * TRL_MUL_MUL1, 0x01010101u,
+                      (odd << 16) + TRL_MUL1_ACC);
+      }
+#pragma unroll
+      for (int b = 0; b < TB; ++b)
+        hmma(acc.f[tile][b], u[0], u[2], u[1], u[3], xa[b], xb[b]);
+    } else {
+      uint32_t pr[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        pr[j] = s[j] * TRL_MUL_MUL1;
+      imma(acc.i[tile], pr[0], pr[4], pr[2], pr[6],
+           __byte_perm(xa[0], 0, 0x0000), __byte_perm(xb[0], 0, 0x0000));
+      imma(acc.i[tile], pr[1], pr[5], pr[3], pr[7],
+           __byte_perm(xa[0], 0, 0x1111), __byte_perm(xb[0], 0, 0x1111));
+    }
+  }
+}
+
+/* kInt8: the int32 sums of one 128-k slice into the fp32 accumulators
+ * (token t of this lane: its scale; both limbs). */
+template <int VAR, int TB>
+__device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
+  if constexpr (VAR == kInt8) {
+#pragma unroll
+    for (int tile = 0; tile < 8; ++tile) {
+      acc.f[tile][0][0] =
+          fmaf(sc, fmaf(128.f, (float)acc.i[tile][0], (float)acc.i[tile][1]),
+               acc.f[tile][0][0]);
+      acc.f[tile][0][2] =
+          fmaf(sc, fmaf(128.f, (float)acc.i[tile][2], (float)acc.i[tile][3]),
+               acc.f[tile][0][2]);
+    }
+    acc.zero_i();
+  }
+}
+
+/* A warp's sums of one round into wpart[warp] ([token][column]). */
+template <int VAR, int TB>
+__device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
+                                      int warp, int lane, const float *xsum) {
+  using S = Shape<VAR, TB>;
+  float *wp = reinterpret_cast<float *>(sm.base + sm.off_wpart) +
+              warp * S::kTokens * kRowPitch;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int tile = 0; tile < 8; ++tile) {
+    const int c = 16 * tile + g;
+    if constexpr (VAR == kInt8) {
+      /* f[.][0][0]: row g, f[.][0][2]: row g + 8, token t */
+      const float bx = (kMul1C + 1024.f * kMul1A) * xsum[0];
+      wp[t * kRowPitch + c] = acc.f[tile][0][0] + bx;
+      wp[t * kRowPitch + c + 8] = acc.f[tile][0][2] + bx;
+    } else {
+#pragma unroll
+      for (int b = 0; b < TB; ++b) {
+        const int t0 = 8 * b + 2 * t;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          v[e] = acc.f[tile][b][e];
+          if constexpr (VAR == kAffine)
+            v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[2 * b + (e & 1)]);
+        }
+        wp[t0 * kRowPitch + c] = v[0];
+        wp[(t0 + 1) * kRowPitch + c] = v[1];
+        wp[t0 * kRowPitch + c + 8] = v[2];
+        wp[(t0 + 1) * kRowPitch + c + 8] = v[3];
+      }
+    }
+  }
+  acc.zero_f();
+}
+
+/* Barriers by id (not __syncthreads): the round step runs from several
+ * places of the unrolled stream loop, and warps of different k-share
+ * lengths reach it from different ones. */
+__device__ __forceinline__ void cta_barrier() {
+  asm volatile("barrier.sync 1, %0;" ::"r"(kThreads) : "memory");
+}
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+}
+
+/* The owner CTA of a round: the cluster's sums of group `ng` (every CTA's
+ * cbuf[slot], in rank order), rotated, scaled, biased, stored. */
+template <int VAR, int TB>
+__device__ void reduce_out(const Params &p, const Smem &sm, int slot,
+                           int64_t ng) {
+  using S = Shape<VAR, TB>;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int m = (int)p.m;
+  const float *mine = reinterpret_cast<const float *>(sm.base + sm.off_cbuf) +
+                      slot * S::kTokens * kRowPitch;
+  const int64_t col = ng * 128 + 4 * lane;
+  for (int tok = warp; tok < m; tok += kWarps) {
+    float h[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < p.cluster; ++c) {
+      const float4 v = *reinterpret_cast<const float4 *>(
+          cluster.map_shared_rank(mine, c) + tok * kRowPitch + 4 * lane);
+      h[0] += v.x, h[1] += v.y, h[2] += v.z, h[3] += v.w;
+    }
+    h128_warp(h, lane);
+    float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
+    load4_f16(p.s_out, col, sc);
+    if (p.bias)
+      load4_f16(p.bias, col, bs);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      h[e] = __fmul_rn(h[e], sc[e]);
+      if (p.bias)
+        h[e] = __fadd_rn(h[e], bs[e]);
+    }
+    store4_from_float((trellis_dtype)p.out_dtype, p.y, (int64_t)tok * p.n + col,
+                      h);
+  }
+}
+
+/* The round's CTA step (every thread): the warps' sums into cbuf[r & 1];
+ * the owner of the previous round reduces it once every CTA has arrived. */
+template <int VAR, int TB>
+__device__ __forceinline__ void round_step(const Params &p, const Smem &sm,
+                                           int r, int64_t q) {
+  using S = Shape<VAR, TB>;
+  constexpr int kCount = S::kTokens * 128, kPer = kCount / kThreads;
+  const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart);
+  float v[kPer];
+  cta_barrier(); /* every warp's wpart */
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * kThreads, tok = idx >> 7, c = idx & 127;
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      s += wp[(w * S::kTokens + tok) * kRowPitch + c];
+    v[i] = s;
+  }
+  cta_barrier(); /* wpart is free for the next round */
+  const int rank = (int)cg::this_cluster().block_rank();
+  if (r > 0) {
+    cluster_wait(); /* every CTA's cbuf of round r - 1 */
+    if ((r - 1) % p.cluster == rank)
+      reduce_out<VAR, TB>(p, sm, (r - 1) & 1,
+                          q + (int64_t)(r - 1) * p.clusters);
+  }
+  float *cb = reinterpret_cast<float *>(sm.base + sm.off_cbuf) +
+              (r & 1) * S::kTokens * kRowPitch;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int idx = threadIdx.x + i * kThreads, tok = idx >> 7, c = idx & 127;
+    cb[tok * kRowPitch + c] = v[i];
+  }
+  cluster_arrive();
+}
+
+template <int H, int CB, int VAR, int TB>
+__global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
+    direct_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
+  extern __shared__ __align__(16) char smem_raw[];
+  using S = Shape<VAR, TB>;
+  constexpr int kStages = trl_direct_stages(H, TB);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank();
+  const int64_t q = blockIdx.x / p.cluster;
+  const int64_t ngroups = p.n / 128, kblocks = p.k / 128;
+  const int rounds = (int)((ngroups - q + p.clusters - 1) / p.clusters);
+  /* the CTA's 128-k blocks, then the warp's k-tiles inside them */
+  const int64_t b0 = kblocks * rank / p.cluster,
+                b1 = kblocks * (rank + 1) / p.cluster;
+  const int kts = (int)(8 * (b1 - b0));
+  const int w0 = kts * warp / kWarps, w1 = kts * (warp + 1) / kWarps;
+  const int wlen = w1 - w0;
+  const Smem sm = smem_layout<VAR, TB>(smem_raw, p.kt_cta);
+  const char *pay = reinterpret_cast<const char *>(p.payload);
+  constexpr int kGroupBytes = 128 * H;
+  const int total = rounds * wlen;
+  /* the next group to load: k-tile w0 + lpos of the share, round lr (no
+   * divisions on the stream) */
+  int lpos = 0, lr = 0;
+  auto load_next = [&](uint32_t(&dst)[H]) {
+    const int64_t kt = 8 * b0 + w0 + lpos, ng = q + (int64_t)lr * p.clusters;
+    load_group<H>(pay + (kt * ngroups + ng) * kGroupBytes, lane, dst);
+    if (++lpos == wlen)
+      lpos = 0, ++lr;
+  };
+
+  /* 1. Weights first: they depend on nothing the previous kernel writes. */
+  uint32_t ring[kStages][H];
+#pragma unroll
+  for (int s = 0; s < kStages; ++s)
+    if (s < total)
+      load_next(ring[s]);
+
+  /* 2. x, once the previous kernel is done with it. */
+  griddep_wait();
+  stage_x<VAR, TB>(p, sm, b0, b1);
+  griddep_launch_dependents();
+  __syncthreads();
+
+  /* the constant term of the affine map: this warp's sum of x per token */
+  float xsum[2 * TB] = {};
+  if constexpr (VAR != kHalves) {
+    const float *sx = reinterpret_cast<const float *>(sm.base + sm.off_sumx);
+    const int t = lane & 3;
+#pragma unroll
+    for (int b = 0; b < (VAR == kInt8 ? 1 : TB); ++b)
+#pragma unroll
+      for (int e = 0; e < (VAR == kInt8 ? 1 : 2); ++e) {
+        const int tok = VAR == kInt8 ? t : 8 * b + 2 * t + e;
+        float s = 0.f;
+        for (int kt = w0; kt < w1; ++kt)
+          s += sx[kt * S::kTokens + tok];
+        xsum[2 * b + e] = s;
+      }
+  }
+
+  Acc<VAR, TB> acc;
+  acc.zero_f();
+  acc.zero_i();
+  if (wlen == 0) { /* a share shorter than 8 k-tiles: idle warps */
+    for (int r = 0; r < rounds; ++r) {
+      flush<VAR, TB>(acc, sm, warp, lane, xsum);
+      round_step<VAR, TB>(p, sm, r, q);
+    }
+  } else {
+    /* 3. Stream: consume a stage, refill it kStages groups ahead. */
+    int cpos = 0, cr = 0; /* the group consumed: k-tile w0 + cpos, round cr */
+    for (int base = 0; base < total; base += kStages) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        const int i = base + s;
+        if (i < total) {
+          const int kl = w0 + cpos; /* k-tile inside the CTA's share */
+          consume<H, CB, VAR, TB>(ring[s], lane, sm, kl, acc);
+          if (i + kStages < total)
+            load_next(ring[s]);
+          const bool last = cpos == wlen - 1;
+          if constexpr (VAR == kInt8) {
+            if ((kl & 7) == 7 || last)
+              convert_slice<VAR, TB>(
+                  acc, reinterpret_cast<const float *>(
+                           sm.base +
+                           sm.off_scale)[(kl >> 3) * S::kTokens + (lane & 3)]);
+          }
+          if (last) {
+            flush<VAR, TB>(acc, sm, warp, lane, xsum);
+            round_step<VAR, TB>(p, sm, cr, q);
+          }
+          if (++cpos == wlen)
+            cpos = 0, ++cr;
+        }
+      }
+    }
+  }
+  /* 4. The last round's owner, then stay until every peer has read. */
+  cluster_wait();
+  if ((rounds - 1) % p.cluster == rank)
+    reduce_out<VAR, TB>(p, sm, (rounds - 1) & 1,
+                        q + (int64_t)(rounds - 1) * p.clusters);
+  cluster_arrive();
+  cluster_wait();
+#endif
+}
+
+/* ------------------------------------------------------ family -- */
+
+struct RateAxis : dispatch::Axis<TRL_DIRECT_RATES> {
+  static constexpr const char *kName = "rate (half-bits per weight)";
+};
+struct DirectCodebookAxis
+    : dispatch::Axis<TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1> {
+  static constexpr const char *kName = "codebook";
+};
+struct VarAxis
+    : dispatch::Axis<TRL_DIRECT_HALVES, TRL_DIRECT_AFFINE, TRL_DIRECT_INT8> {
+  static constexpr const char *kName = "multiply";
+};
+struct TokenBlocksAxis : dispatch::Axis<1, 2> {
+  static constexpr const char *kName = "token blocks";
+};
+
+struct Direct {
+  static constexpr const char *kName = "register-direct decode-GEMM";
+  using Axes =
+      dispatch::Axes<RateAxis, DirectCodebookAxis, VarAxis, TokenBlocksAxis>;
+  static constexpr int kUnits = 11;
+  struct Args {
+    const trl_direct_launch *launch;
+    cudaStream_t stream;
+    int regs;    /* query: registers per thread */
+    int cluster; /* query with cluster > 0: clusters of this size */
+    size_t smem; /* and this dynamic shared memory per CTA */
+    int active;  /* fit the device at once */
+  };
+  template <int H, int CB, int VAR, int TB> static constexpr bool exists() {
+    return trl_direct_variant_exists(H, CB, VAR, TB);
+  }
+  template <int H, int CB, int VAR, int TB> static int prepare(Args &) {
+    auto kern = direct_kernel<H, CB, VAR, TB>;
+    cudaError_t e = cudaFuncSetAttribute(
+        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TRL_DIRECT_MAX_SMEM);
+    if (e == cudaSuccess)
+      e = cudaFuncSetAttribute(
+          kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return (int)e;
+  }
+  template <int H, int CB, int VAR, int TB> static int query(Args &a) {
+    auto kern = direct_kernel<H, CB, VAR, TB>;
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, kern);
+    a.regs = e == cudaSuccess ? attr.numRegs : 0;
+    a.active = 0;
+    if (e == cudaSuccess && a.cluster > 0) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr1[1];
+      attr1[0].id = cudaLaunchAttributeClusterDimension;
+      attr1[0].val.clusterDim.x = (unsigned)a.cluster;
+      attr1[0].val.clusterDim.y = 1;
+      attr1[0].val.clusterDim.z = 1;
+      cfg.gridDim = dim3((unsigned)a.cluster);
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = a.smem;
+      cfg.attrs = attr1;
+      cfg.numAttrs = 1;
+      e = cudaOccupancyMaxActiveClusters(&a.active, kern, &cfg);
+      if (e != cudaSuccess) { /* a size this device cannot run: none */
+        (void)cudaGetLastError();
+        a.active = 0;
+        e = cudaSuccess;
+      }
+    }
+    return (int)e;
+  }
+  template <int H, int CB, int VAR, int TB> static int launch(Args &a) {
+    const trl_direct_launch &l = *a.launch;
+    Params p;
+    p.payload = l.payload;
+    p.x = l.x;
+    p.s_in = l.s_in;
+    p.s_out = l.s_out;
+    p.bias = l.bias;
+    p.y = l.y;
+    p.m = l.m;
+    p.k = l.k;
+    p.n = l.n;
+    p.in_dtype = l.in_dtype;
+    p.out_dtype = l.out_dtype;
+    p.cluster = l.grid.cluster;
+    p.clusters = l.grid.clusters;
+    p.kt_cta = l.grid.kt_cta;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)l.grid.cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    attr[1] = pdl_attribute();
+    cfg.gridDim = dim3((unsigned)(l.grid.cluster * l.grid.clusters));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = l.grid.smem_bytes;
+    cfg.stream = a.stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = l.pdl ? 2 : 1;
+    return (int)cudaLaunchKernelEx(&cfg, direct_kernel<H, CB, VAR, TB>, p);
+  }
+};
+
+} // namespace direct
+} // namespace trl
+
+#endif

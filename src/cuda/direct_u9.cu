@@ -1,0 +1,6 @@
+/* Register-direct decode-GEMM unit 9: the variants of the rate at position
+ * 9 of TRL_DIRECT_RATES, see direct_gemm.cuh and dispatch.cuh. */
+#include "direct_gemm.cuh"
+#include "dispatch_unit.cuh"
+
+TRL_DISPATCH_UNIT(trl::direct::Direct, 9)

@@ -1,6 +1,0 @@
-/* Persistent decode-GEMM unit 1: the variants of the bitrate at position
- * 1 of TRL_GPU_BITS (K = 2), see stream_gemm.cuh and dispatch.cuh. */
-#include "dispatch_unit.cuh"
-#include "stream_gemm.cuh"
-
-TRL_DISPATCH_UNIT(trl::stream::Stream, 1)

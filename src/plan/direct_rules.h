@@ -1,0 +1,193 @@
+/* The register-direct decode-GEMM's rules (cuda/direct_gemm.cuh): which
+ * variants exist, its shared-memory layout and how a launch is shaped.
+ * Pure C, read by the plan (query and run, tests/test_gate.c without a GPU)
+ * and by the kernel itself, so the two cannot disagree. */
+#ifndef TRL_PLAN_DIRECT_RULES_H
+#define TRL_PLAN_DIRECT_RULES_H
+
+#include "trellis.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define TRL_DIRECT_FN __host__ __device__ __forceinline__ constexpr
+#else
+#define TRL_DIRECT_FN static inline
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The rates (half-bits per weight, 2K) it is compiled for: K 1..8 and the
+ * half rates 1.5, 2.5, 3.5. */
+#define TRL_DIRECT_RATES 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16
+/* How the tensor cores multiply (see the kernel's header). */
+#define TRL_DIRECT_HALVES 0 /* 3INST, MCG: the two fp16 halves summed */
+#define TRL_DIRECT_AFFINE 1 /* MUL1: fp16 1024 + S, the affine map after */
+#define TRL_DIRECT_INT8 2   /* MUL1, m <= 4: int8 MMA, s8 activation limbs */
+#define TRL_DIRECT_MAX_M 16 /* rows: two blocks of 8 tokens */
+#define TRL_DIRECT_INT8_MAX_M 4
+#define TRL_DIRECT_WARPS 8
+#define TRL_DIRECT_CTAS_PER_SM 2 /* its launch bounds */
+#define TRL_DIRECT_ROW_PITCH 132 /* floats per token row of the sums */
+#define TRL_DIRECT_MAX_CLUSTER 16
+/* Shared memory of one CTA where two share an SM (228 KiB, 1 KiB reserved
+ * per CTA), and the most one CTA may take. */
+#define TRL_DIRECT_PAIR_SMEM (113 * 1024)
+#define TRL_DIRECT_MAX_SMEM (227 * 1024)
+
+/* Whether the kernel has the variant: half rates only with MUL1, the
+ * halves only for 3INST/MCG, the affine and int8 forms only for MUL1, int8
+ * with one block of (at most 4) tokens. */
+TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
+  return (h % 2 == 0 || cb == TRELLIS_CB_MUL1) &&
+         (var == TRL_DIRECT_HALVES
+              ? cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG
+              : cb == TRELLIS_CB_MUL1) &&
+         (var != TRL_DIRECT_INT8 || tb == 1);
+}
+
+/* Groups in flight per warp: about 36 registers of payload (24 with two
+ * token blocks, whose accumulators take 32 more), at least 2. */
+TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
+  return tb == 1 ? (36 / h < 2   ? 2
+                    : 36 / h > 6 ? 6
+                                 : 36 / h)
+                 : (24 / h < 2   ? 2
+                    : 24 / h > 4 ? 4
+                                 : 24 / h);
+}
+
+typedef struct trl_direct_smem {
+  int xs_pitch; /* bytes per activation row */
+  size_t off_sumx, off_scale, off_wpart, off_cbuf, bytes;
+} trl_direct_smem;
+
+/* The CTA's shared memory for a k share of kt_cta k-tiles (a multiple of
+ * 8): activations (rows of pitch bytes, 16 bytes of padding so the
+ * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
+ * scales, the warps' sums and the CTA's two round buffers. */
+TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int tb,
+                                                     int kt_cta) {
+  const int tokens = var == TRL_DIRECT_INT8 ? 4 : 8 * tb;
+  const int rows = 8 * tb, elem = var == TRL_DIRECT_INT8 ? 1 : 2;
+  trl_direct_smem s = {0, 0, 0, 0, 0, 0};
+  s.xs_pitch = 16 * kt_cta * elem + 16;
+  size_t at = (size_t)rows * (size_t)s.xs_pitch;
+  s.off_sumx = at;
+  at += var == TRL_DIRECT_HALVES ? 0 : (size_t)kt_cta * tokens * 4;
+  s.off_scale = at;
+  at += var == TRL_DIRECT_INT8 ? (size_t)(kt_cta / 8) * tokens * 4 : 0;
+  at = (at + 15) / 16 * 16;
+  s.off_wpart = at;
+  at += (size_t)TRL_DIRECT_WARPS * tokens * TRL_DIRECT_ROW_PITCH * 4;
+  s.off_cbuf = at;
+  at += (size_t)2 * tokens * TRL_DIRECT_ROW_PITCH * 4;
+  s.bytes = at;
+  return s;
+}
+
+/* How one launch is shaped. */
+typedef struct trl_direct_grid {
+  int var, tb;  /* the variant's multiply and token blocks */
+  int cluster;  /* CTAs per cluster, each a share of k */
+  int clusters; /* each takes 128-column groups in rounds */
+  int rounds;   /* groups of the busiest cluster */
+  int kt_cta;   /* k-tiles of the largest share */
+  size_t smem_bytes;
+  int ctas_per_sm;
+} trl_direct_grid;
+
+/* The variant for m rows of codebook cb: int8 for MUL1 up to 4 rows. */
+static inline int trl_direct_var(trellis_codebook cb, int64_t m) {
+  if (cb != TRELLIS_CB_MUL1)
+    return TRL_DIRECT_HALVES;
+  return m <= TRL_DIRECT_INT8_MAX_M ? TRL_DIRECT_INT8 : TRL_DIRECT_AFFINE;
+}
+
+/* The launch for m rows of a k x n layer on sm_count SMs, `regs`
+ * registers per thread for its variant (0: the launch bounds' cap) and
+ * clusters of up to max_cluster CTAs (exactly `force` where that fits;
+ * 0: any), of which active[c] fit the GPU at once (NULL or 0: no limit
+ * known, -1: none): the cluster size minimising the k-tiles of the busiest
+ * warp, plus one per round (each ends with a barrier) and one eighth per CTA of
+ * a cluster (its sums are read once more by the owner); the grid never
+ * asks for more clusters than fit at once. Returns 0 when no shape fits
+ * (shared memory). */
+static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
+                                   trellis_codebook cb, int sm_count, int regs,
+                                   int max_cluster, int force,
+                                   const int *active, trl_direct_grid *out) {
+  const int64_t kblocks = k / 128, groups = n / 128;
+  const int var = trl_direct_var(cb, m), tb = m > 8 ? 2 : 1;
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0};
+  *out = none;
+  int reg_ctas = TRL_DIRECT_CTAS_PER_SM;
+  if (regs > 0) {
+    const int per = ((regs + 7) / 8 * 8) * 32 * TRL_DIRECT_WARPS;
+    reg_ctas = 65536 / per;
+    if (reg_ctas > TRL_DIRECT_CTAS_PER_SM)
+      reg_ctas = TRL_DIRECT_CTAS_PER_SM;
+  }
+  double best = -1.0;
+  for (int c = 1; c <= max_cluster && c <= kblocks; c++) {
+    if (force > 0 && c != force)
+      continue;
+    const int64_t share = (kblocks + c - 1) / c; /* 128-k blocks */
+    const trl_direct_smem s = trl_direct_smem_layout(var, tb, (int)(8 * share));
+    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
+               : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
+                                                : 0;
+    if (ctas > reg_ctas)
+      ctas = reg_ctas;
+    if (ctas == 0)
+      continue;
+    if (active != NULL && active[c] < 0)
+      continue; /* clusters of c CTAs do not fit this GPU */
+    int64_t q = (int64_t)sm_count * ctas / c;
+    if (active != NULL && active[c] > 0 && q > active[c])
+      q = active[c];
+    if (q > groups)
+      q = groups;
+    if (q < 1)
+      continue;
+    const int64_t rounds = (groups + q - 1) / q;
+    const int64_t per_warp = share; /* 8 share k-tiles over 8 warps */
+    const double cost =
+        (double)(rounds * per_warp) + (double)rounds + 0.125 * (double)c;
+    if (best < 0 || cost < best) {
+      best = cost;
+      out->var = var;
+      out->tb = tb;
+      out->cluster = c;
+      out->clusters = (int)q;
+      out->rounds = (int)rounds;
+      out->kt_cta = (int)(8 * share);
+      out->smem_bytes = s.bytes;
+      out->ctas_per_sm = ctas;
+    }
+  }
+  return best >= 0;
+}
+
+/* One launch (what the plan hands the launcher). */
+typedef struct trl_direct_launch {
+  const int16_t *payload; /* lane layout */
+  const void *x;
+  const uint16_t *s_in, *s_out, *bias;
+  void *y;
+  int64_t m, k, n;
+  int rate; /* half-bits per weight */
+  trellis_codebook codebook;
+  int in_dtype, out_dtype;
+  int pdl;
+  trl_direct_grid grid;
+} trl_direct_launch;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

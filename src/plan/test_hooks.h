@@ -1,0 +1,20 @@
+/* Hooks the GPU tests and the sanitizer runs set before they create plans:
+ * not part of the API, not thread-safe. */
+#ifndef TRL_PLAN_TEST_HOOKS_H
+#define TRL_PLAN_TEST_HOOKS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Clusters of the register-direct decode-GEMM in plans created from now
+ * on: at most max_cluster CTAs (0: its own limit), exactly force_cluster
+ * where that fits (0: the rule's choice). Lets the tests run every
+ * cluster size. */
+void trl_direct_test_clusters(int max_cluster, int force_cluster);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,221 @@
+/* GPU: the register-direct decode-GEMM (cuda/direct_gemm.cuh), through
+ * plans: every rate and codebook at m = 1..16 against the CPU reference
+ * with NaN-poisoned outputs, every cluster size (forced by the test hook),
+ * several rounds per cluster, every dtype pair, and the graph contract:
+ * a capture without workspace whose replays equal the eager run bit for
+ * bit. Exits 77 (skipped) without a GPU. */
+#include "gpu_util.h"
+
+#include "plan/test_hooks.h"
+
+/* The numerics contract (SYSTEM.md): rel L2 and max|d|/max|y| of 2e-3
+ * against the fp16-W_hat reference. The halves summed by the tensor core
+ * land near 2e-4 relative, MUL1's unrounded affine and the int8 limbs
+ * likewise. */
+#define DIRECT_REL 2e-3
+#define DIRECT_MAX 2e-3
+
+static const int64_t kRows[] = {1, 2, 3, 4, 5, 8, 9, 16};
+#define ROW_COUNT (sizeof kRows / sizeof kRows[0])
+
+/* One plan of `w` at m rows of f16 x to f32 y; it must take the direct
+ * kernel: the fused path (K6 MCG) or the generic one with no workspace. */
+static void check_layer(const gw *w, int64_t m, uint64_t seed,
+                        const char *what) {
+  trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
+  float *ref;
+  trellis_buffer_sizes sz;
+  float *y = gu_forward_vs_ref(&w->w, &d, m, seed, TRELLIS_F32, &ref, &sz);
+  assert_int_equal(sz.workspace_bytes, 0);
+  assert_true(sz.path == TRELLIS_PATH_FUSED || sz.path == TRELLIS_PATH_GENERIC);
+  char text[160];
+  snprintf(text, sizeof text, "%s m %lld", what, (long long)m);
+  check_close(y, ref, (size_t)(m * w->w.n), DIRECT_REL, DIRECT_MAX, text);
+  free(y);
+  free(ref);
+}
+
+/* Every integer rate of the three EXL3 codebooks, with legacy signs and
+ * bias on some, on two small layers (5 and 2 k-blocks). */
+static void test_every_variant(void **state) {
+  (void)state;
+  const trellis_codebook cbs[3] = {TRELLIS_CB_3INST, TRELLIS_CB_MCG,
+                                   TRELLIS_CB_MUL1};
+  double worst[3] = {0, 0, 0};
+  for (int c = 0; c < 3; ++c)
+    for (int bits = 1; bits <= 8; ++bits) {
+      gw w;
+      const int64_t k = bits % 2 ? 640 : 256, n = bits % 2 ? 384 : 1024;
+      gw_random(&w, k, n, bits, cbs[c], bits == 3, bits % 3 == 0,
+                1000 + 10 * (uint64_t)bits + (uint64_t)c);
+      for (size_t i = 0; i < ROW_COUNT; ++i) {
+        const int64_t m = kRows[i];
+        char what[96];
+        snprintf(what, sizeof what, "%lldx%lld K%d %s", (long long)k,
+                 (long long)n, bits, trellis_codebook_name(cbs[c]));
+        void *x = rand_input(m, k, TRELLIS_F16, 77 + (uint64_t)i);
+        float *ref = cpu_ref(&w.w, x, TRELLIS_F16, m, TRELLIS_F32);
+        trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
+        grun g;
+        grun_open(&g, &w.w, &d);
+        float *y = grun_forward(&g, x, m, 0);
+        /* a second run gives the same bits */
+        float *y2 = grun_forward(&g, x, m, 0);
+        assert_memory_equal(y, y2, (size_t)(m * n) * sizeof(float));
+        char text[128];
+        snprintf(text, sizeof text, "%s m %lld", what, (long long)m);
+        check_close(y, ref, (size_t)(m * n), DIRECT_REL, DIRECT_MAX, text);
+        const double rel = tu_rel_l2(y, ref, (size_t)(m * n));
+        if (rel > worst[c])
+          worst[c] = rel;
+        grun_close(&g);
+        free(y);
+        free(y2);
+        free(ref);
+        free(x);
+      }
+      gw_free(&w);
+    }
+  printf("  worst rel L2: 3inst %.2e, mcg %.2e, mul1 %.2e\n", worst[0],
+         worst[1], worst[2]);
+}
+
+/* Every cluster size from 1 to 16 CTAs (more than the k-blocks: refused
+ * by the shape, so the rule's own choice runs), one and two token blocks,
+ * and a layer of many groups, where each cluster runs several rounds. */
+static void test_cluster_sizes(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 2000);
+  gw mul1;
+  gw_random(&mul1, 2048, 1024, 4, TRELLIS_CB_MUL1, 0, 0, 2001);
+  for (int c = 1; c <= 16; ++c) {
+    trl_direct_test_clusters(0, c);
+    char what[64];
+    snprintf(what, sizeof what, "2048x1024 K6 mcg cluster %d", c);
+    check_layer(&w, 1, 3000 + (uint64_t)c, what);
+    check_layer(&w, 13, 3100 + (uint64_t)c, what);
+    snprintf(what, sizeof what, "2048x1024 K4 mul1 cluster %d", c);
+    check_layer(&mul1, 3, 3200 + (uint64_t)c, what);
+    check_layer(&mul1, 6, 3300 + (uint64_t)c, what);
+  }
+  trl_direct_test_clusters(0, 0);
+  gw_free(&w);
+  gw_free(&mul1);
+  /* 200 groups: more than the clusters that fit, so rounds > 1 */
+  gw_random(&w, 1024, 200 * 128, 2, TRELLIS_CB_MCG, 0, 1, 2002);
+  for (int c = 1; c <= 8; c *= 2) {
+    trl_direct_test_clusters(0, c);
+    check_layer(&w, 1, 3400 + (uint64_t)c, "1024x25600 K2 mcg rounds");
+    check_layer(&w, 16, 3500 + (uint64_t)c, "1024x25600 K2 mcg rounds");
+  }
+  trl_direct_test_clusters(0, 0);
+  gw_free(&w);
+}
+
+/* Every input x output dtype on the direct kernel: K6 MCG (fused path),
+ * MUL1 at 2 rows (int8) and 7 (affine). */
+static void test_dtypes(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 1024, 512, 6, TRELLIS_CB_MCG, 0, 1, 4000);
+  gu_check_dtype_grid(&w, 3, 4100, TRELLIS_PATH_FUSED);
+  gw_free(&w);
+  gw_random(&w, 1024, 512, 4, TRELLIS_CB_MUL1, 0, 1, 4001);
+  gu_check_dtype_grid(&w, 2, 4200, TRELLIS_PATH_GENERIC);
+  gu_check_dtype_grid(&w, 7, 4300, TRELLIS_PATH_GENERIC);
+  gw_free(&w);
+}
+
+/* The graph contract: captured with no workspace at all, the output
+ * poisoned with NaN before every replay, 100 replays equal the eager run
+ * bit for bit. */
+static void capture_replay(const gw *w, int64_t m, uint64_t seed) {
+  trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F16, 0);
+  grun g;
+  grun_open(&g, &w->w, &d);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  void *x = rand_input(m, w->w.k, TRELLIS_F16, seed);
+  float *eager = grun_forward(&g, x, m, s);
+  trellis_buffers b = g.b;
+  b.workspace = NULL;
+  b.workspace_bytes = 0;
+  const size_t yb = (size_t)(m * w->w.n) * 2;
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  OK(trellis_run(g.plan, g.dx, m, g.dy, &b, s));
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  uint16_t *h = malloc(yb);
+  for (int r = 0; r < 100; ++r) {
+    CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
+    CK(cudaGraphLaunch(exec, s));
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(h, g.dy, yb, cudaMemcpyDeviceToHost));
+    float *f = to_float(h, (size_t)(m * w->w.n), TRELLIS_F16);
+    assert_memory_equal(f, eager, (size_t)(m * w->w.n) * sizeof(float));
+    free(f);
+  }
+  free(h);
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaStreamDestroy(s));
+  free(eager);
+  free(x);
+  grun_close(&g);
+}
+
+static void test_capture_without_workspace(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 4096, 4096, 6, TRELLIS_CB_MCG, 0, 1, 5000);
+  capture_replay(&w, 1, 5100);
+  capture_replay(&w, 4, 5101);
+  capture_replay(&w, 16, 5102);
+  gw_free(&w);
+  gw_random(&w, 4096, 2048, 4, TRELLIS_CB_MUL1, 0, 1, 5001);
+  capture_replay(&w, 2, 5103);
+  capture_replay(&w, 11, 5104);
+  gw_free(&w);
+}
+
+/* A chain of layers with dependent launches (gpu_util.h). */
+static void test_dependent_chain(void **state) {
+  (void)state;
+  gu_dependent_chain(2048, 3, TRELLIS_CB_MUL1, 3, 0, TRELLIS_PATH_GENERIC);
+  gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
+}
+
+/* Larger layers like a model's (the bench shapes), m = 1 and 16. */
+static void test_model_shapes(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {
+      {8192, 1024}, {1024, 8192}, {6144, 1024}, {512, 6144}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    gw w;
+    gw_random(&w, shapes[i][0], shapes[i][1], 6, TRELLIS_CB_MCG, 0, 1,
+              6000 + i);
+    check_layer(&w, 1, 6100 + i, "model shape K6 mcg");
+    check_layer(&w, 16, 6200 + i, "model shape K6 mcg");
+    gw_free(&w);
+  }
+}
+
+int main(void) {
+  TU_REQUIRE_GPU();
+  if (!gu_is_hopper()) {
+    printf("the register-direct kernel runs on sm_90 only: skipped\n");
+    return 77;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_variant),
+      cmocka_unit_test(test_cluster_sizes),
+      cmocka_unit_test(test_dtypes),
+      cmocka_unit_test(test_capture_without_workspace),
+      cmocka_unit_test(test_dependent_chain),
+      cmocka_unit_test(test_model_shapes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
