@@ -35,20 +35,62 @@ class TrellisError(RuntimeError):
     str(error) is the library's detail message (trellis_last_error()), or
     the same kind of message for a check made on this side; `status` is the
     trellis_status name ("TRELLIS_ERR_SHAPE"), `code` its number.
+
+    An error about an argument is also the built-in exception Python code
+    catches for it: TRELLIS_ERR_INVALID_ARGUMENT, _SHAPE and _BUFFER are
+    ValueErrors, TRELLIS_ERR_DTYPE a TypeError, TRELLIS_ERR_NOT_FOUND (a
+    layer or tensor name) a LookupError. TrellisError(message, code) makes
+    the class that fits the code.
     """
 
-    def __init__(self, message, code):
+    code: int
+    status: str
+
+    def __new__(cls, message: str = "", code: int = 0, *args: object) -> "TrellisError":
+        if cls is TrellisError:
+            name = STATUS_NAMES.get(int(code), "")
+            cls = _ERROR_CLASSES.get(name, TrellisError)
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str = "", code: int = 0, *args: object) -> None:
         super().__init__(message)
         self.code = int(code)
         self.status = STATUS_NAMES.get(self.code, "TRELLIS_ERR_UNKNOWN")
 
+    def __reduce__(self):
+        return (TrellisError, (str(self), self.code))
 
-def error(status, message):
+
+class TrellisValueError(TrellisError, ValueError):
+    """A TrellisError about an argument's value or shape (also a ValueError)."""
+
+
+class TrellisTypeError(TrellisError, TypeError):
+    """A TrellisError about an argument's dtype (also a TypeError)."""
+
+
+class TrellisLookupError(TrellisError, LookupError):
+    """A TrellisError for a name that is not there (also a LookupError)."""
+
+    def __str__(self) -> str:
+        return RuntimeError.__str__(self)
+
+
+_ERROR_CLASSES = {
+    "TRELLIS_ERR_INVALID_ARGUMENT": TrellisValueError,
+    "TRELLIS_ERR_SHAPE": TrellisValueError,
+    "TRELLIS_ERR_BUFFER": TrellisValueError,
+    "TRELLIS_ERR_DTYPE": TrellisTypeError,
+    "TRELLIS_ERR_NOT_FOUND": TrellisLookupError,
+}
+
+
+def error(status: str, message: str) -> TrellisError:
     """A TrellisError for a check made on this side (status by name)."""
     return TrellisError(message, STATUS_CODES[status])
 
 
-def check(status):
+def check(status: int) -> None:
     """Raises TrellisError for a failing trellis_status."""
     if status != _lib.OK:
         message = _lib.text(lib.trellis_last_error())
@@ -99,6 +141,21 @@ def version():
 def cuda_built():
     """True when the loaded library has the CUDA backend."""
     return bool(lib.trellis_cuda_built())
+
+
+# The one wording of the two ways CUDA can be missing (the library's and
+# the CLI's messages say the same).
+NO_CUDA_BUILD = "libtrellis was built without CUDA"
+NO_CUDA_DEVICE = "no CUDA device is available"
+
+
+def no_cuda_message(what):
+    """ "<what>: libtrellis was built without CUDA (<library>): ..."."""
+    return "%s: %s (%s); rebuild it with the CUDA toolkit (nvcc on PATH)" % (
+        what,
+        NO_CUDA_BUILD,
+        _lib.LIBRARY_PATH,
+    )
 
 
 def cuda_device_count():
@@ -293,6 +350,17 @@ class Model:
         t = _lib.Tensor()
         call(lib.trellis_model_find_tensor, self._h(), name.encode(), byref(t))
         return _tensor_array(t)
+
+
+def tensor_header(model, name):
+    """(dtype name, shape) of a checkpoint tensor ("F16", (4096,)), or None
+    where the checkpoint has no tensor of that name."""
+    t = _lib.Tensor()
+    lib.trellis_clear_error()
+    if lib.trellis_model_find_tensor(model._h(), name.encode(), byref(t)) != _lib.OK:
+        return None
+    dtype = _lib.TENSOR_DTYPES[t.dtype] if t.dtype < len(_lib.TENSOR_DTYPES) else str(t.dtype)
+    return dtype, tuple(t.shape[i] for i in range(t.ndim))
 
 
 def _host_vector(name, value, dtype, length):
