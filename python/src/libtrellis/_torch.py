@@ -146,6 +146,10 @@ else:  # pragma: no cover - older torch
         return torch.cuda.current_stream(index).cuda_stream
 
 
+# The eager path calls it directly (a module global: one lookup less).
+_trellis_run = lib.trellis_run
+
+
 # ----------------------------------------------------------- weights --
 
 
@@ -579,19 +583,43 @@ class Plan:
         return _check_input(self, x, self.device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """y = layer(x): checked, allocated, run (the eager fast path)."""
-        if x.dtype is not self.dtype or x.get_device() != self.index or not x.is_contiguous():
-            _check_input(self, x, self.device)
+        """y = layer(x): checked, allocated, run (the eager fast path: each
+        step here is paid by every eager call, so it is kept to the few
+        tensor queries the checks need)."""
+        k = self.k
         shape = x.shape
-        if not shape or shape[-1] != self.k:
+        if (
+            x.dtype is not self.dtype
+            or x.get_device() != self.index
+            or not x.is_contiguous()
+            or not shape
+            or shape[-1] != k
+        ):
             _check_input(self, x, self.device)
-        m = x.numel() // self.k
-        if m > self.max_m and not self.split_rows:
-            _check_input(self, x, self.device)
-        y = torch.empty(shape[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
-        if m:
+        m = x.numel() // k
+        y = torch.empty(tuple(shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
+        if 0 < m <= self.max_m:
+            plan = self._plan
+            if plan is None:
+                plan = self._live()
+            st = _trellis_run(
+                plan, x.data_ptr(), m, y.data_ptr(), self._buffers_ref, _raw_stream(self.index)
+            )
+            if st:
+                self._rerun(st, x, y, m)
+        elif m:
+            if not self.split_rows:
+                _check_input(self, x, self.device)
             self.run(x, y, m)
         return y
+
+    def _rerun(self, st: int, x: torch.Tensor, y: torch.Tensor, m: int) -> None:
+        # A run fails where another device is current: run it again there;
+        # any other failure is raised with the library's message.
+        if torch.cuda.current_device() == self.index:
+            _core.check(st)
+        with torch.cuda.device(self.device):
+            self.run(x, y, m)
 
     def run(self, x: torch.Tensor, y: torch.Tensor, m: Optional[int] = None) -> torch.Tensor:
         """y = layer(x) on the current stream of the plan's device (x and y
@@ -608,7 +636,7 @@ class Plan:
         done = 0
         while done < m:
             rows = m - done if m - done < step else step
-            st = lib.trellis_run(
+            st = _trellis_run(
                 plan,
                 xp + done * xs,
                 rows,
@@ -621,7 +649,7 @@ class Plan:
                     _core.check(st)
                 with torch.cuda.device(self.device):
                     _core.call(
-                        lib.trellis_run,
+                        _trellis_run,
                         plan,
                         xp + done * xs,
                         rows,
