@@ -363,9 +363,24 @@ def tensor_header(model, name):
     return dtype, tuple(t.shape[i] for i in range(t.ndim))
 
 
+def _refuse_tensor(value, name):
+    """A torch tensor given to the NumPy level: TypeError-like TrellisError
+    that says what to do (np.asarray would copy a CPU tensor silently and
+    fail obscurely on a CUDA one)."""
+    mod = type(value).__module__ or ""
+    if mod.startswith("torch") and hasattr(value, "detach"):
+        where = getattr(getattr(value, "device", None), "type", "?")
+        raise error(
+            "TRELLIS_ERR_DTYPE",
+            "%s: a torch tensor (on %s); the NumPy level takes NumPy arrays: "
+            "pass %s.cpu().numpy(), or use libtrellis.EXL3Linear for tensors" % (name, where, name),
+        )
+
+
 def _host_vector(name, value, dtype, length):
     if value is None:
         return None
+    _refuse_tensor(value, name)
     a = np.ascontiguousarray(value)
     if a.dtype != dtype or a.shape != (length,):
         raise error(
@@ -419,6 +434,7 @@ class Layer:
         trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su
         int16 [k/16]), svh fp16 [n] (or sv int16 [n/16]), bias fp16 [n] or
         None. The arrays are kept (contiguous copies where needed)."""
+        _refuse_tensor(trellis, "trellis")
         t = np.ascontiguousarray(trellis)
         if t.dtype != np.int16 or t.ndim != 3 or t.shape[2] % 16:
             raise error(
@@ -494,33 +510,39 @@ class Layer:
         return out
 
     def check_input(self, x):
-        """(x as a contiguous [m, k] array, m, whether x was one row).
+        """(x as a contiguous [m, k] array, m, x's leading shape).
 
-        x must be float16 or float32, [m, k] or [k]."""
+        x: float16 or float32 (float64 is cast to float32, the library's
+        widest input), of shape [..., k]; a torch tensor is refused with a
+        message (the NumPy level takes arrays; EXL3Linear takes tensors)."""
+        _refuse_tensor(x, "x")
         a = np.asarray(x)
+        if a.dtype == np.float64:
+            a = a.astype(np.float32)
         if a.dtype not in (np.float16, np.float32):
             raise error(
                 "TRELLIS_ERR_DTYPE",
-                "x: dtype %s is not supported for layer %s (expected float16 "
-                "or float32)" % (a.dtype.name, self.name),
+                "x: dtype %s is not supported for layer %s (expected float16, "
+                "float32 or float64)" % (a.dtype.name, self.name),
             )
-        if a.ndim not in (1, 2) or a.shape[-1] != self.k:
+        if a.ndim < 1 or a.shape[-1] != self.k:
             raise error(
                 "TRELLIS_ERR_SHAPE",
                 "x: shape %s does not fit layer %s with k = %d (expected "
-                "[m, %d] or [%d])" % (list(a.shape), self.name, self.k, self.k, self.k),
+                "[..., %d])" % (list(a.shape), self.name, self.k, self.k),
             )
-        one_row = a.ndim == 1
+        lead = a.shape[:-1]
         a = np.ascontiguousarray(a.reshape(-1, self.k))
-        return a, a.shape[0], one_row
+        return a, a.shape[0], lead
 
     def forward(self, x, out_dtype=np.float32, threads=0):
         """y = the layer applied to x on the CPU (the library's reference).
 
-        x: float16 or float32, [m, k] or [k]; y: out_dtype (float32 or
-        float16), [m, n] or [n]. threads: 0 = one per core."""
+        x: float16, float32 or float64 (cast to float32), of shape [..., k];
+        y: out_dtype (float32 or float16), [..., n]. threads: 0 = one per
+        core."""
         w = self.weight()
-        a, m, one_row = self.check_input(x)
+        a, m, lead = self.check_input(x)
         out_dtype = np.dtype(out_dtype)
         if out_dtype not in (np.float16, np.float32):
             raise error(
@@ -545,7 +567,7 @@ class Layer:
                 ws_bytes,
                 threads,
             )
-        return y[0] if one_row else y
+        return y.reshape(lead + (self.n,))
 
 
 def info(path):
@@ -579,9 +601,10 @@ def _cuda_usable():
 
 
 def forward(path, layer, x, device="auto", threads=0):
-    """y = layer(x) as fp32, like `trellis forward`: x float16/float32
-    [m, k] or [k], y [m, n] or [n]. device "cpu", "cuda" (needs PyTorch with
-    CUDA) or "auto" (CUDA when usable, else the CPU)."""
+    """y = layer(x) as fp32, like `trellis forward`: x float16, float32 or
+    float64 (cast to float32) of shape [..., k], y [..., n]. device "cpu",
+    "cuda" (needs PyTorch with CUDA) or "auto" (CUDA when usable, else the
+    CPU)."""
     if device not in ("auto", "cpu", "cuda"):
         raise error(
             "TRELLIS_ERR_INVALID_ARGUMENT",

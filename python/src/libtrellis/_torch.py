@@ -1230,7 +1230,7 @@ def _markers_of(model: "_core.Model", name: str, device: torch.device) -> Dict[s
 
 def forward_numpy(layer: "_core.Layer", x: Any) -> np.ndarray:
     """libtrellis.forward on CUDA: y fp32 as numpy, through one plan."""
-    a, m, one_row = layer.check_input(x)
+    a, m, lead = layer.check_input(x)
     dtype = torch.float16 if a.dtype == np.float16 else torch.float32
     mod = EXL3Linear(layer, device="cuda", max_m=max(m, 1), dtype=dtype, out_dtype=torch.float32)
     try:
@@ -1240,7 +1240,7 @@ def forward_numpy(layer: "_core.Layer", x: Any) -> np.ndarray:
         out = y.cpu().numpy()
     finally:
         mod.close()
-    return out[0] if one_row else out
+    return out.reshape(lead + (layer.n,))
 
 
 __all__ = [
