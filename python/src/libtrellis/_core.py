@@ -5,8 +5,11 @@ functions cannot see (array shapes and dtypes behind raw pointers) and turns
 a failing status into TrellisError with the library's message.
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from ctypes import byref, c_void_p
 
 import numpy as np
@@ -120,7 +123,7 @@ PAIR_KINDS = _names(lib.trellis_pair_kind_name) if _lib.HAS_PAIRS else {}
 RATE_AXES = _names(lib.trellis_rate_axis_name) if _lib.HAS_PAIRS else {}
 
 
-def codebook_id(codebook):
+def codebook_id(codebook: Union[str, int]) -> int:
     """The trellis_codebook value of a name ("mcg") or of a value."""
     if isinstance(codebook, str):
         for value, name in CODEBOOKS.items():
@@ -133,12 +136,12 @@ def codebook_id(codebook):
     return int(codebook)
 
 
-def version():
+def version() -> str:
     """The version string of the loaded C library."""
     return _lib.text(lib.trellis_version_string())
 
 
-def cuda_built():
+def cuda_built() -> bool:
     """True when the loaded library has the CUDA backend."""
     return bool(lib.trellis_cuda_built())
 
@@ -149,7 +152,7 @@ NO_CUDA_BUILD = "libtrellis was built without CUDA"
 NO_CUDA_DEVICE = "no CUDA device is available"
 
 
-def no_cuda_message(what):
+def no_cuda_message(what: str) -> str:
     """ "<what>: libtrellis was built without CUDA (<library>): ..."."""
     return "%s: %s (%s); rebuild it with the CUDA toolkit (nvcc on PATH)" % (
         what,
@@ -158,7 +161,7 @@ def no_cuda_message(what):
     )
 
 
-def cuda_device_count():
+def cuda_device_count() -> int:
     """Usable CUDA devices as the library sees them (0 without CUDA)."""
     return int(lib.trellis_cuda_device_count())
 
@@ -199,7 +202,7 @@ def _tensor_array(t):
     return out
 
 
-def read_safetensors(path):
+def read_safetensors(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
     """Every tensor of a .safetensors file as {name: ndarray} (copies).
 
     BF16 tensors come back as uint16 bit patterns, F8 ones as uint8 bytes.
@@ -225,21 +228,21 @@ class Model:
     (layers) or forever (arrays are copies).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
         self.path = os.fspath(path)
         self._handle = None
         handle = c_void_p()
         call(lib.trellis_model_open, os.fsencode(self.path), byref(handle))
         self._handle = handle
 
-    def close(self):
+    def close(self) -> None:
         """Unmaps the files. A second call does nothing."""
         handle, self._handle = self._handle, None
         if handle:
             lib.trellis_model_close(handle)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
     def __enter__(self):
@@ -260,11 +263,11 @@ class Model:
             raise ValueError("libtrellis.Model %r is closed" % self.path)
         return self._handle
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(lib.trellis_model_layer_count(self._h()))
 
     @property
-    def quantization_config(self):
+    def quantization_config(self) -> Optional[Dict[str, Any]]:
         """config.json's quantization_config as a dict, or None."""
         q = lib.trellis_model_quant_config(self._h())
         if not q or not q.contents.present:
@@ -284,7 +287,7 @@ class Model:
             out["descriptor_sha256"] = _lib.text(q.descriptor_sha256)
         return out
 
-    def layer_info(self):
+    def layer_info(self) -> List[Dict[str, Any]]:
         """One dict per EXL3 layer, sorted by name: name, k, n, bits,
         codebook, signs ("scaled" or "legacy"), bias, and where the library
         reads paired layers pair and rate_axis ("P24", "n"; None for a
@@ -316,10 +319,10 @@ class Model:
             rows.append(row)
         return rows
 
-    def layer_names(self):
+    def layer_names(self) -> List[str]:
         return [row["name"] for row in self.layer_info()]
 
-    def layer(self, key):
+    def layer(self, key: Union[str, int]) -> "Layer":
         """The layer of a name or an index, for decode and forward."""
         raw = _lib.Layer()
         if isinstance(key, str):
@@ -328,14 +331,14 @@ class Model:
             call(lib.trellis_model_layer, self._h(), int(key), byref(raw))
         return Layer(raw.weight, _lib.text(raw.name), self)
 
-    def layers(self):
+    def layers(self) -> List["Layer"]:
         """Every EXL3 layer, sorted by name."""
         return [self.layer(i) for i in range(len(self))]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator["Layer"]:
         return iter(self.layers())
 
-    def other_tensor_names(self):
+    def other_tensor_names(self) -> List[str]:
         """Names of the tensors that are not part of an EXL3 layer."""
         h = self._h()
         names = []
@@ -345,14 +348,14 @@ class Model:
             names.append(_lib.text(t.name))
         return names
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> np.ndarray:
         """Any tensor of the checkpoint by full name, as a numpy copy."""
         t = _lib.Tensor()
         call(lib.trellis_model_find_tensor, self._h(), name.encode(), byref(t))
         return _tensor_array(t)
 
 
-def tensor_header(model, name):
+def tensor_header(model: "Model", name: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
     """(dtype name, shape) of a checkpoint tensor ("F16", (4096,)), or None
     where the checkpoint has no tensor of that name."""
     t = _lib.Tensor()
@@ -474,7 +477,7 @@ class Layer:
             self.codebook,
         )
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         row = {
             "name": self.name,
             "k": self.k,
@@ -497,7 +500,7 @@ class Layer:
             raise ValueError("layer %s: its model %r is closed" % (self.name, self._owner.path))
         return self._weight
 
-    def decode(self, dense=False):
+    def decode(self, dense: bool = False) -> np.ndarray:
         """W_hat as fp16 [k, n] (bit-exact), or with dense=True the
         original-basis weight as fp32 [k, n] (bias not included)."""
         w = self.weight()
@@ -509,7 +512,7 @@ class Layer:
             call(lib.trellis_decode_weight, byref(w), out.ctypes.data)
         return out
 
-    def check_input(self, x):
+    def check_input(self, x: Any) -> Tuple[np.ndarray, int, Tuple[int, ...]]:
         """(x as a contiguous [m, k] array, m, x's leading shape).
 
         x: float16 or float32 (float64 is cast to float32, the library's
@@ -535,7 +538,7 @@ class Layer:
         a = np.ascontiguousarray(a.reshape(-1, self.k))
         return a, a.shape[0], lead
 
-    def forward(self, x, out_dtype=np.float32, threads=0):
+    def forward(self, x: Any, out_dtype: Any = np.float32, threads: int = 0) -> np.ndarray:
         """y = the layer applied to x on the CPU (the library's reference).
 
         x: float16, float32 or float64 (cast to float32), of shape [..., k];
@@ -570,7 +573,7 @@ class Layer:
         return y.reshape(lead + (self.n,))
 
 
-def info(path):
+def info(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """What `trellis info` shows, as a dict: path, quantization_config
     (a dict, or None), layers (one dict per EXL3 layer: name, k, n, bits,
     codebook, signs, bias), other_tensors (their count)."""
@@ -583,14 +586,16 @@ def info(path):
         }
 
 
-def decode(path, layer, dense=False):
+def decode(
+    path: Union[str, os.PathLike], layer: Union[str, int], dense: bool = False
+) -> np.ndarray:
     """W_hat of one layer as fp16 [k, n] (bit-exact), or its dense fp32
     weight with dense=True, like `trellis decode`."""
     with Model(path) as m:
         return m.layer(layer).decode(dense=dense)
 
 
-def _cuda_usable():
+def _cuda_usable() -> bool:
     if not (cuda_built() and cuda_device_count() > 0):
         return False
     try:
@@ -600,7 +605,13 @@ def _cuda_usable():
     return torch.cuda.is_available()
 
 
-def forward(path, layer, x, device="auto", threads=0):
+def forward(
+    path: Union[str, os.PathLike],
+    layer: Union[str, int],
+    x: Any,
+    device: str = "auto",
+    threads: int = 0,
+) -> np.ndarray:
     """y = layer(x) as fp32, like `trellis forward`: x float16, float32 or
     float64 (cast to float32) of shape [..., k], y [..., n]. device "cpu",
     "cuda" (needs PyTorch with CUDA) or "auto" (CUDA when usable, else the
