@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import re
 import threading
 import weakref
 from ctypes import byref, c_void_p
@@ -1017,13 +1018,14 @@ class EXL3Linear(torch.nn.Module):
 
     @classmethod
     def from_model(cls, path: Any, **kwargs: Any) -> Dict[str, "EXL3Linear"]:
-        """{layer name: EXL3Linear} for every EXL3 layer of a checkpoint, in
-        model order; the modules share one SharedBuffers (keyword arguments
-        as for EXL3Linear)."""
+        """{layer name: EXL3Linear} for every EXL3 layer of a checkpoint,
+        sorted by name with the numbers in it compared by value
+        (model.layers.2 before model.layers.10); the modules share one
+        SharedBuffers (keyword arguments as for EXL3Linear)."""
         kwargs.setdefault("buffers", SharedBuffers())
         out = {}
         with _core.Model(path) as model:
-            for name in model.layer_names():
+            for name in sorted(model.layer_names(), key=_natural_key):
                 out[name] = cls(model, name, **kwargs)
         return out
 
@@ -1216,6 +1218,10 @@ class EXL3Linear(torch.nn.Module):
             self.max_m,
             self.dtype,
         )
+
+
+def _natural_key(name: str) -> list:
+    return [(0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name)]
 
 
 def _markers_of(model: "_core.Model", name: str, device: torch.device) -> Dict[str, torch.Tensor]:
