@@ -84,6 +84,8 @@ printf 'not a numpy file at all' >"$TMP/x_garbage.npy"
 # --- command line ----------------------------------------------------------
 expect_error "missing command" "$CLI"
 expect_error "frobnicate" "$CLI" frobnicate
+expect_error "help: unknown command 'frobnicate'" "$CLI" help frobnicate
+expect_error "one command at a time" "$CLI" help info decode
 expect_error "--bogus" "$CLI" info --bogus "$CASE"
 expect_error "PATH" "$CLI" info
 expect_error "LAYER" "$CLI" decode "$CASE"

@@ -2,7 +2,8 @@
 # Installs the build into a temporary prefix and builds a small program
 # against it as a user would: through pkg-config (also after moving the
 # prefix: the .pc file is relative to itself) and through the CMake package
-# (find_package(libtrellis CONFIG), shared and static library), then runs it.
+# (find_package(libtrellis CONFIG), shared and static library, and the shared
+# one where the CUDA toolkit is not found), then runs it; and the licence.
 #
 # usage: install_test.sh BUILD_DIR CONSUMER_DIR CMAKE CC PKG_CONFIG STATIC
 #                        [FLAGS]
@@ -81,3 +82,18 @@ for t in $targets; do
   run "$t.run" "$tmp/cmake/$t"
   echo "ok   find_package, $t: $(cat "$tmp/$t.run")"
 done
+
+# The shared library alone needs none of the static one's dependencies: a
+# project that finds no CUDA toolkit (nor pkg-config) still gets it.
+run configure_shared.log "$cmake" -S "$src" -B "$tmp/cmake_shared" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" \
+  -DCONSUMER_STATIC=OFF -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
+run build_shared.log "$cmake" --build "$tmp/cmake_shared"
+run consumer_shared_only.run "$tmp/cmake_shared/consumer_shared"
+echo "ok   find_package without the CUDA toolkit, consumer_shared:" \
+  "$(cat "$tmp/consumer_shared_only.run")"
+[ -f "$prefix/share/doc/libtrellis/LICENSE" ] ||
+  { echo "FAIL: no LICENSE under $prefix/share/doc/libtrellis"; exit 1; }
+echo "ok   LICENSE installed"

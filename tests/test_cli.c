@@ -282,6 +282,13 @@ static void test_version_and_help(void **state) {
   expect_success("forward --help", &r);
   assert_non_null(strstr(r.out, "--out-dtype"));
   tu_run_free(&r);
+  const char *hf[] = {"help", "forward", NULL}; /* the same text */
+  tu_run_result r2 = run_cli(hf);
+  expect_success("help forward", &r2);
+  r = run_cli(fh);
+  assert_string_equal(r2.out, r.out);
+  tu_run_free(&r);
+  tu_run_free(&r2);
 }
 
 int main(void) {

@@ -261,7 +261,7 @@ def test_library_message_is_the_exception_text():
     assert str(e.value)
 
 
-@pytest.mark.parametrize("shape", [(3, 257), (257,), (3, 128), (2, 3, 256), (), (3, 0)], ids=str)
+@pytest.mark.parametrize("shape", [(3, 257), (257,), (3, 128), (2, 3, 255), (), (3, 0)], ids=str)
 def test_wrong_x_shape(shape):
     case = CASES[0]
     x = np.zeros(shape, np.float16)
@@ -271,7 +271,51 @@ def test_wrong_x_shape(shape):
     assert "k = 256" in str(e.value) and case["layer"] in str(e.value)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.int16, np.uint16, np.bool_])
+def test_float64_and_leading_dims():
+    case = next(c for c in CASES if c["name"] == "k6_mcg_512x256_m1_bias")
+    ref = libtrellis.read_safetensors(ref_path(case))
+    x32 = ref["x"].astype(np.float32)
+    with libtrellis.Model(case_path(case)) as m:
+        layer = m.layer(case["layer"])
+        want = layer.forward(x32)
+        # float64 is cast to float32: the same result
+        assert np.array_equal(layer.forward(x32.astype(np.float64)), want)
+        # [..., k]: the leading dimensions come back
+        x3 = np.stack([x32, x32[::-1]])
+        y3 = layer.forward(x3)
+        assert y3.shape == (2,) + want.shape
+        assert np.array_equal(y3[0], want) and np.array_equal(y3[1], want[::-1])
+    y = libtrellis.forward(case_path(case), case["layer"], x3.astype(np.float64), device="cpu")
+    assert y.shape == y3.shape and np.array_equal(y, y3)
+
+
+def test_torch_tensors_get_a_clear_message():
+    torch = pytest.importorskip("torch")
+    case = CASES[0]
+    x = torch.zeros(2, case["k"], dtype=torch.float16)
+    with pytest.raises(TypeError, match=r"torch tensor.*\.cpu\(\)\.numpy\(\)"):
+        libtrellis.forward(case_path(case), case["layer"], x, device="cpu")
+    with pytest.raises(TypeError, match="EXL3Linear"):
+        libtrellis.Layer.from_arrays(torch.zeros(16, 8, 64, dtype=torch.int16))
+
+
+def test_exl3linear_without_torch_names_the_extra(monkeypatch):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import libtrellis\n"
+        "try:\n"
+        "    libtrellis.EXL3Linear\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "[torch]" in out.stdout and "pip install" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.bool_, np.complex64])
 def test_wrong_x_dtype(dtype):
     case = CASES[0]
     with pytest.raises(TrellisError) as e:

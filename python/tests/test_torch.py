@@ -1,13 +1,34 @@
-"""The PyTorch level where PyTorch is importable, with or without a GPU."""
+"""The PyTorch level where PyTorch is importable, with or without a GPU: the
+operator, and EXL3Linear on the CPU (the library's reference forward)."""
 
+import io
+
+import numpy as np
 import pytest
 
 import libtrellis
 from libtrellis import TrellisError
 
-from conftest import TOY_MODEL
+from conftest import CASES, TOY_MODEL, case_path, ref_path
 
 torch = pytest.importorskip("torch")
+
+from libtrellis import EXL3Linear, SharedBuffers  # noqa: E402
+
+CPU = torch.device("cpu")
+BY_NAME = {c["name"]: c for c in CASES}
+UP = "model.layers.0.mlp.up_proj"
+
+
+def random_x(shape, k, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, k, generator=g).to(dtype)
+
+
+def reference(path, name, x, out_dtype=np.float32):
+    """The NumPy level's CPU forward of x (fp16 or fp32)."""
+    with libtrellis.Model(path) as m:
+        return m.layer(name).forward(x.numpy().reshape(-1, x.shape[-1]), out_dtype=out_dtype)
 
 
 def test_the_operator_is_registered():
@@ -28,5 +49,169 @@ def test_no_cuda_is_a_clear_error():
     if torch.cuda.is_available() and libtrellis.cuda_built():
         pytest.skip("CUDA is usable here")
     with pytest.raises(TrellisError) as e:
-        libtrellis.EXL3Linear(TOY_MODEL, "model.layers.0.mlp.up_proj")
+        EXL3Linear(TOY_MODEL, UP, device="cuda")
     assert e.value.status == "TRELLIS_ERR_NO_DEVICE"
+    assert "CUDA" in str(e.value)
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu")
+    with pytest.raises(RuntimeError):  # torch's own error where it has no CUDA
+        mod.to("cuda")
+
+
+@pytest.mark.parametrize("case_name", [c["name"] for c in CASES[::3]])
+def test_cpu_module_is_the_reference_forward(case_name):
+    case = BY_NAME[case_name]
+    ref = libtrellis.read_safetensors(ref_path(case))
+    x = torch.from_numpy(ref["x"])
+    mod = EXL3Linear(
+        case_path(case),
+        case["layer"],
+        device="cpu",
+        max_m=case["m"],
+        dtype=x.dtype,
+        out_dtype=torch.float32,
+    )
+    assert mod.device == CPU and mod.path(1) == "cpu"
+    y = mod(x)
+    assert torch.equal(y, torch.from_numpy(reference(case_path(case), case["layer"], x)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_cpu_dtypes_and_shapes(dtype):
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", dtype=dtype, out_dtype=torch.float32)
+    x = random_x((2, 3), mod.in_features, dtype, seed=1)
+    y = mod(x)
+    assert y.shape == (2, 3, mod.out_features) and y.dtype == torch.float32
+    want = reference(TOY_MODEL, UP, x.float())
+    if dtype == torch.bfloat16:  # the library reads bf16 x exactly; NumPy has no bf16
+        assert torch.equal(y.reshape(6, -1), torch.from_numpy(want))
+    else:
+        assert torch.equal(y.reshape(6, -1), torch.from_numpy(reference(TOY_MODEL, UP, x)))
+    assert mod(x[0, 0]).shape == (mod.out_features,)
+    assert mod(x[:0]).shape == (0, 3, mod.out_features)
+    half = EXL3Linear(TOY_MODEL, UP, device="cpu", dtype=dtype)
+    assert half(x).dtype == dtype
+
+
+def test_cpu_bad_input():
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=4)
+    k = mod.in_features
+    good = random_x((3,), k, torch.float16, seed=2)
+    want = mod(good)
+    bad = [
+        (good.float(), "TRELLIS_ERR_DTYPE", "float32"),
+        (random_x((3,), k + 16, torch.float16, seed=1), "TRELLIS_ERR_SHAPE", str(k)),
+        (random_x((5,), k, torch.float16, seed=1), "TRELLIS_ERR_SHAPE", "max_m = 4"),
+        (
+            random_x((2,), 2 * k, torch.float16, seed=1)[:, ::2],
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "contiguous",
+        ),
+        (torch.zeros((), dtype=torch.float16), "TRELLIS_ERR_SHAPE", "expected"),
+    ]
+    for x, status, text in bad:
+        with pytest.raises(TrellisError) as e:
+            mod(x)
+        assert e.value.status == status, (str(e.value), status)
+        assert text in str(e.value) and mod.layer_name in str(e.value)
+        assert isinstance(e.value, ValueError if status != "TRELLIS_ERR_DTYPE" else TypeError)
+    with pytest.raises(TrellisError, match="not a tensor"):
+        mod(good.numpy())
+    assert torch.equal(mod(good), want)
+    # more rows than max_m run in pieces where the module is made so
+    split = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=4, split_rows=True)
+    x = random_x((11,), k, torch.float16, seed=3)
+    assert torch.equal(split(x), EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=16)(x))
+
+
+def test_state_dict_round_trips_the_checkpoint_tensors():
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu")
+    sd = mod.state_dict()
+    assert set(sd) == {"trellis", "suh", "svh", "mcg"}
+    with libtrellis.Model(TOY_MODEL) as m:
+        for key, t in sd.items():
+            want = m.tensor(UP + "." + key)
+            assert t.dtype == torch.from_numpy(want).dtype and tuple(t.shape) == want.shape
+            assert np.array_equal(t.numpy(), want), key
+    # into a module of another layer of the same shape: it becomes this one
+    other = EXL3Linear(TOY_MODEL, "model.layers.1.mlp.up_proj", device="cpu")
+    x = random_x((3,), mod.in_features, torch.float16, seed=4)
+    assert not torch.equal(other(x), mod(x))
+    buf = io.BytesIO()
+    torch.save(sd, buf)
+    buf.seek(0)
+    other.load_state_dict(torch.load(buf))
+    assert torch.equal(other(x), mod(x))
+    # a wrong shape is refused as load_state_dict refuses any
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        other.load_state_dict(EXL3Linear(TOY_MODEL, "model.layers.0.mlp.down_proj").state_dict())
+
+
+def test_to_dtype_changes_the_activations_only():
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu")
+    x = random_x((2,), mod.in_features, torch.float32, seed=5)
+    y16 = mod(x.half())
+    mod.float()
+    assert mod.dtype == torch.float32 and mod.out_dtype == torch.float32
+    assert mod.suh.dtype == torch.float16 and mod.trellis.dtype == torch.int16
+    y32 = mod(x)
+    assert y32.dtype == torch.float32
+    assert torch.allclose(y32.half().float(), y16.float(), rtol=1e-2, atol=1e-2)
+    mod.to(torch.bfloat16)
+    assert mod(x.bfloat16()).dtype == torch.bfloat16
+
+
+def test_a_module_inside_a_model_moves_with_it():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 256), EXL3Linear(TOY_MODEL, UP, device="cpu"))
+    model.to(torch.float16)
+    x = torch.randn(3, 8).half()
+    y = model(x)
+    assert y.shape == (3, 512) and y.dtype == torch.float16
+    names = [n for n, _ in model.named_buffers()]
+    assert names == ["1.trellis", "1.suh", "1.svh", "1.mcg"]
+
+
+def test_from_model_shares_buffers_and_keeps_model_order():
+    mods = EXL3Linear.from_model(TOY_MODEL, device="cpu", max_m=4)
+    assert len(mods) == 14
+    names = list(mods)
+    assert names[0].startswith("model.layers.0.") and names[-1].startswith("model.layers.1.")
+    assert len({id(m.buffers) for m in mods.values()}) == 1
+    assert isinstance(mods[names[0]].buffers, SharedBuffers)
+    for name, mod in mods.items():
+        x = random_x((2,), mod.in_features, torch.float16, seed=7)
+        assert torch.equal(mod(x), torch.from_numpy(reference(TOY_MODEL, name, x, np.float16)))
+
+
+def test_shared_module_uses_the_same_memory():
+    a = EXL3Linear(TOY_MODEL, UP, device="cpu")
+    b = a.shared()
+    assert b.trellis.data_ptr() == a.trellis.data_ptr()
+    x = random_x((2,), a.in_features, torch.float16, seed=8)
+    assert torch.equal(a(x), b(x))
+    a.close()
+    with pytest.raises(TrellisError, match="closed"):
+        a(x)
+    assert torch.equal(b(x), b(x))
+
+
+def test_from_tensors_on_the_cpu():
+    case = BY_NAME["k6_mcg_512x256_m1_bias"]
+    t = libtrellis.read_safetensors(case_path(case))
+    p = case["layer"] + "."
+    parts = {f: torch.from_numpy(t[p + f]) for f in ("trellis", "suh", "svh", "bias")}
+    mod = EXL3Linear.from_tensors(codebook="mcg", device="cpu", **parts)
+    ref = EXL3Linear(case_path(case), case["layer"], device="cpu")
+    x = random_x((5,), case["k"], torch.float16, seed=9)
+    assert torch.equal(mod(x), ref(x))
+    assert set(mod.state_dict()) == {"trellis", "suh", "svh", "bias"}
+
+
+def test_compile_and_opcheck_on_the_cpu():
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu")
+    x = random_x((3,), mod.in_features, torch.float16, seed=10)
+    compiled = torch.compile(mod, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x), mod(x))
+    torch.library.opcheck(
+        torch.ops.libtrellis.exl3_linear.default,
+        (x, mod._plan_id, mod.out_features, torch.float16),
+    )

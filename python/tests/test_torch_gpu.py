@@ -315,7 +315,7 @@ def test_bad_construction():
         EXL3Linear(path, name, max_m=0)
     assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT" and "max_m" in str(e.value)
     with pytest.raises(TrellisError) as e:
-        EXL3Linear(path, name, device="cpu")
+        EXL3Linear(path, name, device="meta")
     assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT"
     with pytest.raises(TypeError):
         EXL3Linear(path)
@@ -395,3 +395,68 @@ def test_capture_of_a_swapped_model():
     with open(example) as f:
         exec(compile(f.read(), example, "exec"), ns)
     assert ns["main"](["--replays", "20"]) == 0
+
+
+def test_to_moves_between_the_cpu_and_cuda_and_replans():
+    name, path = layer_of(FUSED[0])
+    mod = EXL3Linear(path, name, device="cpu", max_m=64)
+    x = random_x((5,), mod.in_features, torch.float16, seed=90)
+    on_cpu = mod(x.cpu())
+    assert mod.path(5) == "cpu"
+    mod.to(DEV)
+    assert mod.device == DEV and mod.trellis.is_cuda and mod.path(5) == "fused"
+    y = mod(x)
+    check_close(y, on_cpu.float(), torch.float16, "fused", "cpu -> cuda")
+    mod.cpu()
+    assert torch.equal(mod(x.cpu()), on_cpu)
+    # state_dict from the GPU module loads into a CPU one and back
+    gpu = EXL3Linear(path, name, max_m=64)
+    sd = gpu.state_dict()
+    assert all(t.is_cuda for t in sd.values())
+    cpu = EXL3Linear(path, name, device="cpu")
+    cpu.load_state_dict(sd)
+    assert torch.equal(cpu(x.cpu()), on_cpu)
+
+
+def test_shared_buffers_are_sized_by_the_plans_buffer_sizes():
+    mods = EXL3Linear.from_model(TOY_MODEL, max_m=64)
+    buffers = next(iter(mods.values())).buffers
+    assert all(m.buffers is buffers for m in mods.values())
+    plans = [m._plan for m in mods.values()]
+    want = dict.fromkeys(("rotated", "input_f16", "output_f16", "workspace"), 0)
+    for m in range(1, 65):
+        sizes = libtrellis._torch._plans_sizes(plans, m)
+        for key in want:
+            want[key] = max(want[key], getattr(sizes, key + "_bytes"))
+    assert buffers.sizes(DEV) == want
+    one_each = sum(sum(p.buffer_needs().values()) for p in plans)
+    assert buffers.bytes(DEV) == sum(want.values()) < one_each
+    # the layers run one after another on one stream, captured in a graph
+    x = random_x((3,), 256, torch.float16, seed=91)
+    chain = [mods["model.layers.0.mlp.up_proj"], mods["model.layers.0.mlp.down_proj"]]
+
+    def step(v):
+        return chain[1](chain[0](v))
+
+    eager = step(x).clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step(x)
+    for _ in range(10):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, eager)
+
+
+def test_the_eager_fast_path_and_the_operator_agree():
+    mod = module(FUSED[0], torch.float16, max_m=64)
+    x = random_x((7,), mod.in_features, torch.float16, seed=92)
+    direct = mod(x)
+    via_op = torch.ops.libtrellis.exl3_linear(x, mod._plan_id, mod.out_features, torch.float16)
+    assert torch.equal(direct, via_op)

@@ -33,7 +33,7 @@ static const char usage_text[] =
     "                                 (llama-3.1-8b, llama-3.1-70b, glm-tp4)\n"
     "  bench [...]                    GPU benchmark (CUDA builds; the same as\n"
     "                                 the trellis-bench program)\n"
-    "  help                           this text\n"
+    "  help [COMMAND]                 this text, or what COMMAND --help says\n"
     "  --version                      library version and CUDA support\n"
     "\n"
     "'trellis <command> --help' describes one command.\n";
@@ -57,6 +57,24 @@ int main(int argc, char **argv) {
     return CLI_USAGE;
   }
   const char *name = argv[1];
+  if (strcmp(name, "help") == 0 && argc >= 3) {
+    /* `trellis help CMD` is `trellis CMD --help` */
+    if (argc > 3) {
+      cli_error("help: one command at a time, got %d", argc - 2);
+      return CLI_USAGE;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(argv[2], commands[i].name) == 0) {
+        char help_flag[] = "--help";
+        char *args[] = {argv[2], help_flag, NULL};
+        return commands[i].run(2, args);
+      }
+    char shown[256];
+    cli_error("help: unknown command '%s' (commands: info, decode, forward, "
+              "demo, synth, bench)",
+              cli_escape(argv[2], shown, sizeof shown));
+    return CLI_USAGE;
+  }
   if (strcmp(name, "help") == 0 || strcmp(name, "--help") == 0 ||
       strcmp(name, "-h") == 0) {
     fputs(usage_text, stdout);

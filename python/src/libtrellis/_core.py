@@ -5,8 +5,11 @@ functions cannot see (array shapes and dtypes behind raw pointers) and turns
 a failing status into TrellisError with the library's message.
 """
 
+from __future__ import annotations
+
 import ctypes
 import os
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from ctypes import byref, c_void_p
 
 import numpy as np
@@ -35,20 +38,62 @@ class TrellisError(RuntimeError):
     str(error) is the library's detail message (trellis_last_error()), or
     the same kind of message for a check made on this side; `status` is the
     trellis_status name ("TRELLIS_ERR_SHAPE"), `code` its number.
+
+    An error about an argument is also the built-in exception Python code
+    catches for it: TRELLIS_ERR_INVALID_ARGUMENT, _SHAPE and _BUFFER are
+    ValueErrors, TRELLIS_ERR_DTYPE a TypeError, TRELLIS_ERR_NOT_FOUND (a
+    layer or tensor name) a LookupError. TrellisError(message, code) makes
+    the class that fits the code.
     """
 
-    def __init__(self, message, code):
+    code: int
+    status: str
+
+    def __new__(cls, message: str = "", code: int = 0, *args: object) -> "TrellisError":
+        if cls is TrellisError:
+            name = STATUS_NAMES.get(int(code), "")
+            cls = _ERROR_CLASSES.get(name, TrellisError)
+        return super().__new__(cls, message)
+
+    def __init__(self, message: str = "", code: int = 0, *args: object) -> None:
         super().__init__(message)
         self.code = int(code)
         self.status = STATUS_NAMES.get(self.code, "TRELLIS_ERR_UNKNOWN")
 
+    def __reduce__(self):
+        return (TrellisError, (str(self), self.code))
 
-def error(status, message):
+
+class TrellisValueError(TrellisError, ValueError):
+    """A TrellisError about an argument's value or shape (also a ValueError)."""
+
+
+class TrellisTypeError(TrellisError, TypeError):
+    """A TrellisError about an argument's dtype (also a TypeError)."""
+
+
+class TrellisLookupError(TrellisError, LookupError):
+    """A TrellisError for a name that is not there (also a LookupError)."""
+
+    def __str__(self) -> str:
+        return RuntimeError.__str__(self)
+
+
+_ERROR_CLASSES = {
+    "TRELLIS_ERR_INVALID_ARGUMENT": TrellisValueError,
+    "TRELLIS_ERR_SHAPE": TrellisValueError,
+    "TRELLIS_ERR_BUFFER": TrellisValueError,
+    "TRELLIS_ERR_DTYPE": TrellisTypeError,
+    "TRELLIS_ERR_NOT_FOUND": TrellisLookupError,
+}
+
+
+def error(status: str, message: str) -> TrellisError:
     """A TrellisError for a check made on this side (status by name)."""
     return TrellisError(message, STATUS_CODES[status])
 
 
-def check(status):
+def check(status: int) -> None:
     """Raises TrellisError for a failing trellis_status."""
     if status != _lib.OK:
         message = _lib.text(lib.trellis_last_error())
@@ -78,7 +123,7 @@ PAIR_KINDS = _names(lib.trellis_pair_kind_name) if _lib.HAS_PAIRS else {}
 RATE_AXES = _names(lib.trellis_rate_axis_name) if _lib.HAS_PAIRS else {}
 
 
-def codebook_id(codebook):
+def codebook_id(codebook: Union[str, int]) -> int:
     """The trellis_codebook value of a name ("mcg") or of a value."""
     if isinstance(codebook, str):
         for value, name in CODEBOOKS.items():
@@ -91,17 +136,32 @@ def codebook_id(codebook):
     return int(codebook)
 
 
-def version():
+def version() -> str:
     """The version string of the loaded C library."""
     return _lib.text(lib.trellis_version_string())
 
 
-def cuda_built():
+def cuda_built() -> bool:
     """True when the loaded library has the CUDA backend."""
     return bool(lib.trellis_cuda_built())
 
 
-def cuda_device_count():
+# The one wording of the two ways CUDA can be missing (the library's and
+# the CLI's messages say the same).
+NO_CUDA_BUILD = "libtrellis was built without CUDA"
+NO_CUDA_DEVICE = "no CUDA device is available"
+
+
+def no_cuda_message(what: str) -> str:
+    """ "<what>: libtrellis was built without CUDA (<library>): ..."."""
+    return "%s: %s (%s); rebuild it with the CUDA toolkit (nvcc on PATH)" % (
+        what,
+        NO_CUDA_BUILD,
+        _lib.LIBRARY_PATH,
+    )
+
+
+def cuda_device_count() -> int:
     """Usable CUDA devices as the library sees them (0 without CUDA)."""
     return int(lib.trellis_cuda_device_count())
 
@@ -142,7 +202,7 @@ def _tensor_array(t):
     return out
 
 
-def read_safetensors(path):
+def read_safetensors(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
     """Every tensor of a .safetensors file as {name: ndarray} (copies).
 
     BF16 tensors come back as uint16 bit patterns, F8 ones as uint8 bytes.
@@ -168,21 +228,21 @@ class Model:
     (layers) or forever (arrays are copies).
     """
 
-    def __init__(self, path):
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
         self.path = os.fspath(path)
         self._handle = None
         handle = c_void_p()
         call(lib.trellis_model_open, os.fsencode(self.path), byref(handle))
         self._handle = handle
 
-    def close(self):
+    def close(self) -> None:
         """Unmaps the files. A second call does nothing."""
         handle, self._handle = self._handle, None
         if handle:
             lib.trellis_model_close(handle)
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._handle is None
 
     def __enter__(self):
@@ -203,11 +263,11 @@ class Model:
             raise ValueError("libtrellis.Model %r is closed" % self.path)
         return self._handle
 
-    def __len__(self):
+    def __len__(self) -> int:
         return int(lib.trellis_model_layer_count(self._h()))
 
     @property
-    def quantization_config(self):
+    def quantization_config(self) -> Optional[Dict[str, Any]]:
         """config.json's quantization_config as a dict, or None."""
         q = lib.trellis_model_quant_config(self._h())
         if not q or not q.contents.present:
@@ -227,7 +287,7 @@ class Model:
             out["descriptor_sha256"] = _lib.text(q.descriptor_sha256)
         return out
 
-    def layer_info(self):
+    def layer_info(self) -> List[Dict[str, Any]]:
         """One dict per EXL3 layer, sorted by name: name, k, n, bits,
         codebook, signs ("scaled" or "legacy"), bias, and where the library
         reads paired layers pair and rate_axis ("P24", "n"; None for a
@@ -259,10 +319,10 @@ class Model:
             rows.append(row)
         return rows
 
-    def layer_names(self):
+    def layer_names(self) -> List[str]:
         return [row["name"] for row in self.layer_info()]
 
-    def layer(self, key):
+    def layer(self, key: Union[str, int]) -> "Layer":
         """The layer of a name or an index, for decode and forward."""
         raw = _lib.Layer()
         if isinstance(key, str):
@@ -271,14 +331,14 @@ class Model:
             call(lib.trellis_model_layer, self._h(), int(key), byref(raw))
         return Layer(raw.weight, _lib.text(raw.name), self)
 
-    def layers(self):
+    def layers(self) -> List["Layer"]:
         """Every EXL3 layer, sorted by name."""
         return [self.layer(i) for i in range(len(self))]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator["Layer"]:
         return iter(self.layers())
 
-    def other_tensor_names(self):
+    def other_tensor_names(self) -> List[str]:
         """Names of the tensors that are not part of an EXL3 layer."""
         h = self._h()
         names = []
@@ -288,16 +348,42 @@ class Model:
             names.append(_lib.text(t.name))
         return names
 
-    def tensor(self, name):
+    def tensor(self, name: str) -> np.ndarray:
         """Any tensor of the checkpoint by full name, as a numpy copy."""
         t = _lib.Tensor()
         call(lib.trellis_model_find_tensor, self._h(), name.encode(), byref(t))
         return _tensor_array(t)
 
 
+def tensor_header(model: "Model", name: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(dtype name, shape) of a checkpoint tensor ("F16", (4096,)), or None
+    where the checkpoint has no tensor of that name."""
+    t = _lib.Tensor()
+    lib.trellis_clear_error()
+    if lib.trellis_model_find_tensor(model._h(), name.encode(), byref(t)) != _lib.OK:
+        return None
+    dtype = _lib.TENSOR_DTYPES[t.dtype] if t.dtype < len(_lib.TENSOR_DTYPES) else str(t.dtype)
+    return dtype, tuple(t.shape[i] for i in range(t.ndim))
+
+
+def _refuse_tensor(value, name):
+    """A torch tensor given to the NumPy level: TypeError-like TrellisError
+    that says what to do (np.asarray would copy a CPU tensor silently and
+    fail obscurely on a CUDA one)."""
+    mod = type(value).__module__ or ""
+    if mod.startswith("torch") and hasattr(value, "detach"):
+        where = getattr(getattr(value, "device", None), "type", "?")
+        raise error(
+            "TRELLIS_ERR_DTYPE",
+            "%s: a torch tensor (on %s); the NumPy level takes NumPy arrays: "
+            "pass %s.cpu().numpy(), or use libtrellis.EXL3Linear for tensors" % (name, where, name),
+        )
+
+
 def _host_vector(name, value, dtype, length):
     if value is None:
         return None
+    _refuse_tensor(value, name)
     a = np.ascontiguousarray(value)
     if a.dtype != dtype or a.shape != (length,):
         raise error(
@@ -351,6 +437,7 @@ class Layer:
         trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su
         int16 [k/16]), svh fp16 [n] (or sv int16 [n/16]), bias fp16 [n] or
         None. The arrays are kept (contiguous copies where needed)."""
+        _refuse_tensor(trellis, "trellis")
         t = np.ascontiguousarray(trellis)
         if t.dtype != np.int16 or t.ndim != 3 or t.shape[2] % 16:
             raise error(
@@ -390,7 +477,7 @@ class Layer:
             self.codebook,
         )
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         row = {
             "name": self.name,
             "k": self.k,
@@ -413,7 +500,7 @@ class Layer:
             raise ValueError("layer %s: its model %r is closed" % (self.name, self._owner.path))
         return self._weight
 
-    def decode(self, dense=False):
+    def decode(self, dense: bool = False) -> np.ndarray:
         """W_hat as fp16 [k, n] (bit-exact), or with dense=True the
         original-basis weight as fp32 [k, n] (bias not included)."""
         w = self.weight()
@@ -425,34 +512,40 @@ class Layer:
             call(lib.trellis_decode_weight, byref(w), out.ctypes.data)
         return out
 
-    def check_input(self, x):
-        """(x as a contiguous [m, k] array, m, whether x was one row).
+    def check_input(self, x: Any) -> Tuple[np.ndarray, int, Tuple[int, ...]]:
+        """(x as a contiguous [m, k] array, m, x's leading shape).
 
-        x must be float16 or float32, [m, k] or [k]."""
+        x: float16 or float32 (float64 is cast to float32, the library's
+        widest input), of shape [..., k]; a torch tensor is refused with a
+        message (the NumPy level takes arrays; EXL3Linear takes tensors)."""
+        _refuse_tensor(x, "x")
         a = np.asarray(x)
+        if a.dtype == np.float64:
+            a = a.astype(np.float32)
         if a.dtype not in (np.float16, np.float32):
             raise error(
                 "TRELLIS_ERR_DTYPE",
-                "x: dtype %s is not supported for layer %s (expected float16 "
-                "or float32)" % (a.dtype.name, self.name),
+                "x: dtype %s is not supported for layer %s (expected float16, "
+                "float32 or float64)" % (a.dtype.name, self.name),
             )
-        if a.ndim not in (1, 2) or a.shape[-1] != self.k:
+        if a.ndim < 1 or a.shape[-1] != self.k:
             raise error(
                 "TRELLIS_ERR_SHAPE",
                 "x: shape %s does not fit layer %s with k = %d (expected "
-                "[m, %d] or [%d])" % (list(a.shape), self.name, self.k, self.k, self.k),
+                "[..., %d])" % (list(a.shape), self.name, self.k, self.k),
             )
-        one_row = a.ndim == 1
+        lead = a.shape[:-1]
         a = np.ascontiguousarray(a.reshape(-1, self.k))
-        return a, a.shape[0], one_row
+        return a, a.shape[0], lead
 
-    def forward(self, x, out_dtype=np.float32, threads=0):
+    def forward(self, x: Any, out_dtype: Any = np.float32, threads: int = 0) -> np.ndarray:
         """y = the layer applied to x on the CPU (the library's reference).
 
-        x: float16 or float32, [m, k] or [k]; y: out_dtype (float32 or
-        float16), [m, n] or [n]. threads: 0 = one per core."""
+        x: float16, float32 or float64 (cast to float32), of shape [..., k];
+        y: out_dtype (float32 or float16), [..., n]. threads: 0 = one per
+        core."""
         w = self.weight()
-        a, m, one_row = self.check_input(x)
+        a, m, lead = self.check_input(x)
         out_dtype = np.dtype(out_dtype)
         if out_dtype not in (np.float16, np.float32):
             raise error(
@@ -477,10 +570,10 @@ class Layer:
                 ws_bytes,
                 threads,
             )
-        return y[0] if one_row else y
+        return y.reshape(lead + (self.n,))
 
 
-def info(path):
+def info(path: Union[str, os.PathLike]) -> Dict[str, Any]:
     """What `trellis info` shows, as a dict: path, quantization_config
     (a dict, or None), layers (one dict per EXL3 layer: name, k, n, bits,
     codebook, signs, bias), other_tensors (their count)."""
@@ -493,14 +586,16 @@ def info(path):
         }
 
 
-def decode(path, layer, dense=False):
+def decode(
+    path: Union[str, os.PathLike], layer: Union[str, int], dense: bool = False
+) -> np.ndarray:
     """W_hat of one layer as fp16 [k, n] (bit-exact), or its dense fp32
     weight with dense=True, like `trellis decode`."""
     with Model(path) as m:
         return m.layer(layer).decode(dense=dense)
 
 
-def _cuda_usable():
+def _cuda_usable() -> bool:
     if not (cuda_built() and cuda_device_count() > 0):
         return False
     try:
@@ -510,10 +605,17 @@ def _cuda_usable():
     return torch.cuda.is_available()
 
 
-def forward(path, layer, x, device="auto", threads=0):
-    """y = layer(x) as fp32, like `trellis forward`: x float16/float32
-    [m, k] or [k], y [m, n] or [n]. device "cpu", "cuda" (needs PyTorch with
-    CUDA) or "auto" (CUDA when usable, else the CPU)."""
+def forward(
+    path: Union[str, os.PathLike],
+    layer: Union[str, int],
+    x: Any,
+    device: str = "auto",
+    threads: int = 0,
+) -> np.ndarray:
+    """y = layer(x) as fp32, like `trellis forward`: x float16, float32 or
+    float64 (cast to float32) of shape [..., k], y [..., n]. device "cpu",
+    "cuda" (needs PyTorch with CUDA) or "auto" (CUDA when usable, else the
+    CPU)."""
     if device not in ("auto", "cpu", "cuda"):
         raise error(
             "TRELLIS_ERR_INVALID_ARGUMENT",

@@ -273,6 +273,8 @@ _PROTOTYPES = {
     "trellis_rate_axis_name": (c_char_p, [c_int]),
     "trellis_model_layer_info": (_status, [c_void_p, c_size_t, P(LayerInfo)]),
     "trellis_weight_check_values": (_status, [P(Weight)]),
+    # 0.3.0: the shared buffers of a set of plans
+    "trellis_plans_buffer_sizes": (_status, [P(c_void_p), c_size_t, c_int64, P(BufferSizes)]),
 }
 OPTIONAL = frozenset(
     [
@@ -280,6 +282,7 @@ OPTIONAL = frozenset(
         "trellis_rate_axis_name",
         "trellis_model_layer_info",
         "trellis_weight_check_values",
+        "trellis_plans_buffer_sizes",
     ]
 )
 

@@ -1,19 +1,35 @@
-"""The PyTorch level: the libtrellis::exl3_linear operator and EXL3Linear.
+"""The PyTorch level: EXL3Linear, the libtrellis::exl3_linear operator, plans
+and the buffers the plans of a model share.
 
-The operator runs a prepared libtrellis plan on the current CUDA stream.
-Everything a run needs besides x and y (the rotated input, staging and
-workspace buffers) is allocated once, when the plan is made, from
-trellis_plan_query at every m up to max_m; a call allocates only its output,
-through PyTorch's caching allocator, so it can be captured into a CUDA graph
-and traced by torch.compile (its fake implementation gives the output's
-shape and dtype).
+An EXL3Linear keeps its layer's tensors as buffers (`trellis`, `suh`/`su`,
+`svh`/`sv`, `bias`, the codebook marker), so state_dict() holds them under
+their checkpoint names and .to() moves them, and it runs on the device they
+are on:
+
+- CPU: the library's reference forward (trellis_cpu_forward, on `threads`
+  threads), bit-exact with `trellis forward --device cpu`;
+- CUDA: a prepared libtrellis plan on the current stream. Everything a run
+  needs besides x and y (rotated input, staging, workspace) is allocated
+  when the plan is made, sized with trellis_plans_buffer_sizes over every m
+  up to max_m, in a SharedBuffers that the modules of one model share; a
+  call allocates only its output, through PyTorch's caching allocator, so
+  it can be captured into a CUDA graph.
+
+An eager call goes straight to the library (ctypes); under torch.compile,
+and for tensor subclasses, the module calls the custom operator
+torch.ops.libtrellis.exl3_linear instead, whose fake implementation gives
+the output's shape and dtype.
 """
+
+from __future__ import annotations
 
 import ctypes
 import itertools
+import re
 import threading
 import weakref
 from ctypes import byref, c_void_p
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -39,21 +55,37 @@ _PATHS = {
     _lib.PATH_GENERIC: "generic",
     _lib.PATH_DENSE: "dense",
 }
+# trellis_weight's pointer fields, and the tensor dtype each one points at.
+_FIELD_DTYPES = {
+    "trellis": torch.int16,
+    "suh": torch.float16,
+    "svh": torch.float16,
+    "su": torch.int16,
+    "sv": torch.int16,
+    "bias": torch.float16,
+    "trellis1": torch.int16,
+}
+_FIELDS = tuple(_FIELD_DTYPES)
+# Codebook markers a checkpoint stores beside a layer (int32, no field).
+_MARKERS = ("mcg", "mul1")
+_BUFFER_NAMES = frozenset(_FIELDS + _MARKERS)
+
+DeviceLike = Union[str, int, torch.device, None]
 
 # Frees that would break a stream capture in progress (cudaFree) wait here
 # until the next free outside a capture.
-_deferred = []
+_deferred: list = []
 _deferred_lock = threading.Lock()
 
 
-def _capturing():
+def _capturing() -> bool:
     try:
         return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
     except RuntimeError:
         return False
 
 
-def _release(fn, handle):
+def _release(fn: Callable, handle: Any) -> None:
     with _deferred_lock:
         if _capturing():
             _deferred.append((fn, handle))
@@ -64,29 +96,41 @@ def _release(fn, handle):
         f(h)
 
 
-def _device(device):
-    """A torch.device with an index (the current CUDA device by default)."""
-    if device is None:
-        device = "cuda"
+def _cuda_usable() -> bool:
+    return torch.cuda.is_available() and _core.cuda_built() and _core.cuda_device_count() > 0
+
+
+def _device(device: DeviceLike, allow_cpu: bool = True) -> torch.device:
+    """A torch.device with an index for CUDA. None or "auto": the current
+    CUDA device where libtrellis and torch can use one, else the CPU."""
+    if device is None or device == "auto":
+        device = "cuda" if _cuda_usable() else "cpu"
     device = torch.device(device)
+    if device.type == "cpu" and allow_cpu:
+        return device
     if device.type != "cuda":
         raise error(
             "TRELLIS_ERR_INVALID_ARGUMENT",
-            "device: libtrellis runs on CUDA devices, got %s" % device,
+            "device: libtrellis runs on CUDA devices%s, got %s"
+            % (" and the CPU" if allow_cpu else "", device),
         )
-    if not torch.cuda.is_available():
-        raise error("TRELLIS_ERR_NO_DEVICE", "device: torch sees no CUDA device")
     if not _core.cuda_built():
+        raise error("TRELLIS_ERR_NO_DEVICE", _core.no_cuda_message("device %s" % device))
+    if not torch.cuda.is_available():
         raise error(
             "TRELLIS_ERR_NO_DEVICE",
-            "device: %s was built without CUDA" % _lib.LIBRARY_PATH,
+            "device %s: no CUDA device is available (torch sees none)" % device,
         )
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
-def _dtype(name, dtype, allowed=(torch.float16, torch.bfloat16, torch.float32)):
+def _dtype(
+    name: str,
+    dtype: torch.dtype,
+    allowed: Tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32),
+) -> torch.dtype:
     if dtype not in allowed:
         raise error(
             "TRELLIS_ERR_DTYPE",
@@ -95,63 +139,160 @@ def _dtype(name, dtype, allowed=(torch.float16, torch.bfloat16, torch.float32)):
     return dtype
 
 
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+else:  # pragma: no cover - older torch
+
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+# The eager path calls it directly (a module global: one lookup less).
+_trellis_run = lib.trellis_run
+
+
+# ----------------------------------------------------------- weights --
+
+
+def _meta_copy(weight: "_lib.Weight") -> "_lib.Weight":
+    """The weight's scalars (shape, K, codebook, pair fields) without its
+    pointers."""
+    meta = _lib.Weight.from_buffer_copy(weight)
+    for field in _FIELDS:
+        if field != "trellis1" or _lib.weight_has_pair_fields(meta):
+            setattr(meta, field, None)
+    return meta
+
+
+def _field_shapes(w: "_lib.Weight") -> Dict[str, Tuple[int, ...]]:
+    """The element shape of each set pointer field of a host weight."""
+    k, n = int(w.k), int(w.n)
+    paired = _lib.weight_has_pair_fields(w) and w.pair != 0
+    shapes: Dict[str, Tuple[int, ...]] = {}
+    if paired:
+        # records of 128 channels on the rate axis: [k/16][8][16K] (n) or
+        # [8][n/16][16K] (k)
+        rate_k = w.rate_axis == 1
+        for field, bits in (("trellis", int(w.bits)), ("trellis1", int(w.bits1))):
+            shapes[field] = (8, n // 16, 16 * bits) if rate_k else (k // 16, 8, 16 * bits)
+    else:
+        words = int(lib.trellis_weight_payload_bytes(byref(w))) // 2
+        shapes["trellis"] = (k // 16, n // 16, words // ((k // 16) * (n // 16)))
+    shapes.update(suh=(k,), svh=(n,), su=(k // 16,), sv=(n // 16,), bias=(n,))
+    return shapes
+
+
+def _host_tensors(weight: "_lib.Weight") -> Dict[str, torch.Tensor]:
+    """CPU tensor copies of what a host weight's pointers point at."""
+    shapes = _field_shapes(weight)
+    out = {}
+    for field in _FIELDS:
+        if field == "trellis1" and not _lib.weight_has_pair_fields(weight):
+            continue
+        ptr = getattr(weight, field)
+        if not ptr:
+            continue
+        t = torch.empty(shapes[field], dtype=_FIELD_DTYPES[field])
+        ctypes.memmove(t.data_ptr(), ptr, t.numel() * t.element_size())
+        out[field] = t
+    return out
+
+
+def _weight_struct(meta: "_lib.Weight", tensors: Dict[str, torch.Tensor]) -> "_lib.Weight":
+    """meta with its pointers into `tensors` (contiguous, of the field's
+    dtype and aligned: _weight_tensors makes them so)."""
+    w = _lib.Weight.from_buffer_copy(meta)
+    for field, t in tensors.items():
+        if field in _FIELD_DTYPES:
+            setattr(w, field, ctypes.cast(t.data_ptr(), type(getattr(w, field))))
+    return w
+
+
+def _weight_tensors(buffers: Dict[str, torch.Tensor], name: str) -> Dict[str, torch.Tensor]:
+    """The tensors a weight struct points at, from a module's buffers: the
+    same tensors where they are contiguous, aligned (16 bytes for the
+    payloads, 8 for the rest) and of the field's dtype, else converted
+    copies (an F32 bias of a checkpoint becomes fp16, as the library's
+    loader does)."""
+    out = {}
+    for field, want in _FIELD_DTYPES.items():
+        t = buffers.get(field)
+        if t is None:
+            continue
+        if t.dtype != want:
+            if not (field == "bias" and t.dtype in (torch.float32, torch.bfloat16)):
+                raise error(
+                    "TRELLIS_ERR_DTYPE",
+                    "%s: %s is %s, expected %s" % (name, field, t.dtype, want),
+                )
+            t = t.to(want)
+        align = 16 if field.startswith("trellis") else 8
+        if not t.is_contiguous() or t.data_ptr() % align:
+            t = t.contiguous().clone()
+        out[field] = t
+    return out
+
+
 class DeviceWeight:
-    """A layer's weight on one CUDA device, shared by every plan (module)
+    """A layer's weight tensors on one device (CPU or CUDA) and the
+    trellis_weight that points into them, shared by every plan (module)
     that runs it.
 
-    Made by upload() (the library copies a host layer into one allocation it
-    owns) or by from_tensors() with CUDA tensors (the plans borrow the
-    tensors' memory, which this object keeps alive). The device memory is
-    freed when the last module using it is gone, or by close().
-    """
+    Made by upload() (a copy of a host layer) or from_tensors() (CUDA
+    tensors are used in place, kept alive by this object). The memory goes
+    back to PyTorch when the last module using it is gone; close() drops
+    this object's references."""
 
-    def __init__(self, view, device, name, handle=None, keep=None):
-        self._view = view  # POINTER(Weight), valid while this object lives
-        self._handle = handle
-        self._keep = keep
+    def __init__(
+        self,
+        meta: "_lib.Weight",
+        tensors: Dict[str, torch.Tensor],
+        device: torch.device,
+        name: str,
+    ) -> None:
+        self._meta = meta
+        self._sources = dict(tensors)
+        self._tensors = _weight_tensors(tensors, name)
+        self._struct = _weight_struct(meta, self._tensors)
+        self._view = ctypes.pointer(self._struct)
         self._plans = 0
         self.device = device
         self.name = name
-        w = view.contents
-        self.k = int(w.k)
-        self.n = int(w.n)
-        self.bits = int(w.bits)
-        self.codebook = _core.CODEBOOKS.get(w.codebook, "invalid")
-        self.has_bias = bool(w.bias)
+        self.k = int(meta.k)
+        self.n = int(meta.n)
+        self.bits = int(meta.bits)
+        self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
+        self.has_bias = "bias" in self._tensors
 
     @classmethod
-    def upload(cls, layer, device=None):
-        """Copies a host layer (libtrellis.Layer) to a CUDA device."""
+    def upload(cls, layer: "_core.Layer", device: DeviceLike = None) -> "DeviceWeight":
+        """Copies a host layer (libtrellis.Layer) to a device (default: the
+        current CUDA device, else the CPU)."""
         device = _device(device)
         w = layer.weight()
-        handle = c_void_p()
-        with torch.cuda.device(device):
-            call(lib.trellis_weight_upload, byref(w), byref(handle))
-        view = lib.trellis_device_weight_view(handle)
-        if not view:
-            message = _lib.text(lib.trellis_last_error())
-            lib.trellis_device_weight_destroy(handle)
-            raise error("TRELLIS_ERR_INTERNAL", message)
-        return cls(view, device, layer.name, handle=handle)
+        host = _host_tensors(w)
+        tensors = {f: t.to(device) for f, t in host.items()}
+        return cls(_meta_copy(w), tensors, device, layer.name)
 
     @classmethod
     def from_tensors(
         cls,
-        trellis,
-        suh=None,
-        svh=None,
+        trellis: Any,
+        suh: Any = None,
+        svh: Any = None,
         *,
-        su=None,
-        sv=None,
-        bias=None,
-        codebook="mcg",
-        name="layer",
-        device=None,
-    ):
+        su: Any = None,
+        sv: Any = None,
+        bias: Any = None,
+        codebook: Union[str, int] = "mcg",
+        name: str = "layer",
+        device: DeviceLike = None,
+    ) -> "DeviceWeight":
         """A weight from tensors laid out as a checkpoint stores them (see
         libtrellis.Layer.from_arrays). CUDA tensors are used in place (a
         copy is made only of a misaligned or non-contiguous one); CPU
-        tensors and numpy arrays are uploaded."""
+        tensors and numpy arrays are copied to `device` (default: the
+        current CUDA device, else the CPU)."""
         if trellis is None:
             raise error("TRELLIS_ERR_INVALID_ARGUMENT", "from_tensors: trellis is missing")
         parts = dict(trellis=trellis, suh=suh, svh=svh, su=su, sv=sv, bias=bias)
@@ -168,18 +309,8 @@ class DeviceWeight:
                 "from_tensors: mix of CUDA and host tensors; give all on one "
                 "CUDA device or all on the host",
             )
-        device = _device(device if device is not None else parts["trellis"].device)
-        expect = {
-            "trellis": torch.int16,
-            "suh": torch.float16,
-            "svh": torch.float16,
-            "su": torch.int16,
-            "sv": torch.int16,
-            "bias": torch.float16,
-        }
-        keep = {}
-        w = _lib.Weight()
-        lib.trellis_weight_init(byref(w))
+        device = _device(device if device is not None else parts["trellis"].device, False)
+        tensors = {}
         for field, t in parts.items():
             if t is None:
                 continue
@@ -188,57 +319,45 @@ class DeviceWeight:
                     "TRELLIS_ERR_INVALID_ARGUMENT",
                     "%s: on %s, expected %s" % (field, t.device, device),
                 )
-            if t.dtype != expect[field]:
+            if t.dtype != _FIELD_DTYPES[field]:
                 raise error(
                     "TRELLIS_ERR_DTYPE",
-                    "%s: expected %s, got %s" % (field, expect[field], t.dtype),
+                    "%s: expected %s, got %s" % (field, _FIELD_DTYPES[field], t.dtype),
                 )
-            align = 16 if field == "trellis" else 8
-            if not t.is_contiguous() or t.data_ptr() % align:
-                t = t.contiguous().clone()
-            keep[field] = t
-            setattr(w, field, ctypes.cast(t.data_ptr(), type(getattr(w, field))))
-        t = keep["trellis"]
+            tensors[field] = t
+        t = tensors["trellis"]
         if t.dim() != 3 or t.shape[2] % 16:
             raise error(
                 "TRELLIS_ERR_SHAPE",
                 "trellis: expected [k/16, n/16, 16*bits], got %s" % list(t.shape),
             )
-        w.k, w.n, w.bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
-        w.codebook = _core.codebook_id(codebook)
-        call(lib.trellis_weight_validate, byref(w))
+        meta = _lib.Weight()
+        lib.trellis_weight_init(byref(meta))
+        meta.k, meta.n, meta.bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
+        meta.codebook = _core.codebook_id(codebook)
+        weight = cls(meta, tensors, device, name)
+        call(lib.trellis_weight_validate, weight._view)
         for field in ("suh", "svh", "bias", "su", "sv"):
-            length = {"suh": w.k, "su": w.k // 16, "sv": w.n // 16}.get(field, w.n)
-            if field in keep and tuple(keep[field].shape) != (length,):
+            length = {"suh": meta.k, "su": meta.k // 16, "sv": meta.n // 16}.get(field, meta.n)
+            if field in tensors and tuple(tensors[field].shape) != (length,):
                 raise error(
                     "TRELLIS_ERR_SHAPE",
-                    "%s: expected [%d], got %s" % (field, length, list(keep[field].shape)),
+                    "%s: expected [%d], got %s" % (field, length, list(tensors[field].shape)),
                 )
-        keep["_struct"] = w
-        return cls(ctypes.pointer(w), device, name, keep=keep)
+        return weight
 
-    def close(self):
-        """Frees the device memory now (uploaded weights). Every module
-        using this weight must be closed first."""
+    def close(self) -> None:
+        """Drops this object's tensors. Every module using this weight must
+        be closed first."""
         if self._plans:
             raise RuntimeError(
                 "DeviceWeight %s: still used by %d plan(s); close them first"
                 % (self.name, self._plans)
             )
-        handle, self._handle = self._handle, None
-        self._keep = None
+        self._tensors = {}
         self._view = None
-        if handle:
-            _release(lib.trellis_device_weight_destroy, handle)
 
-    def __del__(self):
-        try:
-            if not self._plans:
-                self.close()
-        except Exception:
-            pass
-
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<libtrellis.DeviceWeight %s k=%d n=%d bits=%d %s on %s>" % (
             self.name,
             self.k,
@@ -249,33 +368,145 @@ class DeviceWeight:
         )
 
 
+# ------------------------------------------------------------ buffers --
+
+
+class SharedBuffers:
+    """One set of plan buffers per CUDA device for plans that run one after
+    another on one stream (the layers of a model): each buffer as large as
+    the largest that any member plan needs at any m up to its max_m
+    (trellis_plans_buffer_sizes), instead of one set per plan.
+
+    Modules made with the same SharedBuffers must not run at the same time
+    on different streams; give each concurrent module its own (the
+    default). When a plan joins that needs more, the buffers are replaced
+    by larger ones: make every module of a set before capturing CUDA
+    graphs that run them."""
+
+    _KEYS = ("rotated", "input_f16", "output_f16", "workspace")
+
+    def __init__(self) -> None:
+        self._by_device: Dict[torch.device, Dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _entry(self, device: torch.device) -> Dict[str, Any]:
+        e = self._by_device.get(device)
+        if e is None:
+            buffers = _lib.Buffers()
+            lib.trellis_buffers_init(byref(buffers))
+            e = {
+                "buffers": buffers,
+                "ref": byref(buffers),
+                "need": dict.fromkeys(self._KEYS, 0),
+                "storage": {},
+                "plans": weakref.WeakSet(),
+            }
+            self._by_device[device] = e
+        return e
+
+    def _join(self, plan: "Plan") -> Any:
+        """Adds a plan, grows the device's buffers to its needs and returns
+        the trellis_buffers argument its runs pass (byref)."""
+        need = plan.buffer_needs()
+        with self._lock:
+            e = self._entry(plan.device)
+            e["plans"].add(plan)
+            grow = {k: v for k, v in need.items() if v > e["need"][k]}
+            if grow:
+                e["need"].update(grow)
+                with torch.cuda.device(plan.device):
+                    for key in grow:
+                        t = torch.empty(e["need"][key], dtype=torch.uint8, device=plan.device)
+                        e["storage"][key] = t
+                        setattr(e["buffers"], key, t.data_ptr())
+                        setattr(e["buffers"], key + "_bytes", t.numel())
+            return e["ref"]
+
+    def bytes(self, device: DeviceLike = None) -> int:
+        """The bytes of the buffers held for `device` (all devices: None)."""
+        entries = (
+            self._by_device.values()
+            if device is None
+            else [self._by_device.get(torch.device(device), {"need": {}})]
+        )
+        return sum(sum(e["need"].values()) for e in entries)
+
+    def sizes(self, device: DeviceLike) -> Dict[str, int]:
+        """Each buffer's bytes on `device`: the largest over the member
+        plans and every m up to their max_m."""
+        e = self._by_device.get(torch.device(device))
+        return dict(e["need"]) if e else dict.fromkeys(self._KEYS, 0)
+
+    def plans(self, device: DeviceLike) -> list:
+        e = self._by_device.get(torch.device(device))
+        return list(e["plans"]) if e else []
+
+    def __repr__(self) -> str:
+        parts = ["%s: %d bytes" % (d, self.bytes(d)) for d in self._by_device]
+        return "<libtrellis.SharedBuffers %s>" % (", ".join(parts) or "empty")
+
+
+# The needs of plans alike in everything trellis_plan_create reads: a
+# model's layers come in a few kinds, so a model pays a few query loops.
+_needs_cache: Dict[tuple, Dict[str, int]] = {}
+
+
+def _plans_sizes(plans: Iterable["Plan"], m: int) -> "_lib.BufferSizes":
+    handles = [p._live() for p in plans]
+    arr = (c_void_p * max(len(handles), 1))(*handles)
+    sizes = _lib.BufferSizes()
+    if _lib.has("trellis_plans_buffer_sizes"):
+        call(lib.trellis_plans_buffer_sizes, arr, len(handles), int(m), byref(sizes))
+        return sizes
+    for h in handles:  # a library before 0.3.0
+        one = _lib.BufferSizes()
+        call(lib.trellis_plan_query, h, int(m), byref(one))
+        for key in SharedBuffers._KEYS:
+            field = key + "_bytes"
+            setattr(sizes, field, max(getattr(sizes, field), getattr(one, field)))
+    return sizes
+
+
 _plan_ids = itertools.count(1)
-_plans = weakref.WeakValueDictionary()
+_plans: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
 
 class Plan:
-    """A prepared libtrellis plan with its buffers (one per module).
+    """A prepared libtrellis plan of a CUDA DeviceWeight.
 
-    Runs x [m, k] (1 <= m <= max_m, the plan's input dtype, contiguous, on
-    its device) into y [m, n] of its output dtype on the current stream."""
+    Runs x [..., k] (at most max_m rows, the plan's input dtype, contiguous,
+    on its device) into y [..., n] of its output dtype on the current
+    stream. Its buffers come from `buffers` (a SharedBuffers; a private one
+    by default)."""
 
     def __init__(
         self,
-        weight,
-        max_m,
-        dtype=torch.float16,
-        out_dtype=None,
-        compute_dtype=torch.float16,
-        flags=0,
-        split_k=0,
-    ):
+        weight: DeviceWeight,
+        max_m: int,
+        dtype: torch.dtype = torch.float16,
+        out_dtype: Optional[torch.dtype] = None,
+        compute_dtype: torch.dtype = torch.float16,
+        flags: int = 0,
+        split_k: int = 0,
+        buffers: Optional[SharedBuffers] = None,
+        split_rows: bool = False,
+    ) -> None:
         self._plan = None
         self.weight = weight
         self.device = weight.device
+        if self.device.type != "cuda":
+            raise error(
+                "TRELLIS_ERR_INVALID_ARGUMENT",
+                "Plan: the weight %s is on %s; plans run on CUDA devices"
+                % (weight.name, self.device),
+            )
+        self.index = self.device.index
         self.max_m = int(max_m)
         self.dtype = _dtype("dtype", dtype)
         self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
         self.compute_dtype = _dtype("compute_dtype", compute_dtype, (torch.float16, torch.bfloat16))
+        self.flags, self.split_k = int(flags), int(split_k)
+        self.split_rows = bool(split_rows)
         self.k, self.n = weight.k, weight.n
         desc = _lib.PlanDesc()
         lib.trellis_plan_desc_init(byref(desc))
@@ -283,129 +514,281 @@ class Plan:
         desc.input_dtype = _DTYPES[self.dtype]
         desc.output_dtype = _DTYPES[self.out_dtype]
         desc.compute_dtype = _DTYPES[self.compute_dtype]
-        desc.flags = int(flags)
-        desc.split_k = int(split_k)
+        desc.flags = self.flags
+        desc.split_k = self.split_k
         plan = c_void_p()
         with torch.cuda.device(self.device):
             call(lib.trellis_plan_create, weight._view, byref(desc), byref(plan))
             weight._plans += 1
             self._plan = plan
             call(lib.trellis_plan_prepare, plan)
-            # The largest size of every buffer over all m a run may pass.
-            sizes = _lib.BufferSizes()
-            need = dict(rotated=0, input_f16=0, output_f16=0, workspace=0)
-            for m in range(1, self.max_m + 1):
-                call(lib.trellis_plan_query, plan, m, byref(sizes))
-                for key in need:
-                    need[key] = max(need[key], getattr(sizes, key + "_bytes"))
-            self._storage = {
-                key: torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-                for key, nbytes in need.items()
-                if nbytes
-            }
-        buffers = _lib.Buffers()
-        lib.trellis_buffers_init(byref(buffers))
-        for key, t in self._storage.items():
-            setattr(buffers, key, t.data_ptr())
-            setattr(buffers, key + "_bytes", t.numel())
-        self._buffers = buffers
+        self.buffers = buffers if buffers is not None else SharedBuffers()
+        self._buffers_ref = self.buffers._join(self)
         self.id = next(_plan_ids)
         _plans[self.id] = self
 
-    def path(self, m):
+    def _kind(self) -> tuple:
+        w = self.weight._struct
+        paired = _lib.weight_has_pair_fields(w)
+        pair = (int(w.pair), int(w.rate_axis), int(w.bits1)) if paired else ()
+        return (
+            int(w.k),
+            int(w.n),
+            int(w.bits),
+            int(w.codebook),
+            bool(w.su),
+            bool(w.sv),
+            bool(w.bias),
+            pair,
+            self.max_m,
+            self.dtype,
+            self.out_dtype,
+            self.compute_dtype,
+            self.flags,
+            self.split_k,
+            self.index,
+        )
+
+    def buffer_needs(self) -> Dict[str, int]:
+        """Each buffer's largest size over every m up to max_m."""
+        key = self._kind()
+        need = _needs_cache.get(key)
+        if need is None:
+            need = dict.fromkeys(SharedBuffers._KEYS, 0)
+            for m in range(1, self.max_m + 1):
+                sizes = _plans_sizes([self], m)
+                for k in need:
+                    need[k] = max(need[k], getattr(sizes, k + "_bytes"))
+            _needs_cache[key] = need
+        return dict(need)
+
+    def path(self, m: int) -> str:
         """The path ("fused", "generic" or "dense") a run of m rows takes."""
         sizes = _lib.BufferSizes()
         call(lib.trellis_plan_query, self._live(), int(m), byref(sizes))
         return _PATHS.get(sizes.path, str(sizes.path))
 
-    def _live(self):
+    def _live(self) -> c_void_p:
         if self._plan is None:
-            raise ValueError("libtrellis plan of %s is closed" % self.weight.name)
+            raise error(
+                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % self.weight.name
+            )
         return self._plan
 
-    def check(self, x):
-        """Raises TrellisError unless x fits a run: a contiguous CUDA tensor
-        on the plan's device, of its input dtype, [..., k] with at most
-        max_m rows in all. Pure Python on shapes, so the fake
-        implementation runs it while torch.compile traces."""
-        name = self.weight.name
-        if not isinstance(x, torch.Tensor):
-            raise error("TRELLIS_ERR_INVALID_ARGUMENT", "%s: x is not a tensor" % name)
-        if x.device != self.device:
-            raise error(
-                "TRELLIS_ERR_INVALID_ARGUMENT",
-                "%s: x is on %s, the layer on %s" % (name, x.device, self.device),
-            )
-        if x.dtype != self.dtype:
-            raise error(
-                "TRELLIS_ERR_DTYPE",
-                "%s: x is %s, the layer takes %s" % (name, x.dtype, self.dtype),
-            )
-        if x.dim() < 1 or x.shape[-1] != self.k:
-            raise error(
-                "TRELLIS_ERR_SHAPE",
-                "%s: x has shape %s, expected [..., %d]" % (name, list(x.shape), self.k),
-            )
-        rows = x.numel() // self.k
-        if rows > self.max_m:
-            raise error(
-                "TRELLIS_ERR_SHAPE",
-                "%s: x has %d rows (shape %s), above max_m = %d (make the "
-                "layer with a larger max_m)" % (name, rows, list(x.shape), self.max_m),
-            )
-        if not x.is_contiguous():
-            raise error(
-                "TRELLIS_ERR_INVALID_ARGUMENT",
-                "%s: x is not contiguous (shape %s, strides %s); call "
-                ".contiguous() first" % (name, list(x.shape), list(x.stride())),
-            )
+    def check(self, x: torch.Tensor) -> int:
+        """Raises TrellisError unless x fits a run: a contiguous tensor on
+        the plan's device, of its input dtype, [..., k] with at most max_m
+        rows in all (any number with split_rows). Returns the rows. Pure
+        Python on shapes, so the fake implementation runs it while
+        torch.compile traces."""
+        return _check_input(self, x, self.device)
 
-    def run(self, x, y):
-        """y = layer(x) on the current stream of the plan's device (x and y
-        checked, contiguous, m = x.numel() / k rows)."""
-        m = x.numel() // self.k
-        if m == 0:
-            return y
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        lib.trellis_clear_error()
-        if self.device.index != torch.cuda.current_device():
-            with torch.cuda.device(self.device):
-                st = lib.trellis_run(
-                    self._live(),
-                    x.data_ptr(),
-                    m,
-                    y.data_ptr(),
-                    byref(self._buffers),
-                    stream,
-                )
-        else:
-            st = lib.trellis_run(
-                self._live(),
-                x.data_ptr(),
-                m,
-                y.data_ptr(),
-                byref(self._buffers),
-                stream,
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """y = layer(x): checked, allocated, run (the eager fast path: each
+        step here is paid by every eager call, so it is kept to the few
+        tensor queries the checks need)."""
+        k = self.k
+        shape = x.shape
+        if (
+            x.dtype is not self.dtype
+            or x.get_device() != self.index
+            or not x.is_contiguous()
+            or not shape
+            or shape[-1] != k
+        ):
+            _check_input(self, x, self.device)
+        m = x.numel() // k
+        y = torch.empty(tuple(shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
+        if 0 < m <= self.max_m:
+            plan = self._plan
+            if plan is None:
+                plan = self._live()
+            st = _trellis_run(
+                plan, x.data_ptr(), m, y.data_ptr(), self._buffers_ref, _raw_stream(self.index)
             )
-        _core.check(st)
+            if st:
+                self._rerun(st, x, y, m)
+        elif m:
+            if not self.split_rows:
+                _check_input(self, x, self.device)
+            self.run(x, y, m)
         return y
 
-    def close(self):
-        """Destroys the plan (its buffers go back to PyTorch)."""
+    def _rerun(self, st: int, x: torch.Tensor, y: torch.Tensor, m: int) -> None:
+        # A run fails where another device is current: run it again there;
+        # any other failure is raised with the library's message.
+        if torch.cuda.current_device() == self.index:
+            _core.check(st)
+        with torch.cuda.device(self.device):
+            self.run(x, y, m)
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, m: Optional[int] = None) -> torch.Tensor:
+        """y = layer(x) on the current stream of the plan's device (x and y
+        checked, contiguous, m = x.numel() / k rows; more than max_m rows
+        run in max_m-row pieces)."""
+        if m is None:
+            m = x.numel() // self.k
+        if m == 0:
+            return y
+        plan = self._live()
+        xp, yp = x.data_ptr(), y.data_ptr()
+        step = self.max_m
+        xs, ys = self.k * x.element_size(), self.n * y.element_size()
+        done = 0
+        while done < m:
+            rows = m - done if m - done < step else step
+            st = _trellis_run(
+                plan,
+                xp + done * xs,
+                rows,
+                yp + done * ys,
+                self._buffers_ref,
+                _raw_stream(self.index),
+            )
+            if st:
+                if torch.cuda.current_device() == self.index:
+                    _core.check(st)
+                with torch.cuda.device(self.device):
+                    _core.call(
+                        _trellis_run,
+                        plan,
+                        xp + done * xs,
+                        rows,
+                        yp + done * ys,
+                        self._buffers_ref,
+                        _raw_stream(self.index),
+                    )
+            done += rows
+        return y
+
+    def close(self) -> None:
+        """Destroys the plan (the buffers stay with their SharedBuffers)."""
         plan, self._plan = self._plan, None
         if plan:
             _release(lib.trellis_plan_destroy, plan)
             self.weight._plans -= 1
-        self._storage = {}
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
 
-def _live_plan(plan_id):
+class CpuRunner:
+    """The CPU reference forward of a CPU DeviceWeight (trellis_cpu_forward
+    on `threads` threads, 0 = one per core)."""
+
+    def __init__(
+        self,
+        weight: DeviceWeight,
+        dtype: torch.dtype = torch.float16,
+        out_dtype: Optional[torch.dtype] = None,
+        threads: int = 0,
+        max_m: int = 0,
+        split_rows: bool = True,
+    ) -> None:
+        self.weight = weight
+        self.device = torch.device("cpu")
+        self.index = -1
+        self.dtype = _dtype("dtype", dtype)
+        self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
+        self.threads = int(threads)
+        self.max_m = int(max_m)
+        self.split_rows = split_rows
+        self.k, self.n = weight.k, weight.n
+        self._plan = weight._view
+        # the values, once (the forward does not scan them)
+        call(lib.trellis_weight_check_values, weight._view)
+        self.id = next(_plan_ids)
+        _plans[self.id] = self
+
+    def path(self, m: int) -> str:
+        return "cpu"
+
+    def _live(self) -> Any:
+        if self._plan is None:
+            raise error(
+                "TRELLIS_ERR_INVALID_ARGUMENT",
+                "libtrellis CPU layer %s is closed" % self.weight.name,
+            )
+        return self._plan
+
+    def check(self, x: torch.Tensor) -> int:
+        return _check_input(self, x, self.device)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        _check_input(self, x, self.device)
+        y = torch.empty(x.shape[:-1] + (self.n,), dtype=self.out_dtype)
+        return self.run(x, y)
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, m: Optional[int] = None) -> torch.Tensor:
+        if m is None:
+            m = x.numel() // self.k
+        if m == 0:
+            return y
+        w = self._live()
+        ws_bytes = int(lib.trellis_cpu_workspace_size(w, m, self.threads))
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8)
+        _core.call(
+            lib.trellis_cpu_forward,
+            w,
+            x.data_ptr(),
+            _DTYPES[x.dtype],
+            m,
+            y.data_ptr(),
+            _DTYPES[y.dtype],
+            ws.data_ptr(),
+            ws_bytes,
+            self.threads,
+        )
+        return y
+
+    def close(self) -> None:
+        if self._plan is not None:
+            self.weight._plans -= 1
+        self._plan = None
+
+
+def _check_input(runner: Any, x: Any, device: torch.device) -> int:
+    name = runner.weight.name
+    if not isinstance(x, torch.Tensor):
+        raise error(
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "%s: x is a %s, not a tensor" % (name, type(x).__name__),
+        )
+    if x.device != device:
+        raise error(
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "%s: x is on %s, the layer on %s (move one with .to())" % (name, x.device, device),
+        )
+    if x.dtype != runner.dtype:
+        raise error(
+            "TRELLIS_ERR_DTYPE",
+            "%s: x is %s, the layer takes %s" % (name, x.dtype, runner.dtype),
+        )
+    if x.dim() < 1 or x.shape[-1] != runner.k:
+        raise error(
+            "TRELLIS_ERR_SHAPE",
+            "%s: x has shape %s, expected [..., %d]" % (name, list(x.shape), runner.k),
+        )
+    rows = x.numel() // runner.k
+    if runner.max_m and rows > runner.max_m and not runner.split_rows:
+        raise error(
+            "TRELLIS_ERR_SHAPE",
+            "%s: x has %d rows (shape %s), above max_m = %d (make the "
+            "layer with a larger max_m)" % (name, rows, list(x.shape), runner.max_m),
+        )
+    if not x.is_contiguous():
+        raise error(
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "%s: x is not contiguous (shape %s, strides %s); call "
+            ".contiguous() first" % (name, list(x.shape), list(x.stride())),
+        )
+    return rows
+
+
+def _live_plan(plan_id: Any) -> Any:
     plan_id = int(plan_id)  # a constant, even where a tracer made it symbolic
     plan = _plans.get(plan_id)
     if plan is None or plan._plan is None:
@@ -420,9 +803,10 @@ def _live_plan(plan_id):
 def exl3_linear(x: torch.Tensor, plan_id: int, n: int, out_dtype: torch.dtype) -> torch.Tensor:
     """y [..., n] = the EXL3 layer of plan `plan_id` applied to x [..., k].
 
-    plan_id names a live libtrellis.Plan (EXL3Linear makes them); n and
-    out_dtype are the plan's, given here so the output is described by the
-    arguments alone. x must pass Plan.check (TrellisError otherwise)."""
+    plan_id names a live plan (EXL3Linear makes them, on CUDA or the CPU);
+    n and out_dtype are the plan's, given here so the output is described
+    by the arguments alone. x must pass the plan's check (TrellisError
+    otherwise)."""
     plan = _live_plan(plan_id)
     plan.check(x)
     y = torch.empty((*x.shape[:-1], n), dtype=out_dtype, device=x.device)
@@ -435,41 +819,69 @@ def _exl3_linear_fake(x, plan_id, n, out_dtype):
     return x.new_empty((*x.shape[:-1], n), dtype=out_dtype)
 
 
+_is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+
+
+# ------------------------------------------------------------- module --
+
+
 class EXL3Linear(torch.nn.Module):
     """An EXL3 linear layer as a torch module: y = x W + bias.
 
     EXL3Linear(path, name) loads layer `name` of a model file or directory;
-    EXL3Linear(layer) takes a libtrellis.Layer, EXL3Linear(weight) a
-    DeviceWeight (shared with other modules: each has its own plan and
-    buffers, so modules of one weight may run on different streams at once;
-    one module runs on one stream at a time). EXL3Linear.from_tensors and
+    EXL3Linear(model, name) takes an open libtrellis.Model,
+    EXL3Linear(layer) a libtrellis.Layer, EXL3Linear(weight) a DeviceWeight
+    (its tensors shared with other modules). EXL3Linear.from_tensors and
     EXL3Linear.from_model build from tensors and from a whole checkpoint.
 
-    max_m: the most rows one forward may pass (the buffers are sized for
-    it; more is an error). dtype: x's dtype (float16, bfloat16 or float32);
-    out_dtype: y's (default dtype); compute_dtype: the rotated input's
-    (float16, the format's, or bfloat16). flags: TRELLIS_PLAN_* bits.
+    The layer's tensors are buffers under their checkpoint names
+    (`trellis`, `suh` or legacy `su`, `svh` or `sv`, `bias`, the codebook
+    marker `mcg`/`mul1`): state_dict() and load_state_dict() round-trip
+    them, and .to(device) moves them and re-plans. On a CUDA device a
+    forward runs a libtrellis plan; on the CPU the library's reference
+    forward (`threads` threads, 0 = one per core). .to(dtype) (or .half(),
+    .bfloat16(), .float()) changes the dtype of x and y, never the stored
+    tensors'.
+
+    device: "cuda", "cuda:N", "cpu", or None (the current CUDA device where
+    one is usable, else the CPU). max_m: the most rows one forward may pass
+    (the CUDA buffers are sized for it; more is an error unless
+    split_rows=True, which runs them max_m rows at a time). dtype: x's
+    dtype (float16, bfloat16 or float32); out_dtype: y's (default dtype);
+    compute_dtype: the rotated input's on CUDA (float16, the format's, or
+    bfloat16). flags: libtrellis.PLAN_* bits. buffers: a SharedBuffers for
+    the CUDA plan's buffers, shared with the other modules given it (the
+    layers of one model, which run in sequence); each module gets its own
+    by default.
 
     forward(x): x of shape [..., in_features], contiguous, on the module's
-    device, of its dtype, with at most max_m rows in all; y [...,
-    out_features]. The module holds no parameters or buffers: .to() leaves
-    it where it was made.
+    device, of its dtype; y [..., out_features].
     """
 
     def __init__(
         self,
-        source,
-        name=None,
+        source: Any,
+        name: Optional[str] = None,
         *,
-        max_m=128,
-        dtype=torch.float16,
-        out_dtype=None,
-        compute_dtype=torch.float16,
-        device=None,
-        flags=0,
-        split_k=0,
-    ):
+        max_m: int = 128,
+        dtype: torch.dtype = torch.float16,
+        out_dtype: Optional[torch.dtype] = None,
+        compute_dtype: torch.dtype = torch.float16,
+        device: DeviceLike = None,
+        flags: int = 0,
+        split_k: int = 0,
+        buffers: Optional[SharedBuffers] = None,
+        threads: int = 0,
+        split_rows: bool = False,
+        contiguous: bool = False,
+    ) -> None:
         super().__init__()
+        self._runner: Any = None
+        self._stale = True
+        self._device_weight: Optional[DeviceWeight] = None
+        markers: Dict[str, torch.Tensor] = {}
+        if int(max_m) < 1:
+            raise error("TRELLIS_ERR_INVALID_ARGUMENT", "max_m: expected >= 1, got %d" % max_m)
         if isinstance(source, DeviceWeight):
             weight = source
             if device is not None and _device(device) != weight.device:
@@ -477,59 +889,119 @@ class EXL3Linear(torch.nn.Module):
                     "TRELLIS_ERR_INVALID_ARGUMENT",
                     "device: the weight is on %s, not %s" % (weight.device, device),
                 )
+            meta, tensors, layer_name = weight._meta, weight._tensors, weight.name
+            self._device_weight = weight
         else:
             if isinstance(source, _core.Layer):
-                layer = source
+                layer, model = source, None
             elif isinstance(source, _core.Model):
                 if name is None:
                     raise TypeError("EXL3Linear(model, name): the layer name is missing")
-                layer = source.layer(name)
+                layer, model = source.layer(name), source
+            elif isinstance(source, torch.Tensor):
+                raise TypeError(
+                    "EXL3Linear(source): source is a tensor; use "
+                    "EXL3Linear.from_tensors(trellis, suh, svh, ...)"
+                )
             else:
                 if name is None:
                     raise TypeError("EXL3Linear(path, name): the layer name is missing")
-                with _core.Model(source) as model:
-                    weight = DeviceWeight.upload(model.layer(name), device)
-                layer = None
-            if layer is not None:
-                weight = DeviceWeight.upload(layer, device)
-        self.device_weight = weight
-        self.layer_name = weight.name
-        self.in_features = weight.k
-        self.out_features = weight.n
+                model = _core.Model(source)
+                layer = model.layer(name)
+            try:
+                meta = _meta_copy(layer.weight())
+                device = _device(device)
+                tensors = {f: t.to(device) for f, t in _host_tensors(layer.weight()).items()}
+                if model is not None:
+                    markers = _markers_of(model, layer.name, device)
+            finally:
+                if model is not None and model is not source:
+                    model.close()
+            layer_name = layer.name
+        self._meta = meta
+        self.layer_name = layer_name
+        self.in_features = int(meta.k)
+        self.out_features = int(meta.n)
+        self.bits = int(meta.bits)
+        self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
         self.max_m = int(max_m)
-        self._plan = Plan(
-            weight,
-            self.max_m,
-            dtype=dtype,
-            out_dtype=out_dtype,
-            compute_dtype=compute_dtype,
-            flags=flags,
-            split_k=split_k,
+        self.dtype = _dtype("dtype", dtype)
+        self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
+        self.compute_dtype = _dtype("compute_dtype", compute_dtype, (torch.float16, torch.bfloat16))
+        self.flags, self.split_k = int(flags), int(split_k)
+        self.threads = int(threads)
+        self.split_rows = bool(split_rows)
+        self.contiguous = bool(contiguous)
+        self.buffers = buffers if buffers is not None else SharedBuffers()
+        for field, t in tensors.items():
+            self.register_buffer(field, t)
+        for marker, t in markers.items():
+            self.register_buffer(marker, t)
+        self.prepare()
+
+    # -- construction from the checkpoint's header (transformers) --
+
+    @classmethod
+    def _placeholder(
+        cls,
+        meta: "_lib.Weight",
+        name: str,
+        shapes: Dict[str, Tuple[torch.dtype, Tuple[int, ...]]],
+        **kwargs: Any,
+    ) -> "EXL3Linear":
+        """A module whose buffers have the checkpoint's dtypes and shapes on
+        the meta device, to be loaded (load_state_dict or a loader setting
+        the buffers) and then prepare()d."""
+        self = cls.__new__(cls)
+        torch.nn.Module.__init__(self)
+        self._runner = None
+        self._stale = True
+        self._device_weight = None
+        self._meta = _meta_copy(meta)
+        self.layer_name = name
+        self.in_features = int(meta.k)
+        self.out_features = int(meta.n)
+        self.bits = int(meta.bits)
+        self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
+        self.max_m = int(kwargs.get("max_m", 128))
+        dtype = kwargs.get("dtype", torch.float16)
+        self.dtype = _dtype("dtype", dtype)
+        self.out_dtype = _dtype("out_dtype", kwargs.get("out_dtype") or dtype)
+        self.compute_dtype = _dtype(
+            "compute_dtype",
+            kwargs.get("compute_dtype", torch.float16),
+            (torch.float16, torch.bfloat16),
         )
-        self.dtype = self._plan.dtype
-        self.out_dtype = self._plan.out_dtype
-        self.device = weight.device
-        self._plan_id = self._plan.id
+        self.flags = int(kwargs.get("flags", 0))
+        self.split_k = int(kwargs.get("split_k", 0))
+        self.threads = int(kwargs.get("threads", 0))
+        self.split_rows = bool(kwargs.get("split_rows", False))
+        self.contiguous = bool(kwargs.get("contiguous", False))
+        buffers = kwargs.get("buffers")
+        self.buffers = buffers if buffers is not None else SharedBuffers()
+        for suffix, (dt, shape) in shapes.items():
+            self.register_buffer(suffix, torch.empty(shape, dtype=dt, device="meta"))
+        return self
 
     @classmethod
     def from_tensors(
         cls,
-        trellis,
-        suh=None,
-        svh=None,
+        trellis: Any,
+        suh: Any = None,
+        svh: Any = None,
         *,
-        su=None,
-        sv=None,
-        bias=None,
-        codebook="mcg",
-        name="layer",
-        **kwargs,
-    ):
+        su: Any = None,
+        sv: Any = None,
+        bias: Any = None,
+        codebook: Union[str, int] = "mcg",
+        name: str = "layer",
+        **kwargs: Any,
+    ) -> "EXL3Linear":
         """A module from tensors laid out as a checkpoint stores them:
         trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su),
         svh fp16 [n] (or legacy sv), bias fp16 [n] or None. CUDA tensors are
-        used in place; host ones are uploaded. Other keyword arguments as
-        for EXL3Linear."""
+        used in place; host ones are copied to `device`. Other keyword
+        arguments as for EXL3Linear."""
         device = kwargs.pop("device", None)
         weight = DeviceWeight.from_tensors(
             trellis,
@@ -545,71 +1017,244 @@ class EXL3Linear(torch.nn.Module):
         return cls(weight, **kwargs)
 
     @classmethod
-    def from_model(cls, path, **kwargs):
-        """{layer name: EXL3Linear} for every EXL3 layer of a checkpoint
-        (keyword arguments as for EXL3Linear)."""
-        device = kwargs.pop("device", None)
+    def from_model(cls, path: Any, **kwargs: Any) -> Dict[str, "EXL3Linear"]:
+        """{layer name: EXL3Linear} for every EXL3 layer of a checkpoint,
+        sorted by name with the numbers in it compared by value
+        (model.layers.2 before model.layers.10); the modules share one
+        SharedBuffers (keyword arguments as for EXL3Linear)."""
+        kwargs.setdefault("buffers", SharedBuffers())
         out = {}
         with _core.Model(path) as model:
-            for layer in model.layers():
-                weight = DeviceWeight.upload(layer, device)
-                out[layer.name] = cls(weight, **kwargs)
+            for name in sorted(model.layer_names(), key=_natural_key):
+                out[name] = cls(model, name, **kwargs)
         return out
 
-    def shared(self, **kwargs):
-        """A new module of this one's device weight, with its own plan and
-        buffers (keyword arguments as for EXL3Linear; by default this
-        module's max_m, dtypes and device)."""
-        kwargs.setdefault("max_m", self.max_m)
-        kwargs.setdefault("dtype", self.dtype)
-        kwargs.setdefault("out_dtype", self.out_dtype)
-        kwargs.setdefault("compute_dtype", self._plan.compute_dtype)
+    def shared(self, **kwargs: Any) -> "EXL3Linear":
+        """A new module of this one's weight tensors (the same memory), with
+        its own plan and buffers (keyword arguments as for EXL3Linear; by
+        default this module's max_m, dtypes, flags and device)."""
+        for key in (
+            "max_m",
+            "dtype",
+            "out_dtype",
+            "compute_dtype",
+            "flags",
+            "split_k",
+            "split_rows",
+            "contiguous",
+        ):
+            kwargs.setdefault(key, getattr(self, key))
+        kwargs.setdefault("threads", self.threads)
         return type(self)(self.device_weight, **kwargs)
 
-    def path(self, m):
-        """The libtrellis path a forward of m rows takes."""
-        return self._plan.path(m)
+    # -- state --
 
-    def forward(self, x):
+    @property
+    def device(self) -> torch.device:
+        """The device of the layer's tensors (and its runs)."""
+        return self.trellis.device
+
+    @property
+    def device_weight(self) -> DeviceWeight:
+        """The DeviceWeight of the module's tensors (shared by shared())."""
+        self._ready()
+        return self._device_weight
+
+    def _weight_buffers(self) -> Dict[str, torch.Tensor]:
+        return {f: t for f, t in self._buffers.items() if f in _FIELD_DTYPES and t is not None}
+
+    @property
+    def _plan(self) -> Any:
+        return self._runner
+
+    @property
+    def _plan_id(self) -> int:
+        return self._ready().id
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _BUFFER_NAMES and "_buffers" in self.__dict__ and name in self._buffers:
+            self._invalidate()
+        super().__setattr__(name, value)
+
+    def _invalidate(self) -> None:
+        runner = self.__dict__.get("_runner")
+        if runner is not None:
+            runner.close()
+        self.__dict__["_runner"] = None
+        self.__dict__["_stale"] = True
+
+    def prepare(self, buffers: Optional[SharedBuffers] = None) -> "EXL3Linear":
+        """Makes the module's plan for the device its tensors are on (a
+        CUDA plan with its buffers, or the CPU forward); .to() and
+        load_state_dict() call it, a forward after the tensors were
+        replaced another way does. Nothing to do on the meta device."""
+        if buffers is not None:
+            self.buffers = buffers
+        self._invalidate()
+        device = self.device
+        if device.type == "meta":
+            return self
+        dw = self._device_weight
+        mine = self._weight_buffers()
+        if (
+            dw is None
+            or dw.device != device
+            or dw._sources.keys() != mine.keys()
+            or any(dw._sources[f] is not t for f, t in mine.items())
+        ):
+            dw = DeviceWeight(self._meta, mine, device, self.layer_name)
+            self.__dict__["_device_weight"] = dw
+        if device.type == "cuda":
+            _device(device, False)
+            runner = Plan(
+                dw,
+                self.max_m,
+                dtype=self.dtype,
+                out_dtype=self.out_dtype,
+                compute_dtype=self.compute_dtype,
+                flags=self.flags,
+                split_k=self.split_k,
+                buffers=self.buffers,
+                split_rows=self.split_rows,
+            )
+        elif device.type == "cpu":
+            dw._plans += 1
+            try:
+                runner = CpuRunner(
+                    dw,
+                    self.dtype,
+                    self.out_dtype,
+                    self.threads,
+                    self.max_m,
+                    self.split_rows,
+                )
+            except Exception:
+                dw._plans -= 1
+                raise
+        else:
+            raise error(
+                "TRELLIS_ERR_INVALID_ARGUMENT",
+                "%s: libtrellis runs on CUDA devices and the CPU, the module is on %s"
+                % (self.layer_name, device),
+            )
+        self.__dict__["_runner"] = runner
+        self.__dict__["_stale"] = False
+        return self
+
+    def _ready(self) -> Any:
+        runner = self._runner
+        if runner is None:
+            if self.__dict__.get("_closed"):
+                raise error(
+                    "TRELLIS_ERR_INVALID_ARGUMENT", "%s: the module is closed" % self.layer_name
+                )
+            self.prepare()
+            runner = self._runner
+            if runner is None:
+                raise error(
+                    "TRELLIS_ERR_INVALID_ARGUMENT",
+                    "%s: the module's tensors are on the meta device (load them first)"
+                    % self.layer_name,
+                )
+        return runner
+
+    def _apply(self, fn: Callable, recurse: bool = True) -> "EXL3Linear":
+        # Moves the tensors, keeps their dtypes (a payload or a scale cast
+        # would be another layer), takes a floating-point cast as the dtype
+        # of x and y, and re-plans on the new device.
+        probe = fn(torch.empty(0, dtype=self.dtype, device=self.device))
+        for key, t in list(self._buffers.items()):
+            if t is None:
+                continue
+            moved = fn(t)
+            if moved.dtype != t.dtype:
+                moved = moved.to(t.dtype)
+            self._buffers[key] = moved
+        if isinstance(probe, torch.Tensor) and probe.dtype != self.dtype and probe.dtype in _DTYPES:
+            self.dtype = self.out_dtype = probe.dtype
+        self._invalidate()
+        if not self.__dict__.get("_closed") and self.device.type in ("cuda", "cpu"):
+            self.prepare()
+        return self
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        # copied in place: the same memory, but a plan keeps derived state
+        # (expanded signs, tables), so it is made again
+        if self.device.type in ("cuda", "cpu"):
+            self.prepare()
+
+    def path(self, m: int) -> str:
+        """The libtrellis path a forward of m rows takes ("cpu" on the CPU)."""
+        return self._ready().path(m)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        runner = self._runner
+        if runner is None:
+            runner = self._ready()
+        if self.contiguous and isinstance(x, torch.Tensor):
+            x = x.contiguous()
+        if type(x) is torch.Tensor and not _is_compiling() and not x.requires_grad:
+            return runner(x)
         if not isinstance(x, torch.Tensor):
             raise error(
                 "TRELLIS_ERR_INVALID_ARGUMENT",
                 "%s: x is a %s, not a tensor" % (self.layer_name, type(x).__name__),
             )
-        return torch.ops.libtrellis.exl3_linear(x, self._plan_id, self.out_features, self.out_dtype)
+        return torch.ops.libtrellis.exl3_linear(x, runner.id, self.out_features, self.out_dtype)
 
-    def close(self):
-        """Destroys the plan; the device weight goes with its last module."""
-        if self._plan is not None:
-            self._plan.close()
-        self._plan = None
-        self.device_weight = None
+    def close(self) -> None:
+        """Destroys the plan; the tensors go with the module."""
+        self._invalidate()
+        self.__dict__["_closed"] = True
 
-    def extra_repr(self):
-        return "%s, in_features=%d, out_features=%d, max_m=%d, dtype=%s" % (
+    def extra_repr(self) -> str:
+        return "%s, in_features=%d, out_features=%d, bits=%s, codebook=%s, max_m=%d, dtype=%s" % (
             self.layer_name,
             self.in_features,
             self.out_features,
+            self.bits,
+            self.codebook,
             self.max_m,
             self.dtype,
         )
 
 
-def forward_numpy(layer, x):
+def _natural_key(name: str) -> list:
+    return [(0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name)]
+
+
+def _markers_of(model: "_core.Model", name: str, device: torch.device) -> Dict[str, torch.Tensor]:
+    out = {}
+    for marker in _MARKERS:
+        try:
+            out[marker] = torch.from_numpy(model.tensor(name + "." + marker)).to(device)
+        except TrellisError:
+            pass
+    return out
+
+
+def forward_numpy(layer: "_core.Layer", x: Any) -> np.ndarray:
     """libtrellis.forward on CUDA: y fp32 as numpy, through one plan."""
-    a, m, one_row = layer.check_input(x)
-    weight = DeviceWeight.upload(layer)
+    a, m, lead = layer.check_input(x)
     dtype = torch.float16 if a.dtype == np.float16 else torch.float32
-    plan = Plan(weight, max(m, 1), dtype=dtype, out_dtype=torch.float32)
+    mod = EXL3Linear(layer, device="cuda", max_m=max(m, 1), dtype=dtype, out_dtype=torch.float32)
     try:
-        xt = torch.from_numpy(a).to(weight.device)
-        y = torch.empty((m, layer.n), dtype=torch.float32, device=weight.device)
-        plan.run(xt, y)
-        torch.cuda.synchronize(weight.device)
+        xt = torch.from_numpy(a).to(mod.device)
+        y = mod(xt)
+        torch.cuda.synchronize(mod.device)
         out = y.cpu().numpy()
     finally:
-        plan.close()
-    return out[0] if one_row else out
+        mod.close()
+    return out.reshape(lead + (layer.n,))
 
 
-__all__ = ["DeviceWeight", "EXL3Linear", "Plan", "TrellisError", "exl3_linear"]
+__all__ = [
+    "CpuRunner",
+    "DeviceWeight",
+    "EXL3Linear",
+    "Plan",
+    "SharedBuffers",
+    "TrellisError",
+    "exl3_linear",
+]
