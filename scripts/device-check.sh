@@ -2,7 +2,12 @@
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
 # the GPU tests under compute-sanitizer, optionally the benchmark and the
 # Python package's tests, and print a short summary last.
-#   scripts/device-check.sh [all|tests|sanitize|bench|step|python] [BENCH ARGS...]
+#   scripts/device-check.sh [all|tests|sanitize|bench|step|python|direct] [BENCH ARGS...]
+# `direct` builds only the register-direct kernel's test and the CLI, runs
+# gpu_direct and `trellis bench` with BENCH ARGS (default: its rows at
+# m = 1, 4, 16 on the bench shapes, K6 and K4, MCG and MUL1), then, when
+# SKETCH names a folder with a stream.cu of the same shape's standalone
+# comparison, builds and runs it (`quick`) in the same call.
 # `all` = tests, sanitize, bench and python. `step` (or STEP_BENCH=1 with
 # `bench` or `all`) runs the decode-step benchmark, `trellis bench --model
 # preset:P --bits B --m 1,8,32,128`, for llama-3.1-8b, llama-3.1-70b and
@@ -45,6 +50,28 @@ shift || true
 
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "$gpu"
+if [ "$what" = direct ]; then
+  t0=$(date +%s)
+  configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target gpu_direct trellis_cli >>"$OUT/build.log" 2>&1 ||
+    { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+  echo "build: $(($(date +%s) - t0)) s"
+  timeout 400 "$BUILD/tests/gpu_direct" >"$OUT/gpu-direct.log" 2>&1
+  echo "gpu_direct: rc $?"
+  grep -E "^\[ +(OK|FAILED|PASSED) |Error|error|worst|rel L2" "$OUT/gpu-direct.log" | head -40
+  [ $# -gt 0 ] || set -- --shapes "8192,28672;28672,8192;4096,4096;2048,4096;6144,1024;512,6144" \
+    --m 1,4,16 --bits 6,4 --codebook mcg,mul1 --reps 20 --warmup-ms 20
+  timeout 400 "$BUILD/trellis" bench --csv "$OUT/bench-direct.csv" "$@" >"$OUT/bench-direct.txt" 2>&1
+  echo "bench: rc $?"
+  grep -E "^\||peak|MET|MISSED|error|FAIL" "$OUT/bench-direct.txt" | head -90
+  if [ -n "${SKETCH:-}" ] && [ -f "$SKETCH/stream.cu" ]; then
+    nvcc -arch=sm_90 -O3 -std=c++17 -Xcompiler -fopenmp -o /tmp/sketch-stream "$SKETCH/stream.cu" &&
+      /tmp/sketch-stream quick >"$OUT/sketch.txt" 2>&1
+    grep -E "STREAM|device" "$OUT/sketch.txt" | head -30
+  fi
+  exit 0
+fi
 if [ "$what" != python ]; then
   t0=$(date +%s)
   # shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
