@@ -65,6 +65,22 @@ if [ "$what" = direct ]; then
   timeout 400 "$BUILD/trellis" bench --csv "$OUT/bench-direct.csv" "$@" >"$OUT/bench-direct.txt" 2>&1
   echo "bench: rc $?"
   grep -E "^\||peak|MET|MISSED|error|FAIL" "$OUT/bench-direct.txt" | head -90
+  # NCU=1: Nsight Compute on one launch of the register-direct kernel
+  # (8192x28672, M = 1, K6 MCG and K4 MUL1): speed of light, occupancy,
+  # warp stalls
+  if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
+    for cfg in "6 mcg" "4 mul1"; do
+      set -- $cfg
+      timeout 240 ncu --clock-control none --kernel-name regex:direct_kernel \
+        --launch-skip 4 --launch-count 1 --section SpeedOfLight --section Occupancy \
+        --section LaunchStats --section WarpStateStats --section SchedulerStats \
+        --section MemoryWorkloadAnalysis \
+        "$BUILD/trellis" bench --shapes 8192,28672 --m 1 --bits "$1" --codebook "$2" \
+        --reps 2 --warmup-ms 0 >"$OUT/ncu-direct-k$1-$2.txt" 2>&1
+      grep -E "Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Issued Warp|No Eligible|Active Warps Per|Eligible Warps|Stall|Cluster|Waves|Grid Size|Shared Memory Config|Dynamic Shared" \
+        "$OUT/ncu-direct-k$1-$2.txt" | head -40 | sed "s/^/  [k$1 $2] /"
+    done
+  fi
   if [ -n "${SKETCH:-}" ] && [ -f "$SKETCH/stream.cu" ]; then
     nvcc -arch=sm_90 -O3 -std=c++17 -Xcompiler -fopenmp -o /tmp/sketch-stream "$SKETCH/stream.cu" &&
       /tmp/sketch-stream quick >"$OUT/sketch.txt" 2>&1

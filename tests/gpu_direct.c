@@ -6,6 +6,7 @@
  * bit. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
+#include "plan/plan_internal.h"
 #include "plan/test_hooks.h"
 
 /* The numerics contract (SYSTEM.md): rel L2 and max|d|/max|y| of 2e-3
@@ -188,6 +189,44 @@ static void test_dependent_chain(void **state) {
   gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
 }
 
+/* The launch shapes a plan's rules give on this GPU for the bench's
+ * layers (printed: what the timings of bench/RESULTS.md ran). */
+static void test_print_shapes(void **state) {
+  (void)state;
+  const int64_t shapes[][2] = {{8192, 28672}, {28672, 8192}, {4096, 4096},
+                               {2048, 4096},  {6144, 1024},  {512, 6144}};
+  const trellis_codebook cbs[2] = {TRELLIS_CB_MCG, TRELLIS_CB_MUL1};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+    for (int c = 0; c < 2; ++c) {
+      gw w;
+      gw_random(&w, shapes[i][0], 128, 6, cbs[c], 0, 0, 7000);
+      /* only the shape matters: plan a weight of that k and n */
+      trellis_device_weight *dw;
+      OK(trellis_weight_upload(&w.w, &dw));
+      trellis_weight v = *trellis_device_weight_view(dw);
+      v.n = shapes[i][1]; /* the plan reads no payload at create */
+      trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F16, 0);
+      trellis_plan *plan;
+      OK(trellis_plan_create(&v, &d, &plan));
+      const int64_t ms[3] = {1, 4, 16};
+      for (int j = 0; j < 3; ++j) {
+        trl_direct_grid g;
+        assert_true(trl_layout_direct_grid(&plan->lp, ms[j], &g));
+        printf("  shape %lldx%lld %s m %lld: var %d tb %d cluster %d x %d, "
+               "rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM (regs %d, "
+               "active %d)\n",
+               (long long)shapes[i][0], (long long)shapes[i][1],
+               trellis_codebook_name(cbs[c]), (long long)ms[j], g.var, g.tb,
+               g.cluster, g.clusters, g.rounds, g.kt_cta, g.smem_bytes,
+               g.ctas_per_sm, plan->lp.direct_regs[g.var][g.tb - 1],
+               plan->lp.direct_active[g.var][g.tb - 1][g.cluster]);
+      }
+      trellis_plan_destroy(plan);
+      trellis_device_weight_destroy(dw);
+      gw_free(&w);
+    }
+}
+
 /* Larger layers like a model's (the bench shapes), m = 1 and 16. */
 static void test_model_shapes(void **state) {
   (void)state;
@@ -210,6 +249,7 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_print_shapes),
       cmocka_unit_test(test_every_variant),
       cmocka_unit_test(test_cluster_sizes),
       cmocka_unit_test(test_dtypes),

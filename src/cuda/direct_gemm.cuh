@@ -22,10 +22,10 @@
  *  - Grid: clusters of `cluster` CTAs; cluster q takes the 128-column
  *    groups q, q + clusters, ... one per round; CTA rank c takes the c-th
  *    share of k (whole 128-k blocks), each of its 8 warps a contiguous
- *    range of it. Per round, the 8 warps' sums meet in shared memory, the
- *    CTAs' in the round's owner CTA through distributed shared memory (a
- *    split cluster barrier, so the next round streams meanwhile), which
- *    rotates, scales, adds bias and stores y. Fixed orders throughout: a
+ *    range of it. Per round, the 8 warps' sums meet in shared memory and
+ *    stay there; after the last round the cluster meets once and each
+ *    round's owner CTA adds the CTAs' sums through distributed shared
+ *    memory, rotates, scales, adds bias and stores y. Fixed orders throughout: a
  *    replay is bit-identical to the eager run. No atomics, no flags.
  *  - Programmatic dependent launch: the first groups are loaded before
  *    griddepcontrol.wait; x is read after it. */
@@ -69,6 +69,7 @@ struct Params {
   int cluster;  /* CTAs per cluster */
   int clusters; /* clusters in the grid */
   int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
+  int rounds;   /* of the busiest cluster (shared memory) */
 };
 
 /* ------------------------------------------------------------ bits -- */
@@ -226,8 +227,8 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1,
  *         (kAffine, kInt8: the affine map's constant term);
  *   scale fp32 [128-k block][tokens]: kInt8's limb scale times a;
  *   wpart fp32 [warp][token][kRowPitch]: each warp's sums of a round;
- *   cbuf  fp32 [2][token][kRowPitch]: the CTA's sums of the last two
- *         rounds, read by the owner CTA. */
+ *   cbuf  fp32 [round][token][kRowPitch]: the CTA's sums of every
+ *         round, read by the round's owner CTA at the end. */
 struct Smem {
   char *base;
   int xs_pitch; /* bytes per xs row */
@@ -243,9 +244,10 @@ template <int VAR, int TB> struct Shape {
 };
 
 template <int VAR, int TB>
-__device__ __forceinline__ Smem smem_layout(char *base, int kt_cta) {
-  trl_direct_smem s =
-      trl_direct_smem_layout(VAR, TB, kt_cta); /* the host's own rule */
+__device__ __forceinline__ Smem smem_layout(char *base, int kt_cta,
+                                            int rounds) {
+  trl_direct_smem s = trl_direct_smem_layout(VAR, TB, kt_cta,
+                                             rounds); /* the host's rule */
   return Smem{base,
               s.xs_pitch,
               (uint32_t)s.off_sumx,
@@ -308,13 +310,22 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
         amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
       const float inv = amax > 0.f ? kLimbQ / amax : 0.f;
       uint32_t hi = 0, lo = 0;
+      int qsum = 0;
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int q = __float2int_rn(r[e] * inv);
         const int l0 = ((q + 64) & 127) - 64, l1 = (q - l0) >> 7;
         hi |= (uint32_t)(l1 & 0xFF) << (8 * e);
         lo |= (uint32_t)(l0 & 0xFF) << (8 * e);
+        qsum += q;
       }
+      /* the constant term sums the quantised x: then it cancels the
+       * common part of the byte sums' error exactly (MUL1's values are
+       * far from centred: 887 S / 2^17 averages ~3.45) */
+      const float dq = (float)qsum * (amax / kLimbQ);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        r[e] = e == 0 ? dq : 0.f;
       *reinterpret_cast<uint32_t *>(sm.base + (2 * tok) * sm.xs_pitch + kcol) =
           hi;
       *reinterpret_cast<uint32_t *>(sm.base + (2 * tok + 1) * sm.xs_pitch +
@@ -492,30 +503,36 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* The owner CTA of a round: the cluster's sums of group `ng` (every CTA's
- * cbuf[slot], in rank order), rotated, scaled, biased, stored. */
+/* The cluster's sums of round r (group ng): every CTA's cbuf[r], added in
+ * rank order, rotated, scaled, biased and stored by the round's owner CTA
+ * (r % cluster). The peers' loads are issued before any is added. */
 template <int VAR, int TB>
-__device__ void reduce_out(const Params &p, const Smem &sm, int slot,
+__device__ void reduce_out(const Params &p, const Smem &sm, int r,
                            int64_t ng) {
   using S = Shape<VAR, TB>;
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
   const float *mine = reinterpret_cast<const float *>(sm.base + sm.off_cbuf) +
-                      slot * S::kTokens * kRowPitch;
+                      r * S::kTokens * kRowPitch;
   const int64_t col = ng * 128 + 4 * lane;
+  float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
+  load4_f16(p.s_out, col, sc);
+  if (p.bias)
+    load4_f16(p.bias, col, bs);
   for (int tok = warp; tok < m; tok += kWarps) {
+    float4 v[TRL_DIRECT_MAX_CLUSTER];
+#pragma unroll
+    for (int c = 0; c < TRL_DIRECT_MAX_CLUSTER; ++c)
+      if (c < p.cluster)
+        v[c] = *reinterpret_cast<const float4 *>(
+            cluster.map_shared_rank(mine, c) + tok * kRowPitch + 4 * lane);
     float h[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int c = 0; c < p.cluster; ++c) {
-      const float4 v = *reinterpret_cast<const float4 *>(
-          cluster.map_shared_rank(mine, c) + tok * kRowPitch + 4 * lane);
-      h[0] += v.x, h[1] += v.y, h[2] += v.z, h[3] += v.w;
-    }
+#pragma unroll
+    for (int c = 0; c < TRL_DIRECT_MAX_CLUSTER; ++c)
+      if (c < p.cluster)
+        h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
     h128_warp(h, lane);
-    float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
-    load4_f16(p.s_out, col, sc);
-    if (p.bias)
-      load4_f16(p.bias, col, bs);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       h[e] = __fmul_rn(h[e], sc[e]);
@@ -527,15 +544,15 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int slot,
   }
 }
 
-/* The round's CTA step (every thread): the warps' sums into cbuf[r & 1];
- * the owner of the previous round reduces it once every CTA has arrived. */
+/* The round's CTA step (every thread): the warps' sums of round r into
+ * the CTA's cbuf[r]. The cluster meets once, after the last round. */
 template <int VAR, int TB>
-__device__ __forceinline__ void round_step(const Params &p, const Smem &sm,
-                                           int r, int64_t q) {
+__device__ __forceinline__ void round_step(const Smem &sm, int r) {
   using S = Shape<VAR, TB>;
   constexpr int kCount = S::kTokens * 128, kPer = kCount / kThreads;
   const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart);
-  float v[kPer];
+  float *cb = reinterpret_cast<float *>(sm.base + sm.off_cbuf) +
+              r * S::kTokens * kRowPitch;
   cta_barrier(); /* every warp's wpart */
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -544,24 +561,9 @@ __device__ __forceinline__ void round_step(const Params &p, const Smem &sm,
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
       s += wp[(w * S::kTokens + tok) * kRowPitch + c];
-    v[i] = s;
+    cb[tok * kRowPitch + c] = s;
   }
   cta_barrier(); /* wpart is free for the next round */
-  const int rank = (int)cg::this_cluster().block_rank();
-  if (r > 0) {
-    cluster_wait(); /* every CTA's cbuf of round r - 1 */
-    if ((r - 1) % p.cluster == rank)
-      reduce_out<VAR, TB>(p, sm, (r - 1) & 1,
-                          q + (int64_t)(r - 1) * p.clusters);
-  }
-  float *cb = reinterpret_cast<float *>(sm.base + sm.off_cbuf) +
-              (r & 1) * S::kTokens * kRowPitch;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * kThreads, tok = idx >> 7, c = idx & 127;
-    cb[tok * kRowPitch + c] = v[i];
-  }
-  cluster_arrive();
 }
 
 template <int H, int CB, int VAR, int TB>
@@ -583,7 +585,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const int kts = (int)(8 * (b1 - b0));
   const int w0 = kts * warp / kWarps, w1 = kts * (warp + 1) / kWarps;
   const int wlen = w1 - w0;
-  const Smem sm = smem_layout<VAR, TB>(smem_raw, p.kt_cta);
+  const Smem sm = smem_layout<VAR, TB>(smem_raw, p.kt_cta, p.rounds);
   const char *pay = reinterpret_cast<const char *>(p.payload);
   constexpr int kGroupBytes = 128 * H;
   const int total = rounds * wlen;
@@ -633,7 +635,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   if (wlen == 0) { /* a share shorter than 8 k-tiles: idle warps */
     for (int r = 0; r < rounds; ++r) {
       flush<VAR, TB>(acc, sm, warp, lane, xsum);
-      round_step<VAR, TB>(p, sm, r, q);
+      round_step<VAR, TB>(sm, r);
     }
   } else {
     /* 3. Stream: consume a stage, refill it kStages groups ahead. */
@@ -657,7 +659,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
           }
           if (last) {
             flush<VAR, TB>(acc, sm, warp, lane, xsum);
-            round_step<VAR, TB>(p, sm, cr, q);
+            round_step<VAR, TB>(sm, cr);
           }
           if (++cpos == wlen)
             cpos = 0, ++cr;
@@ -665,11 +667,12 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
       }
     }
   }
-  /* 4. The last round's owner, then stay until every peer has read. */
+  /* 4. The cluster's sums: each CTA owns the rounds r with r % cluster
+   * equal to its rank, then stays until every peer has read its sums. */
+  cluster_arrive();
   cluster_wait();
-  if ((rounds - 1) % p.cluster == rank)
-    reduce_out<VAR, TB>(p, sm, (rounds - 1) & 1,
-                        q + (int64_t)(rounds - 1) * p.clusters);
+  for (int r = rank; r < rounds; r += p.cluster)
+    reduce_out<VAR, TB>(p, sm, r, q + (int64_t)r * p.clusters);
   cluster_arrive();
   cluster_wait();
 #endif
@@ -761,6 +764,7 @@ struct Direct {
     p.cluster = l.grid.cluster;
     p.clusters = l.grid.clusters;
     p.kt_cta = l.grid.kt_cta;
+    p.rounds = l.grid.rounds;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -66,11 +66,12 @@ typedef struct trl_direct_smem {
 } trl_direct_smem;
 
 /* The CTA's shared memory for a k share of kt_cta k-tiles (a multiple of
- * 8): activations (rows of pitch bytes, 16 bytes of padding so the
- * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
- * scales, the warps' sums and the CTA's two round buffers. */
+ * 8) and `rounds` groups: activations (rows of pitch bytes, 16 bytes of
+ * padding so the lanes' B-operand loads hit distinct banks), per-k-tile
+ * sums, per-block scales, the warps' sums and the CTA's sums of every
+ * round. */
 TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int tb,
-                                                     int kt_cta) {
+                                                     int kt_cta, int rounds) {
   const int tokens = var == TRL_DIRECT_INT8 ? 4 : 8 * tb;
   const int rows = 8 * tb, elem = var == TRL_DIRECT_INT8 ? 1 : 2;
   trl_direct_smem s = {0, 0, 0, 0, 0, 0};
@@ -84,7 +85,7 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int tb,
   s.off_wpart = at;
   at += (size_t)TRL_DIRECT_WARPS * tokens * TRL_DIRECT_ROW_PITCH * 4;
   s.off_cbuf = at;
-  at += (size_t)2 * tokens * TRL_DIRECT_ROW_PITCH * 4;
+  at += (size_t)rounds * tokens * TRL_DIRECT_ROW_PITCH * 4;
   s.bytes = at;
   return s;
 }
@@ -136,24 +137,38 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
     if (force > 0 && c != force)
       continue;
     const int64_t share = (kblocks + c - 1) / c; /* 128-k blocks */
-    const trl_direct_smem s = trl_direct_smem_layout(var, tb, (int)(8 * share));
-    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
-               : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
-                                                : 0;
-    if (ctas > reg_ctas)
-      ctas = reg_ctas;
-    if (ctas == 0)
-      continue;
     if (active != NULL && active[c] < 0)
       continue; /* clusters of c CTAs do not fit this GPU */
-    int64_t q = (int64_t)sm_count * ctas / c;
+    int64_t q = (int64_t)sm_count * reg_ctas / c;
     if (active != NULL && active[c] > 0 && q > active[c])
       q = active[c];
     if (q > groups)
       q = groups;
     if (q < 1)
       continue;
-    const int64_t rounds = (groups + q - 1) / q;
+    int64_t rounds = (groups + q - 1) / q;
+    trl_direct_smem s =
+        trl_direct_smem_layout(var, tb, (int)(8 * share), (int)rounds);
+    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM ? 2
+               : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
+                                                : 0;
+    if (ctas > reg_ctas)
+      ctas = reg_ctas;
+    if (ctas == 0)
+      continue;
+    if (ctas < reg_ctas) { /* one CTA per SM: fewer clusters, more rounds */
+      q = (int64_t)sm_count * ctas / c;
+      if (active != NULL && active[c] > 0 && q > active[c] / 2)
+        q = active[c] / 2 > 0 ? active[c] / 2 : 1;
+      if (q > groups)
+        q = groups;
+      if (q < 1)
+        continue;
+      rounds = (groups + q - 1) / q;
+      s = trl_direct_smem_layout(var, tb, (int)(8 * share), (int)rounds);
+      if (s.bytes > TRL_DIRECT_MAX_SMEM)
+        continue;
+    }
     const int64_t per_warp = share; /* 8 share k-tiles over 8 warps */
     const double cost =
         (double)(rounds * per_warp) + (double)rounds + 0.125 * (double)c;

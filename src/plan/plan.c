@@ -153,9 +153,13 @@ static trellis_status plan_direct(trellis_plan *p) {
         err = trl_direct_regs(p->lp.rate, cb, var, tb,
                               &p->lp.direct_regs[var][tb - 1]);
       for (int c = 1; !err && c <= p->lp.direct_max_cluster; ++c) {
-        /* shared memory of a share of k for c CTAs */
+        /* shared memory of a share of k for c CTAs, in the rounds of a
+         * grid of two CTAs per SM */
         const int kt = (int)(8 * ((p->w.k / 128 + c - 1) / c));
-        const size_t smem = trl_direct_smem_layout(var, tb, kt).bytes;
+        int64_t q = (int64_t)p->sm_count * TRL_DIRECT_CTAS_PER_SM / c;
+        q = q < 1 ? 1 : q > p->w.n / 128 ? p->w.n / 128 : q;
+        const int rounds = (int)((p->w.n / 128 + q - 1) / q);
+        const size_t smem = trl_direct_smem_layout(var, tb, kt, rounds).bytes;
         if (smem > TRL_DIRECT_MAX_SMEM)
           continue;
         int *active = &p->lp.direct_active[var][tb - 1][c];
