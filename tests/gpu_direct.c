@@ -221,6 +221,17 @@ static void test_print_shapes(void **state) {
                g.ctas_per_sm, plan->lp.direct_regs[g.var][g.tb - 1],
                plan->lp.direct_active[g.var][g.tb - 1][g.cluster]);
       }
+      if (i == 0) /* what the cluster query said, every size */
+        for (int var = 0; var < 3; ++var)
+          for (int tb = 1; tb <= 2; ++tb) {
+            char line[256];
+            int at = 0;
+            for (int cl = 1; cl <= TRL_DIRECT_MAX_CLUSTER; ++cl)
+              at += snprintf(line + at, sizeof line - (size_t)at, " %d",
+                             plan->lp.direct_active[var][tb - 1][cl]);
+            printf("  %s var %d tb %d: active clusters by size:%s\n",
+                   trellis_codebook_name(cbs[c]), var, tb, line);
+          }
       trellis_plan_destroy(plan);
       trellis_device_weight_destroy(dw);
       gw_free(&w);

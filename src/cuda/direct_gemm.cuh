@@ -25,8 +25,8 @@
  *    range of it. Per round, the 8 warps' sums meet in shared memory and
  *    stay there; after the last round the cluster meets once and each
  *    round's owner CTA adds the CTAs' sums through distributed shared
- *    memory, rotates, scales, adds bias and stores y. Fixed orders throughout: a
- *    replay is bit-identical to the eager run. No atomics, no flags.
+ *    memory, rotates, scales, adds bias and stores y. Fixed orders throughout:
+ * a replay is bit-identical to the eager run. No atomics, no flags.
  *  - Programmatic dependent launch: the first groups are loaded before
  *    griddepcontrol.wait; x is read after it. */
 #ifndef TRL_CUDA_DIRECT_GEMM_CUH
@@ -59,6 +59,16 @@ constexpr float kMul1A = 887.0f / 131072.0f;
 constexpr float kMul1C = -1329.0f / 128.0f;
 constexpr float kLimbQ = 16319.0f; /* |q| <= 128 * 127 + 63 */
 
+/* ------------------------------------------------------------ bits -- */
+
+/* The decode is bound by the integer ALU pipe (window shifts and masks,
+ * the codebook's LOP3), so every left shift here is an IMAD by a power of
+ * two read from the parameter bank, which runs on the FMA pipe, and a
+ * field on a half-word or byte boundary costs one byte permute. */
+struct Pow2 {
+  uint32_t v[17]; /* v[r] = 1 << r, filled by the host */
+};
+
 struct Params {
   const int16_t *payload; /* lane layout */
   const void *x;
@@ -70,85 +80,128 @@ struct Params {
   int clusters; /* clusters in the grid */
   int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
   int rounds;   /* of the busiest cluster (shared memory) */
+  Pow2 pow2;    /* see field16 */
 };
 
-/* ------------------------------------------------------------ bits -- */
-
-/* 16 bits of a lane's string at bit b (MSB first), zero-extended; b is a
- * compile-time constant after unrolling. */
-template <int H>
-__device__ __forceinline__ uint32_t get16(const uint32_t (&w)[H], int b) {
-  const int i = b >> 5, r = b & 31;
-  if (r == 0)
+/* 16 bits of a lane's string at bit B (MSB first), zero-extended. */
+template <int H, int B>
+__device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H],
+                                            const Pow2 &sh) {
+  constexpr int i = B >> 5, r = B & 31;
+  if constexpr (r == 0)
     return w[i] >> 16;
-  if (r == 16)
+  else if constexpr (r == 16)
     return w[i] & 0xFFFFu;
-  if (r == 8)
+  else if constexpr (r == 8)
     return __byte_perm(w[i], 0u, 0x4421);
-  if (r < 16)
-    return (w[i] >> (16 - r)) & 0xFFFFu;
-  return __funnelshift_l(w[i + 1], w[i], r - 16) & 0xFFFFu;
+  else if constexpr (r < 16)
+    return (w[i] * sh.v[r]) >> 16;
+  else { /* bits 16..47 of w[i] : w[i + 1], then as above */
+    const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
+    if constexpr (r == 24)
+      return __byte_perm(mid, 0u, 0x4421);
+    else
+      return (mid * sh.v[r - 16]) >> 16;
+  }
 }
 
-/* `len` (1..16) bits at b, right-aligned. */
-template <int H>
-__device__ __forceinline__ uint32_t get_bits(const uint32_t (&w)[H], int b,
-                                             int len) {
-  const int i = b >> 5, r = b & 31;
-  const uint32_t v =
-      r + len <= 32 ? w[i] << r : __funnelshift_l(w[i + 1], w[i], r);
-  return v >> (32 - len);
+/* `len` (1..16) bits at B, right-aligned (short spans of H <= 3). */
+template <int H, int B, int LEN>
+__device__ __forceinline__ uint32_t field_bits(const uint32_t (&w)[H]) {
+  constexpr int i = B >> 5, r = B & 31;
+  if constexpr (r + LEN <= 32)
+    return (w[i] << r) >> (32 - LEN);
+  else
+    return __funnelshift_l(w[i + 1], w[i], r) >> (32 - LEN);
 }
 
-/* The lane's 8 states of tile t of the group in `w`. `prev` holds what the
- * lanes below sent (see lower_bits): for H >= 4 the packed last 16 bits of
- * lane L-1's spans; for H <= 3 lane L-1's words, then lane L-2's. */
-template <int H>
+/* (P << 16) | (span bits 0..15): the 32 bits a window that starts in the
+ * lower lanes' bits P reads from. P is half `ph` (0 low, 1 high) of pk. */
+template <int H, int B>
+__device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
+                                               uint32_t pk, int ph,
+                                               const Pow2 &sh) {
+  constexpr int i = B >> 5, r = B & 31;
+  const uint32_t sel_p = ph ? 0x7600 : 0x5400; /* pk's half to the top */
+  if constexpr (4 * H < 16) { /* span shorter than 16: zeros follow */
+    const uint32_t head = field_bits<H, B, 4 * H>(w) << (16 - 4 * H);
+    return __byte_perm(head, pk, 0x0010 | sel_p);
+  } else if constexpr (r == 0) {
+    return __byte_perm(w[i], pk, 0x0032 | sel_p);
+  } else if constexpr (r == 16) {
+    return __byte_perm(w[i], pk, 0x0010 | sel_p);
+  } else {
+    return __byte_perm(field16<H, B>(w, sh), pk, 0x0010 | sel_p);
+  }
+}
+
+/* The lane's 8 states of tile T of the group in `w`. `prev` holds what the
+ * lanes below sent (lower_bits): for H >= 4 the last 16 bits of lane L-1's
+ * spans, two tiles to a word; for H <= 3 its words, then lane L-2's. */
+template <int H, int T, int J = 0>
+__device__ __forceinline__ void window_states(const uint32_t (&w)[H],
+                                              uint32_t cross, uint32_t (&s)[8],
+                                              const Pow2 &sh) {
+  if constexpr (J < 8) {
+    constexpr int kSpan = 4 * H, kLead = H / 2;
+    /* state J's window: bits [kLead + q, kLead + q + 16) of P ++ span */
+    constexpr int o = kLead + trl_lanes_state_offset(H, J);
+    if constexpr (o >= 16)
+      s[J] = field16<H, kSpan * T + o - 16>(w, sh);
+    else
+      s[J] = (cross * sh.v[o]) >> 16;
+    window_states<H, T, J + 1>(w, cross, s, sh);
+  }
+}
+
+template <int H, int T>
 __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
                                             const uint32_t (&prev)[2 * H],
-                                            int t, uint32_t (&s)[8]) {
-  constexpr int kSpan = 4 * H, kLead = H / 2; /* P has 16 - kLead extra */
-  uint32_t p16;                               /* 16 bits before the span */
+                                            uint32_t (&s)[8], const Pow2 &sh) {
+  constexpr int kSpan = 4 * H;
+  uint32_t pk; /* the 16 bits before the span, in half `ph` */
+  int ph;
   if constexpr (H >= 4) {
-    p16 = (prev[t >> 1] >> (16 * (t & 1))) & 0xFFFFu;
+    pk = prev[T >> 1];
+    ph = T & 1;
   } else {
     uint32_t w1[H], w2[H];
 #pragma unroll
     for (int i = 0; i < H; ++i)
       w1[i] = prev[i], w2[i] = prev[H + i];
-    const uint32_t a = get_bits<H>(w2, kSpan * t, kSpan);
-    const uint32_t b = get_bits<H>(w1, kSpan * t, kSpan);
-    p16 = ((a << kSpan) | b) & 0xFFFFu;
+    const uint32_t a = field_bits<H, kSpan * T, kSpan>(w2);
+    const uint32_t b = field_bits<H, kSpan * T, kSpan>(w1);
+    pk = ((a << kSpan) | b) & 0xFFFFu;
+    ph = 0;
   }
-  uint32_t head; /* span bits 0..15, zero-filled past a short span */
-  if constexpr (kSpan >= 16)
-    head = get16<H>(w, kSpan * t);
+  const uint32_t cross = cross_word<H, kSpan * T>(w, pk, ph, sh);
+  window_states<H, T>(w, cross, s, sh);
+}
+
+/* The last 16 bits of tiles T and T + 1's spans, one half each. */
+template <int H, int T>
+__device__ __forceinline__ uint32_t tail_pair(const uint32_t (&w)[H],
+                                              const Pow2 &sh) {
+  constexpr int b0 = 4 * H * (T + 1) - 16, b1 = 4 * H * (T + 2) - 16;
+  constexpr int r0 = b0 & 31, r1 = b1 & 31;
+  if constexpr ((r0 == 0 || r0 == 16) && (r1 == 0 || r1 == 16))
+    return __byte_perm(w[b0 >> 5], w[b1 >> 5],
+                       (r0 ? 0x0010 : 0x0032) | (r1 ? 0x5400 : 0x7600));
   else
-    head = get_bits<H>(w, kSpan * t, kSpan) << (16 - kSpan);
-  const uint32_t cross = (p16 << 16) | head;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    /* the window of state j: bits [kLead + q, kLead + q + 16) of P ++ span */
-    const int o = kLead + trl_lanes_state_offset(H, j);
-    if (o >= 16)
-      s[j] = get16<H>(w, kSpan * t + o - 16);
-    else
-      s[j] = (cross >> (16 - o)) & 0xFFFFu;
-  }
+    return __byte_perm(field16<H, b0>(w, sh), field16<H, b1>(w, sh), 0x5410);
 }
 
 /* What a lane needs from the lanes below it for all 8 tiles of a group. */
 template <int H>
 __device__ __forceinline__ void lower_bits(const uint32_t (&w)[H], int lane,
-                                           uint32_t (&prev)[2 * H]) {
+                                           uint32_t (&prev)[2 * H],
+                                           const Pow2 &sh) {
   const int below = (lane + 31) & 31, below2 = (lane + 30) & 31;
   if constexpr (H >= 4) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t lo = get16<H>(w, 4 * H * (2 * i + 1) - 16);
-      const uint32_t hi = get16<H>(w, 4 * H * (2 * i + 2) - 16);
-      prev[i] = __shfl_sync(0xFFFFFFFFu, lo | (hi << 16), below);
-    }
+    prev[0] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 0>(w, sh), below);
+    prev[1] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 2>(w, sh), below);
+    prev[2] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 4>(w, sh), below);
+    prev[3] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 6>(w, sh), below);
   } else {
 #pragma unroll
     for (int i = 0; i < H; ++i) {
@@ -203,18 +256,18 @@ __device__ __forceinline__ void load_group(const char *g, int lane,
 __device__ __forceinline__ void hmma(float (&c)[4], uint32_t a0, uint32_t a1,
                                      uint32_t a2, uint32_t a3, uint32_t b0,
                                      uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1,
                                      uint32_t a2, uint32_t a3, uint32_t b0,
                                      uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* ------------------------------------------------ shared memory -- */
@@ -246,8 +299,8 @@ template <int VAR, int TB> struct Shape {
 template <int VAR, int TB>
 __device__ __forceinline__ Smem smem_layout(char *base, int kt_cta,
                                             int rounds) {
-  trl_direct_smem s = trl_direct_smem_layout(VAR, TB, kt_cta,
-                                             rounds); /* the host's rule */
+  trl_direct_smem s =
+      trl_direct_smem_layout(VAR, TB, kt_cta, rounds); /* the host's rule */
   return Smem{base,
               s.xs_pitch,
               (uint32_t)s.off_sumx,
@@ -371,33 +424,20 @@ template <int VAR, int TB> struct Acc {
   }
 };
 
-/* Decodes and multiplies one group: the lane's words `w` at k-tile kt of
- * the CTA's share (kl: its offset in xs). */
-template <int H, int CB, int VAR, int TB>
-__device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
-                                        const Smem &sm, int kl,
-                                        Acc<VAR, TB> &acc) {
-  uint32_t prev[2 * H];
-  lower_bits<H>(w, lane, prev);
-  const int g = lane >> 2, t = lane & 3;
-  /* B operands of this k-tile: per token block, the words at k 2t and
-   * 2t + 8 (two fp16, or two s8 limbs) of row g (+ 8 per block) */
-  uint32_t xa[TB], xb[TB];
-#pragma unroll
-  for (int b = 0; b < TB; ++b) {
-    const char *row = sm.base + (g + 8 * b) * sm.xs_pitch;
-    if constexpr (VAR == kInt8) {
-      xa[b] = *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t);
-      xb[b] = *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t + 8);
-    } else {
-      xa[b] = *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t);
-      xb[b] = *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t + 16);
-    }
-  }
-#pragma unroll
-  for (int tile = 0; tile < 8; ++tile) {
+/* The B operands of one k-tile, per token block: the activations (or
+ * limbs) each MMA of a tile multiplies (see consume). */
+template <int VAR, int TB> struct BFrags {
+  uint32_t b0[TB], b1[TB], b2[TB], b3[TB];
+};
+
+/* Tile T of a group: its 8 states, decoded, into the MMAs. */
+template <int H, int CB, int VAR, int TB, int T>
+__device__ __forceinline__ void
+consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
+             const BFrags<VAR, TB> &x, Acc<VAR, TB> &acc, const Pow2 &sh) {
+  if constexpr (T < 8) {
     uint32_t s[8];
-    tile_states<H>(w, prev, tile, s);
+    tile_states<H, T>(w, prev, s, sh);
     if constexpr (VAR == kHalves) {
       uint32_t y[8];
 #pragma unroll
@@ -405,10 +445,8 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
         y[j] = codebook_halves<CB>(s[j]);
 #pragma unroll
       for (int b = 0; b < TB; ++b) {
-        hmma(acc.f[tile][b], y[0], y[4], y[2], y[6],
-             __byte_perm(xa[b], 0, 0x1010), __byte_perm(xb[b], 0, 0x1010));
-        hmma(acc.f[tile][b], y[1], y[5], y[3], y[7],
-             __byte_perm(xa[b], 0, 0x3232), __byte_perm(xb[b], 0, 0x3232));
+        hmma(acc.f[T][b], y[0], y[4], y[2], y[6], x.b0[b], x.b1[b]);
+        hmma(acc.f[T][b], y[1], y[5], y[3], y[7], x.b2[b], x.b3[b]);
       }
     } else if constexpr (VAR == kAffine) {
       uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
@@ -421,18 +459,61 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
       }
 #pragma unroll
       for (int b = 0; b < TB; ++b)
-        hmma(acc.f[tile][b], u[0], u[2], u[1], u[3], xa[b], xb[b]);
+        hmma(acc.f[T][b], u[0], u[2], u[1], u[3], x.b0[b], x.b1[b]);
     } else {
       uint32_t pr[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         pr[j] = s[j] * TRL_MUL_MUL1;
-      imma(acc.i[tile], pr[0], pr[4], pr[2], pr[6],
-           __byte_perm(xa[0], 0, 0x0000), __byte_perm(xb[0], 0, 0x0000));
-      imma(acc.i[tile], pr[1], pr[5], pr[3], pr[7],
-           __byte_perm(xa[0], 0, 0x1111), __byte_perm(xb[0], 0, 0x1111));
+      imma(acc.i[T], pr[0], pr[4], pr[2], pr[6], x.b0[0], x.b1[0]);
+      imma(acc.i[T], pr[1], pr[5], pr[3], pr[7], x.b2[0], x.b3[0]);
+    }
+    consume_tile<H, CB, VAR, TB, T + 1>(w, prev, x, acc, sh);
+  }
+}
+
+/* Decodes and multiplies one group: the lane's words `w` at k-tile kl of
+ * the CTA's share. */
+template <int H, int CB, int VAR, int TB>
+__device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
+                                        const Smem &sm, int kl,
+                                        Acc<VAR, TB> &acc, const Pow2 &sh) {
+  uint32_t prev[2 * H];
+  lower_bits<H>(w, lane, prev, sh);
+  const int g = lane >> 2, t = lane & 3;
+  /* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
+   * limbs) of row g (+ 8 per block): kHalves duplicates each activation
+   * for its weight's two halves, the first MMA of a tile taking the even
+   * k, the second the odd; kInt8 repeats a limb in the 4 bytes of its
+   * weight's product; kAffine takes the pairs as they are. */
+  BFrags<VAR, TB> x;
+#pragma unroll
+  for (int b = 0; b < TB; ++b) {
+    const char *row = sm.base + (g + 8 * b) * sm.xs_pitch;
+    if constexpr (VAR == kInt8) {
+      const uint32_t xa =
+          *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t);
+      const uint32_t xb =
+          *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t + 8);
+      x.b0[b] = __byte_perm(xa, 0, 0x0000), x.b1[b] = __byte_perm(xb, 0, 0);
+      x.b2[b] = __byte_perm(xa, 0, 0x1111);
+      x.b3[b] = __byte_perm(xb, 0, 0x1111);
+    } else {
+      const uint32_t xa =
+          *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t);
+      const uint32_t xb =
+          *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t + 16);
+      if constexpr (VAR == kHalves) {
+        x.b0[b] = __byte_perm(xa, 0, 0x1010);
+        x.b1[b] = __byte_perm(xb, 0, 0x1010);
+        x.b2[b] = __byte_perm(xa, 0, 0x3232);
+        x.b3[b] = __byte_perm(xb, 0, 0x3232);
+      } else {
+        x.b0[b] = xa, x.b1[b] = xb, x.b2[b] = 0, x.b3[b] = 0;
+      }
     }
   }
+  consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc, sh);
 }
 
 /* kInt8: the int32 sums of one 128-k slice into the fp32 accumulators
@@ -507,8 +588,7 @@ __device__ __forceinline__ void cluster_wait() {
  * rank order, rotated, scaled, biased and stored by the round's owner CTA
  * (r % cluster). The peers' loads are issued before any is added. */
 template <int VAR, int TB>
-__device__ void reduce_out(const Params &p, const Smem &sm, int r,
-                           int64_t ng) {
+__device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
   using S = Shape<VAR, TB>;
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -521,17 +601,22 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int r,
   if (p.bias)
     load4_f16(p.bias, col, bs);
   for (int tok = warp; tok < m; tok += kWarps) {
-    float4 v[TRL_DIRECT_MAX_CLUSTER];
-#pragma unroll
-    for (int c = 0; c < TRL_DIRECT_MAX_CLUSTER; ++c)
-      if (c < p.cluster)
-        v[c] = *reinterpret_cast<const float4 *>(
-            cluster.map_shared_rank(mine, c) + tok * kRowPitch + 4 * lane);
     float h[4] = {0.f, 0.f, 0.f, 0.f};
+    /* the peers' sums four at a time: their loads overlap, the adds keep
+     * rank order */
+    for (int c0 = 0; c0 < p.cluster; c0 += 4) {
+      float4 v[4];
 #pragma unroll
-    for (int c = 0; c < TRL_DIRECT_MAX_CLUSTER; ++c)
-      if (c < p.cluster)
-        h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
+      for (int c = 0; c < 4; ++c)
+        if (c0 + c < p.cluster)
+          v[c] = *reinterpret_cast<const float4 *>(
+              cluster.map_shared_rank(mine, c0 + c) + tok * kRowPitch +
+              4 * lane);
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (c0 + c < p.cluster)
+          h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
+    }
     h128_warp(h, lane);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -646,7 +731,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
         const int i = base + s;
         if (i < total) {
           const int kl = w0 + cpos; /* k-tile inside the CTA's share */
-          consume<H, CB, VAR, TB>(ring[s], lane, sm, kl, acc);
+          consume<H, CB, VAR, TB>(ring[s], lane, sm, kl, acc, p.pow2);
           if (i + kStages < total)
             load_next(ring[s]);
           const bool last = cpos == wlen - 1;
@@ -706,7 +791,8 @@ struct Direct {
     int regs;    /* query: registers per thread */
     int cluster; /* query with cluster > 0: clusters of this size */
     size_t smem; /* and this dynamic shared memory per CTA */
-    int active;  /* fit the device at once */
+    int active;  /* fit the device at once (-2: the query failed) */
+    int query_error;
   };
   template <int H, int CB, int VAR, int TB> static constexpr bool exists() {
     return trl_direct_variant_exists(H, CB, VAR, TB);
@@ -739,9 +825,10 @@ struct Direct {
       cfg.attrs = attr1;
       cfg.numAttrs = 1;
       e = cudaOccupancyMaxActiveClusters(&a.active, kern, &cfg);
-      if (e != cudaSuccess) { /* a size this device cannot run: none */
+      if (e != cudaSuccess) { /* the query failed: not known */
         (void)cudaGetLastError();
-        a.active = 0;
+        a.active = -2;
+        a.query_error = (int)e;
         e = cudaSuccess;
       }
     }
@@ -765,6 +852,8 @@ struct Direct {
     p.clusters = l.grid.clusters;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
+    for (int r = 0; r <= 16; ++r)
+      p.pow2.v[r] = 1u << r;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #if defined(__CUDACC__)
-#define TRL_LANES_FN __host__ __device__ __forceinline__
+#define TRL_LANES_FN __host__ __device__ __forceinline__ constexpr
 #else
 #define TRL_LANES_FN static inline
 #endif

@@ -115,6 +115,8 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
 
 int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
                            trl_direct_grid *out) {
+  if (p->sm_count < 1)
+    return 0;
   const int var = trl_direct_var(p->codebook, m), tb = m > 8 ? 2 : 1;
   int max_cluster = p->direct_max_cluster > 0 ? p->direct_max_cluster
                                               : TRL_DIRECT_MAX_CLUSTER;

@@ -129,20 +129,22 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }
 
-/* Whether the register-direct kernel (one launch, no workspace: the
- * fused path's contract) runs m rows on `path`: up to TRL_DIRECT_MAX_M on
- * the fused and the generic path wherever the plan can run it. Above, the
- * fused cluster kernel (fused path) or the split-K decode-GEMM. */
-static inline int trl_layout_direct(const trl_layout_params *p,
-                                    trellis_path path, int64_t m) {
-  return p->direct && m <= TRL_DIRECT_MAX_M &&
-         (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC);
-}
-
 /* The register-direct kernel's launch for m rows (trl_direct_shape with
- * the plan's registers and cluster limits). 0 when none fits. */
+ * the plan's registers and cluster limits). 0 when none fits.
+ * trl_layout_direct: whether it runs m rows on `path` (one launch, no
+ * workspace: the fused path's contract): up to TRL_DIRECT_MAX_M on the
+ * fused and the generic path wherever the plan can run it and a launch
+ * fits. Otherwise the fused cluster kernel (fused path) or the split-K
+ * decode-GEMM. */
 int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
                            trl_direct_grid *out);
+static inline int trl_layout_direct(const trl_layout_params *p,
+                                    trellis_path path, int64_t m) {
+  trl_direct_grid g;
+  return p->direct && m <= TRL_DIRECT_MAX_M &&
+         (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
+         trl_layout_direct_grid(p, m, &g);
+}
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,

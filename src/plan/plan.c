@@ -167,6 +167,8 @@ static trellis_status plan_direct(trellis_plan *p) {
                                          active);
         if (*active == 0)
           *active = -1; /* this size does not fit */
+        else if (*active == -2)
+          *active = 0; /* the query failed: assume it fits */
       }
       if (err)
         return trl_cuda_fail(err, "plan create (register-direct kernel)");
