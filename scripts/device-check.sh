@@ -68,6 +68,24 @@ if [ "$what" = direct ]; then
   # NCU=1: Nsight Compute on one launch of the register-direct kernel
   # (8192x28672, M = 1, K6 MCG and K4 MUL1): speed of light, occupancy,
   # warp stalls
+  if [ "${NCU:-0}" = 2 ] && command -v ncu >/dev/null; then # stall reasons
+    stalls=""
+    for r in long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle \
+      lg_throttle barrier branch_resolving dispatch_stall no_instruction not_selected \
+      selected drain imc_miss tex_throttle misc membar sleeping; do
+      stalls="$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+    done
+    for cfg in "6 mcg" "2 mcg" "4 mul1"; do
+      set -- $cfg
+      timeout 240 ncu --clock-control none --kernel-name regex:direct_kernel \
+        --launch-skip 4 --launch-count 1 \
+        --metrics "smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,gpu__time_duration.sum$stalls" \
+        "$BUILD/trellis" bench --shapes 8192,28672 --m 1 --bits "$1" --codebook "$2" \
+        --reps 2 --warmup-ms 0 >"$OUT/ncu-stalls-k$1-$2.txt" 2>&1
+      grep -E "smsp__|sm__|gpu__" "$OUT/ncu-stalls-k$1-$2.txt" | awk '{print $1, $(NF)}' |
+        sed -e 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | sed "s/^/  [k$1 $2] /"
+    done
+  fi
   if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     for cfg in "6 mcg" "4 mul1"; do
       set -- $cfg
