@@ -472,45 +472,60 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
   }
 }
 
-/* Decodes and multiplies one group: the lane's words `w` at k-tile kl of
- * the CTA's share. */
+/* The raw B-operand words of one k-tile (loaded a group ahead, so the
+ * shared-memory latency hides behind the decode of the group before). */
+template <int TB> struct XRaw { uint32_t a[TB], b[TB]; };
+
+/* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
+ * limbs) of row g (+ 8 per block) of k-tile kl in xs (shared address). */
+template <int VAR, int TB>
+__device__ __forceinline__ XRaw<TB> load_x(uint32_t xs, int pitch, int lane,
+                                           int kl) {
+  const int g = lane >> 2, t = lane & 3;
+  XRaw<TB> r;
+#pragma unroll
+  for (int b = 0; b < TB; ++b) {
+    const uint32_t row = xs + (uint32_t)((g + 8 * b) * pitch);
+    if constexpr (VAR == kInt8) {
+      const uint32_t at = row + 16 * kl + 2 * t;
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.a[b]) : "r"(at));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.b[b]) : "r"(at + 8));
+    } else {
+      const uint32_t at = row + 32 * kl + 4 * t;
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.a[b]) : "r"(at));
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.b[b]) : "r"(at + 16));
+    }
+  }
+  return r;
+}
+
+/* Decodes and multiplies one group: the lane's words `w`, the k-tile's
+ * activations `xr`. */
 template <int H, int CB, int VAR, int TB>
 __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
-                                        const Smem &sm, int kl,
-                                        Acc<VAR, TB> &acc, const Pow2 &sh) {
+                                        const XRaw<TB> &xr, Acc<VAR, TB> &acc,
+                                        const Pow2 &sh) {
   uint32_t prev[2 * H];
   lower_bits<H>(w, lane, prev, sh);
-  const int g = lane >> 2, t = lane & 3;
-  /* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
-   * limbs) of row g (+ 8 per block): kHalves duplicates each activation
-   * for its weight's two halves, the first MMA of a tile taking the even
-   * k, the second the odd; kInt8 repeats a limb in the 4 bytes of its
-   * weight's product; kAffine takes the pairs as they are. */
+  /* kHalves duplicates each activation for its weight's two halves, the
+   * first MMA of a tile taking the even k, the second the odd; kInt8
+   * repeats a limb in the 4 bytes of its weight's product; kAffine takes
+   * the pairs as they are. */
   BFrags<VAR, TB> x;
 #pragma unroll
   for (int b = 0; b < TB; ++b) {
-    const char *row = sm.base + (g + 8 * b) * sm.xs_pitch;
+    const uint32_t xa = xr.a[b], xb = xr.b[b];
     if constexpr (VAR == kInt8) {
-      const uint32_t xa =
-          *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t);
-      const uint32_t xb =
-          *reinterpret_cast<const uint16_t *>(row + 16 * kl + 2 * t + 8);
       x.b0[b] = __byte_perm(xa, 0, 0x0000), x.b1[b] = __byte_perm(xb, 0, 0);
       x.b2[b] = __byte_perm(xa, 0, 0x1111);
       x.b3[b] = __byte_perm(xb, 0, 0x1111);
+    } else if constexpr (VAR == kHalves) {
+      x.b0[b] = __byte_perm(xa, 0, 0x1010);
+      x.b1[b] = __byte_perm(xb, 0, 0x1010);
+      x.b2[b] = __byte_perm(xa, 0, 0x3232);
+      x.b3[b] = __byte_perm(xb, 0, 0x3232);
     } else {
-      const uint32_t xa =
-          *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t);
-      const uint32_t xb =
-          *reinterpret_cast<const uint32_t *>(row + 32 * kl + 4 * t + 16);
-      if constexpr (VAR == kHalves) {
-        x.b0[b] = __byte_perm(xa, 0, 0x1010);
-        x.b1[b] = __byte_perm(xb, 0, 0x1010);
-        x.b2[b] = __byte_perm(xa, 0, 0x3232);
-        x.b3[b] = __byte_perm(xb, 0, 0x3232);
-      } else {
-        x.b0[b] = xa, x.b1[b] = xb, x.b2[b] = 0, x.b3[b] = 0;
-      }
+      x.b0[b] = xa, x.b1[b] = xb, x.b2[b] = 0, x.b3[b] = 0;
     }
   }
   consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc, sh);
@@ -724,17 +739,23 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     }
   } else {
     /* 3. Stream: consume a stage, refill it kStages groups ahead. */
+    const uint32_t xs = (uint32_t)__cvta_generic_to_shared(sm.base);
     int cpos = 0, cr = 0; /* the group consumed: k-tile w0 + cpos, round cr */
+    XRaw<TB> xr = load_x<VAR, TB>(xs, sm.xs_pitch, lane, w0);
     for (int base = 0; base < total; base += kStages) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
         const int i = base + s;
         if (i < total) {
           const int kl = w0 + cpos; /* k-tile inside the CTA's share */
-          consume<H, CB, VAR, TB>(ring[s], lane, sm, kl, acc, p.pow2);
+          const bool last = cpos == wlen - 1;
+          /* the next group's activations, loaded while this one decodes */
+          const XRaw<TB> xn =
+              load_x<VAR, TB>(xs, sm.xs_pitch, lane, last ? w0 : kl + 1);
+          consume<H, CB, VAR, TB>(ring[s], lane, xr, acc, p.pow2);
+          xr = xn;
           if (i + kStages < total)
             load_next(ring[s]);
-          const bool last = cpos == wlen - 1;
           if constexpr (VAR == kInt8) {
             if ((kl & 7) == 7 || last)
               convert_slice<VAR, TB>(
