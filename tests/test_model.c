@@ -411,6 +411,8 @@ static void test_api_misuse(void **state) {
   tu_assert_status(trellis_model_open(NULL, &m), TRELLIS_ERR_INVALID_ARGUMENT);
   tu_assert_status(trellis_model_open(TU_TOY_MODEL, NULL),
                    TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_model_open("", &m), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("path is empty (expected a model file or directory)");
   assert_null(trellis_model_quant_config(NULL));
   assert_int_equal(trellis_model_layer_count(NULL), 0);
   assert_int_equal(trellis_model_other_count(NULL), 0);

@@ -559,6 +559,9 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
   *out = NULL;
   if (!path)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  if (!path[0])
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "path is empty (expected a model file or directory)");
   trellis_model *m = calloc(1, sizeof *m);
   if (!m || !(m->label = dup_str(path))) {
     free(m);

@@ -57,6 +57,8 @@ static trellis_status stat_fail(const char *path, const char *what, int e) {
 
 trellis_status trl_stat_path(const char *path, const char *what,
                              struct stat *sb) {
+  if (!path[0]) /* stat("") fails with ENOENT: say what is wrong */
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is empty: %s", what);
   if (stat(path, sb) != 0)
     return stat_fail(path, what, errno);
   return TRELLIS_OK;

@@ -557,6 +557,9 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
   *out = NULL;
   if (!path)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  if (!path[0])
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "path is empty (expected a .safetensors file)");
   trellis_file *f = file_new(path);
   if (!f)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
