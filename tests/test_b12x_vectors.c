@@ -677,6 +677,40 @@ static void test_bad_pairs(void **state) {
     expect_open(p, TRELLIS_ERR_FORMAT, "qsrt_svh[100]", "not finite");
     free(p);
   }
+  /* a __metadata__ bits is the pair's bits per weight, (K0 + K1) / 2, as
+   * a uniform layer's is its K: a lying one is refused */
+  p = pair_file("bits_lie.safetensors", 6144, 256, ones, ones,
+                "\"codebook\":\"sqg_e4m3\",\"pair_kind\":\"P24\","
+                "\"rate_axis\":\"n\",\"bits\":\"4\"");
+  expect_open(p, TRELLIS_ERR_FORMAT, "__metadata__ bits '4'",
+              "pair P24 has 3 bits per weight, (2 + 4) / 2");
+  free(p);
+  static const char *const p24_bits_ok[] = {"3", "3.0"};
+  for (int i = 0; i < 2; i++) {
+    char meta[160];
+    snprintf(meta, sizeof meta, "%s,\"bits\":\"%s\"", p24n, p24_bits_ok[i]);
+    p = pair_file("bits_ok.safetensors", 6144, 256, ones, ones, meta);
+    expect_open(p, TRELLIS_OK, NULL, NULL);
+    free(p);
+  }
+  static const char *const p43_bits_bad[] = {"3",    "4",  "3.55", "3.5x", "",
+                                             " 3.5", "3.", ".5",   "35e-1"};
+  for (size_t i = 0; i < sizeof p43_bits_bad / sizeof *p43_bits_bad; i++) {
+    char meta[160];
+    snprintf(meta, sizeof meta,
+             "\"codebook\":\"mcg\",\"pair_kind\":\"P43\",\"rate_axis\":"
+             "\"n\",\"bits\":\"%s\"",
+             p43_bits_bad[i]);
+    p = pair_file("p43_bits.safetensors", 7168, 256, ones, ones, meta);
+    expect_open(p, TRELLIS_ERR_FORMAT, "pair P43 has 3.5 bits per weight",
+                NULL);
+    free(p);
+  }
+  p = pair_file("p43_bits.safetensors", 7168, 256, ones, ones,
+                "\"codebook\":\"mcg\",\"pair_kind\":\"P43\","
+                "\"rate_axis\":\"n\",\"bits\":\"3.5\"");
+  expect_open(p, TRELLIS_OK, NULL, NULL);
+  free(p);
   /* case-insensitive names */
   p = pair_file("case.safetensors", 6144, 256, ones, ones,
                 "\"codebook\":\"MCG\",\"pair_kind\":\"p24\","
