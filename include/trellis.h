@@ -256,7 +256,8 @@ typedef struct trellis_weight {
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
  * that (codebook, bits) is valid (trellis_codebook_bits_valid) and that
- * exactly one sign form per side is present. For a pair: a known kind and
+ * exactly one sign form per side is present; a uniform layer's pair fields
+ * must be zero (rate_axis, bits1, trellis1). For a pair: a known kind and
  * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
  * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
  * also be finite, which the CPU functions check when they read them). Does
