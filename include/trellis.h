@@ -400,7 +400,8 @@ typedef struct trellis_quant_config {
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
- * model.safetensors or model.safetensors.index.json shards, and config.json.
+ * model.safetensors or model.safetensors.index.json shards, and config.json
+ * (read from the directory, or from beside an index given by its path).
  * Besides EXL3 layers it finds b12x layers (docs/FORMAT.md §9.7):
  * `<p>.qsrt_trellis` (uniform) or `<p>.qsrt_pair` (record0 || record1) with
  * `<p>.qsrt_suh` and `<p>.qsrt_svh`. Their codebook comes from the file's

@@ -759,6 +759,43 @@ static void test_research_container(void **state) {
   assert_non_null(strstr(out, "rank-16 correction"));
   assert_non_null(strstr(out, "b12x_qsrt"));
 
+  /* The same layer as a sharded model: opened by its directory or by its
+   * index, config.json beside the index is read (by the index path it was
+   * not, so the layer had no codebook). */
+  char *sdir = tu_tmp_path("qwen-sharded");
+  assert_int_equal(mkdir(sdir, 0700), 0);
+  char *shard =
+      write_file("qwen-sharded/model-00001-of-00001.safetensors", ts, 5, NULL);
+  char *sconfig = tu_tmp_path("qwen-sharded/config.json");
+  tu_write_file(sconfig, good, strlen(good));
+  char *index = tu_tmp_path("qwen-sharded/model.safetensors.index.json");
+  char text[1024];
+  size_t used = (size_t)snprintf(text, sizeof text, "{\"weight_map\":{");
+  static const char *const sfx[] = {"qsrt_a", "qsrt_b", "qsrt_suh", "qsrt_svh",
+                                    "qsrt_trellis"};
+  for (int i = 0; i < 5; i++)
+    used += (size_t)snprintf(text + used, sizeof text - used,
+                             "%s\"model.layers.0.mlp.proj.%s\":\"model-00001-"
+                             "of-00001.safetensors\"",
+                             i ? "," : "", sfx[i]);
+  used += (size_t)snprintf(text + used, sizeof text - used, "}}");
+  tu_write_file(index, text, used);
+  const char *const ways[] = {sdir, index};
+  for (int i = 0; i < 2; i++) {
+    tu_assert_status(trellis_model_open(ways[i], &m), TRELLIS_OK);
+    tu_assert_status(trellis_model_layer(m, 0, &l), TRELLIS_OK);
+    assert_int_equal(l.weight.codebook, TRELLIS_CB_SQG_FP16);
+    assert_true(trellis_model_quant_config(m)->present);
+    /* the files read: the shard, the index, config.json */
+    assert_non_null(trellis_model_file_path(m, 2));
+    assert_non_null(strstr(trellis_model_file_path(m, 2), "config.json"));
+    trellis_model_close(m);
+  }
+  free(index);
+  free(sconfig);
+  free(shard);
+  free(sdir);
+
   static const char other_table[] =
       "{\"quantization_config\":{\"quant_method\":\"b12x_qsrt\",\"codebook\":"
       "\"sqg_fp16\",\"descriptor_sha256\":"

@@ -471,7 +471,8 @@ static char *dir_of(const char *path) {
 }
 
 /* Directory: model.safetensors first (as transformers does), then the
- * index; config.json is read only in directory form. */
+ * index; config.json is read in directory form and beside an index given
+ * by its path (a lone .safetensors file has none). */
 static trellis_status open_dir(trellis_model *m, const char *dir) {
   char *single = join(dir, "model.safetensors");
   char *index = join(dir, "model.safetensors.index.json");
@@ -512,6 +513,8 @@ static trellis_status open_any(trellis_model *m, const char *path) {
   if (!dir)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   st = open_index(m, dir, path);
+  if (st == TRELLIS_OK)
+    st = open_config(m, dir);
   free(dir);
   return st;
 }
