@@ -359,14 +359,17 @@ typedef struct trellis_tensor {
  * 262,144 tensors, 16 JSON values per tensor, 1024-byte names and 32
  * levels of nesting (README "Limits").
  *
- * Tensor data is used in place, through a read-only mapping. If a file is
- * truncated while it is open, touching its data past the new end raises
- * SIGBUS: the one failure the library cannot turn into a status, since a
- * library must not install signal handlers. Calls that hand out data
- * pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
- * find_tensor/other) first check that the file has not shrunk and return
- * TRELLIS_ERR_IO if it has; a file truncated after that is not noticed.
- * Keep files unchanged while they are open. */
+ * Tensor data is used in place, through a read-only mapping; the file's
+ * descriptor is closed once it is mapped, so an open file or model holds no
+ * descriptor (a model of 2000 shards opens under any RLIMIT_NOFILE). If a
+ * file is truncated while it is open, touching its data past the new end
+ * raises SIGBUS: the one failure the library cannot turn into a status,
+ * since a library must not install signal handlers. Calls that hand out
+ * data pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
+ * find_tensor/other) first check, through the path the file was opened by,
+ * that it has not shrunk and return TRELLIS_ERR_IO if it has; a file
+ * truncated after that, or one whose path now names another file, is not
+ * noticed. Keep files unchanged while they are open. */
 typedef struct trellis_file trellis_file;
 
 TRELLIS_API trellis_status trellis_file_open(const char *path,

@@ -465,8 +465,6 @@ void trellis_file_close(trellis_file *f) {
     return;
   if (f->map)
     munmap(f->map, f->map_size);
-  if (f->fd >= 0)
-    close(f->fd);
   free(f->tensors);
   free(f->names);
   for (size_t i = 0; f->meta.kv && f->meta.kv[i]; i++)
@@ -480,7 +478,6 @@ static trellis_file *file_new(const char *label) {
   trellis_file *f = calloc(1, sizeof *f);
   if (!f)
     return NULL;
-  f->fd = -1;
   size_t len = strlen(label) + 1;
   f->label = malloc(len);
   if (!f->label) {
@@ -514,16 +511,16 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
 
 /* Reads the length and the header with pread() (a file that shrinks
  * meanwhile is an error, never a SIGBUS), then maps the whole file
- * read-only for the data region. The descriptor stays open so that later
- * accesses can notice a file that shrank. */
-static trellis_status open_file(trellis_file *f, const char *path) {
-  size_t size;
-  trellis_status st = trl_open_regular(path, &f->fd, &size);
-  if (st != TRELLIS_OK)
-    return st;
+ * read-only for the data region and closes the descriptor: the mapping
+ * needs none, and a model holds one file per shard. Its device and inode
+ * are kept so that later accesses can notice, by the path, a file that
+ * shrank. */
+static trellis_status map_file(trellis_file *f, int fd, const char *path,
+                               size_t size) {
   uint8_t first[8] = {0};
+  trellis_status st = TRELLIS_OK;
   if (size >= 8)
-    st = trl_pread_exact(f->fd, path, 0, first, 8);
+    st = trl_pread_exact(fd, path, 0, first, 8);
   uint64_t hlen = 0;
   if (st == TRELLIS_OK)
     st = header_length(f, first, size, &hlen);
@@ -534,9 +531,9 @@ static trellis_status open_file(trellis_file *f, const char *path) {
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "%s: cannot allocate the %llu-byte header", path,
                     (unsigned long long)hlen);
-  st = trl_pread_exact(f->fd, path, 8, hdr, (size_t)hlen);
+  st = trl_pread_exact(fd, path, 8, hdr, (size_t)hlen);
   if (st == TRELLIS_OK) {
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
       st = trl_errno_fail(path, "cannot mmap", errno);
     else {
@@ -548,6 +545,24 @@ static trellis_status open_file(trellis_file *f, const char *path) {
     }
   }
   free(hdr);
+  return st;
+}
+
+static trellis_status open_file(trellis_file *f, const char *path) {
+  int fd;
+  size_t size;
+  trellis_status st = trl_open_regular(path, &fd, &size);
+  if (st != TRELLIS_OK)
+    return st;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0)
+    st = trl_errno_fail(path, "cannot stat", errno);
+  else {
+    f->dev = sb.st_dev;
+    f->ino = sb.st_ino;
+    st = map_file(f, fd, path, size);
+  }
+  close(fd);
   return st;
 }
 
@@ -574,11 +589,11 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
 }
 
 trellis_status trl_file_check_size(const trellis_file *f) {
-  if (f->fd < 0)
+  if (!f->map)
     return TRELLIS_OK;
   struct stat sb;
-  if (fstat(f->fd, &sb) != 0)
-    return trl_errno_fail(f->label, "cannot stat", errno);
+  if (stat(f->label, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino)
+    return TRELLIS_OK; /* not the mapped file any more: nothing to check */
   if ((uintmax_t)sb.st_size < (uintmax_t)f->map_size)
     return trl_fail(TRELLIS_ERR_IO,
                     "%s: the file is now %lld bytes, %zu when it was "

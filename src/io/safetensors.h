@@ -5,6 +5,8 @@
 
 #include "core/internal.h"
 
+#include <sys/types.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -33,8 +35,11 @@ const char *trl_st_meta_get(const trl_st_meta *m, const char *key);
 
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
-  int fd;      /* kept open to notice a file that shrank; -1 for memory */
-  void *map;   /* mmap base (NULL for caller memory) */
+  /* The mapped file's identity, to notice by its path that it shrank: no
+   * descriptor is kept (a model of many shards would hold one each). */
+  dev_t dev;
+  ino_t ino;
+  void *map; /* mmap base (NULL for caller memory) */
   size_t map_size;
   const uint8_t *data; /* start of the data region */
   size_t data_size;
@@ -45,7 +50,10 @@ struct trellis_file {
 };
 
 /* TRELLIS_ERR_IO when the file is now shorter than when it was opened (its
- * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. */
+ * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. The
+ * file is found again by its path: when the path no longer names the
+ * mapped file (removed, or replaced by another), the mapping keeps the
+ * original alive and nothing can be checked, so that is TRELLIS_OK too. */
 trellis_status trl_file_check_size(const trellis_file *f);
 
 /* Index of `name` in the sorted tensor array, or -1. */
