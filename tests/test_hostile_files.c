@@ -5,6 +5,7 @@
 
 #include "io/model.h"
 #include "io/posix_file.h"
+#include "io/safetensors.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -450,6 +451,66 @@ static void test_truncated_after_open(void **state) {
   free(dir);
 }
 
+/* ---------------------------------------- memory across many shards -- */
+
+/* Only the __metadata__ keys the library reads are kept: a shard with
+ * 200,000 entries (all inside the per-file limits) kept every one of them
+ * for the model's life, so memory grew with the shard count. */
+static void test_metadata_keeps_what_is_read(void **state) {
+  (void)state;
+  const size_t entries = 200000;
+  size_t cap = entries * 24 + 256, used = 0;
+  char *h = malloc(cap);
+  assert_non_null(h);
+  used += (size_t)snprintf(h, cap, "{\"__metadata__\":{");
+  for (size_t i = 0; i < entries; i++)
+    used +=
+        (size_t)snprintf(h + used, cap - used, "\"junk%zu\":\"v%zu\",", i, i);
+  used += (size_t)snprintf(h + used, cap - used,
+                           "\"codebook\":\"mcg\",\"bits\":\"3\","
+                           "\"format\":\"b12x-trellis\"}}");
+  size_t size;
+  uint8_t *buf = tu_st_raw(h, NULL, 0, &size);
+  trellis_file *f = NULL;
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_OK);
+  assert_int_equal(f->meta.count, 2);
+  assert_string_equal(trl_st_meta_get(&f->meta, "codebook"), "mcg");
+  assert_string_equal(trl_st_meta_get(&f->meta, "bits"), "3");
+  assert_null(trl_st_meta_get(&f->meta, "format"));
+  assert_null(trl_st_meta_get(&f->meta, "junk7"));
+  trellis_file_close(f);
+  free(buf);
+  free(h);
+  /* A NUL inside a value would cut it short: the header is refused. */
+  const char *nul = "{\"__metadata__\":{\"codebook\":\"mcg\\u0000x\"}}";
+  buf = tu_st_raw(nul, NULL, 0, &size);
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("\\u0000 is not allowed");
+  free(buf);
+}
+
+/* A whole model's headers are bounded, not only each file's: the limits
+ * (lowered here through the test hook) name themselves. */
+static void test_model_header_budget(void **state) {
+  (void)state;
+  trellis_model *m = NULL;
+  tu_assert_status(trellis_model_open(TU_TOY_MODEL, &m), TRELLIS_OK);
+  trellis_model_close(m);
+  trl_model_set_limits(4000, 0);
+  expect_model(TU_TOY_MODEL, TRELLIS_ERR_FORMAT,
+               "more than the limit of 4000 bytes of safetensors headers for "
+               "a whole model");
+  tu_assert_error_has("shard 'model-0000");
+  trl_model_set_limits(0, 20);
+  expect_model(TU_TOY_MODEL, TRELLIS_ERR_FORMAT,
+               "more than the limit of 20 tensors for a whole model");
+  trl_model_set_limits(0, 0); /* the defaults */
+  assert_int_equal(trl_model_limits().header_bytes, TRL_MODEL_MAX_HEADER_BYTES);
+  assert_int_equal(trl_model_limits().tensors, TRL_MODEL_MAX_TENSORS);
+  tu_assert_status(trellis_model_open(TU_TOY_MODEL, &m), TRELLIS_OK);
+  trellis_model_close(m);
+}
+
 /* ------------------------------------------------ many shards, few fds -- */
 
 /* A model of `shards` shards under tu_tmpdir()/name, shard i holding one
@@ -546,6 +607,8 @@ int main(void) {
       cmocka_unit_test(test_text_limits),
       cmocka_unit_test(test_truncated_after_open),
       cmocka_unit_test(test_many_shards_few_fds),
+      cmocka_unit_test(test_metadata_keeps_what_is_read),
+      cmocka_unit_test(test_model_header_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

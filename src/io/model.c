@@ -376,10 +376,23 @@ static trellis_status open_single(trellis_model *m, const char *path) {
   return TRELLIS_OK;
 }
 
-/* Opens every shard once and takes each listed tensor from its shard. */
+static trl_model_limits_t limits = {TRL_MODEL_MAX_HEADER_BYTES,
+                                    TRL_MODEL_MAX_TENSORS};
+
+void trl_model_set_limits(uint64_t header_bytes, size_t tensors) {
+  limits.header_bytes =
+      header_bytes ? header_bytes : TRL_MODEL_MAX_HEADER_BYTES;
+  limits.tensors = tensors ? tensors : TRL_MODEL_MAX_TENSORS;
+}
+
+trl_model_limits_t trl_model_limits(void) { return limits; }
+
+/* Opens every shard once and takes each listed tensor from its shard; the
+ * shards' headers together stay within the model's limits. */
 static trellis_status open_shards(trellis_model *m, const char *dir,
                                   const char *index_path,
                                   const trl_index *idx) {
+  trl_st_budget budget = {0, limits.header_bytes, 0, limits.tensors};
   m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
   m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
   m->tensor_meta =
@@ -390,7 +403,7 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
     char *p = join(dir, idx->shards[i]);
     if (!p)
       return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-    trellis_status st = trellis_file_open(p, &m->files[i]);
+    trellis_status st = trl_file_open_within(p, &budget, &m->files[i]);
     free(p);
     if (st != TRELLIS_OK)
       return trl_fail_prefix(st, "%s: shard '%s'", index_path, idx->shards[i]);

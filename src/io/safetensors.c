@@ -205,17 +205,24 @@ static trellis_status check_metadata(const char *label, json_t *meta) {
   return TRELLIS_OK;
 }
 
-/* Keeps the (already checked) __metadata__ strings. */
+/* The __metadata__ keys the library reads (io/qsrt.c); the others are
+ * dropped at open, so a header's metadata costs nothing after it is parsed,
+ * however many entries it has. */
+static const char *const kept_keys[] = {"codebook", "bits", "pair_kind",
+                                        "rate_axis"};
+#define KEPT_KEYS (sizeof kept_keys / sizeof *kept_keys)
+
+/* Keeps the (already checked) __metadata__ strings that are read. */
 static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
-  const size_t n = json_object_size(meta);
-  f->meta.kv = calloc(2 * n + 1, sizeof *f->meta.kv);
+  f->meta.kv = calloc(2 * KEPT_KEYS + 1, sizeof *f->meta.kv);
   if (!f->meta.kv)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "%s: cannot allocate __metadata__", f->label);
-  const char *key;
-  json_t *val;
-  json_object_foreach(meta, key, val) {
-    const char *pair[2] = {key, json_string_value(val)};
+  for (size_t k = 0; k < KEPT_KEYS; k++) {
+    json_t *val = json_object_get(meta, kept_keys[k]);
+    if (!val)
+      continue;
+    const char *pair[2] = {kept_keys[k], json_string_value(val)};
     for (int i = 0; i < 2; i++) {
       const size_t len = strlen(pair[i]) + 1;
       char *copy = malloc(len);
@@ -515,8 +522,17 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
  * needs none, and a model holds one file per shard. Its device and inode
  * are kept so that later accesses can notice, by the path, a file that
  * shrank. */
+static trellis_status budget_fail(const char *path, const char *what,
+                                  unsigned long long total,
+                                  unsigned long long limit, const char *unit) {
+  return trl_fail(TRELLIS_ERR_FORMAT,
+                  "%s: %s the model to %llu %s, more than the limit of "
+                  "%llu %s for a whole model (README \"Limits\")",
+                  path, what, total, unit, limit, unit);
+}
+
 static trellis_status map_file(trellis_file *f, int fd, const char *path,
-                               size_t size) {
+                               size_t size, trl_st_budget *budget) {
   uint8_t first[8] = {0};
   trellis_status st = TRELLIS_OK;
   if (size >= 8)
@@ -526,6 +542,15 @@ static trellis_status map_file(trellis_file *f, int fd, const char *path,
     st = header_length(f, first, size, &hlen);
   if (st != TRELLIS_OK)
     return st;
+  if (budget && hlen > budget->header_limit - budget->header_bytes) {
+    char what[64];
+    snprintf(what, sizeof what, "its %llu-byte header brings",
+             (unsigned long long)hlen);
+    return budget_fail(path, what,
+                       (unsigned long long)(budget->header_bytes + hlen),
+                       (unsigned long long)budget->header_limit,
+                       "bytes of safetensors headers");
+  }
   char *hdr = malloc(hlen ? (size_t)hlen : 1);
   if (!hdr)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
@@ -545,10 +570,22 @@ static trellis_status map_file(trellis_file *f, int fd, const char *path,
     }
   }
   free(hdr);
+  if (st == TRELLIS_OK && budget) {
+    if (f->count > budget->tensor_limit - budget->tensors) {
+      char what[64];
+      snprintf(what, sizeof what, "its %zu tensors bring", f->count);
+      return budget_fail(path, what,
+                         (unsigned long long)(budget->tensors + f->count),
+                         (unsigned long long)budget->tensor_limit, "tensors");
+    }
+    budget->header_bytes += hlen;
+    budget->tensors += f->count;
+  }
   return st;
 }
 
-static trellis_status open_file(trellis_file *f, const char *path) {
+static trellis_status open_file(trellis_file *f, const char *path,
+                                trl_st_budget *budget) {
   int fd;
   size_t size;
   trellis_status st = trl_open_regular(path, &fd, &size);
@@ -560,13 +597,14 @@ static trellis_status open_file(trellis_file *f, const char *path) {
   else {
     f->dev = sb.st_dev;
     f->ino = sb.st_ino;
-    st = map_file(f, fd, path, size);
+    st = map_file(f, fd, path, size, budget);
   }
   close(fd);
   return st;
 }
 
-trellis_status trellis_file_open(const char *path, trellis_file **out) {
+static trellis_status open_path(const char *path, trl_st_budget *budget,
+                                trellis_file **out) {
   if (!out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
@@ -579,13 +617,22 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
   if (!f)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "cannot allocate a trellis_file");
-  trellis_status st = open_file(f, path);
+  trellis_status st = open_file(f, path, budget);
   if (st != TRELLIS_OK) {
     trellis_file_close(f);
     return st;
   }
   *out = f;
   return TRELLIS_OK;
+}
+
+trellis_status trellis_file_open(const char *path, trellis_file **out) {
+  return open_path(path, NULL, out);
+}
+
+trellis_status trl_file_open_within(const char *path, trl_st_budget *budget,
+                                    trellis_file **out) {
+  return open_path(path, budget, out);
 }
 
 trellis_status trl_file_check_size(const trellis_file *f) {
