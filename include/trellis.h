@@ -439,9 +439,45 @@ typedef struct trellis_layer_info {
   trellis_rate_axis rate_axis; /* a pair's split axis */
 } trellis_layer_info;
 
+/*
+ * Models, files and threads:
+ *   - trellis_file_open and trellis_model_open may run on any number of
+ *     threads at once, on the same paths too.
+ *   - Every call that takes a const trellis_file or trellis_model may run
+ *     on several threads at once on one object (a model's first fetch of a
+ *     misaligned layer copies it under the model's lock, once).
+ *   - The CPU functions (trellis_decode_weight, trellis_dense_weight,
+ *     trellis_cpu_forward, trellis_weight_check_values, ...) only read the
+ *     weight: many threads may run them on one weight at once, each with
+ *     its own outputs and workspace.
+ *   - trellis_file_close and trellis_model_close free memory that the
+ *     pointers handed out point into (tensor data and names, a layer's
+ *     weight). Without holds, no call on the object and no use of those
+ *     pointers may overlap the close or follow it.
+ *   - Holds make a model safe to close while other threads compute on it:
+ *     a thread takes trellis_model_hold before it uses the model or its
+ *     layers' pointers (a forward, a decode, an upload) and
+ *     trellis_model_release after. trellis_model_close never waits and may
+ *     be called by any thread, a holder too: it marks the model closed
+ *     (trellis_model_hold then fails) and the files are unmapped and the
+ *     memory freed by whichever of the close and the last release comes
+ *     last. A thread must take its hold before the close (a hold asked for
+ *     after the model was freed is a use after free, as any call is).
+ *   - trellis_file has no holds: close it when nothing uses it. */
 TRELLIS_API trellis_status trellis_model_open(const char *path,
                                               trellis_model **out);
+/* Closes the model: at once when no hold is held, else when the last hold
+ * is released (see above). A second close while holds remain is recorded
+ * as an error (trellis_last_error) and ignored. NULL is a no-op. */
 TRELLIS_API void trellis_model_close(trellis_model *m);
+/* Takes a hold on an open model: its memory stays valid until the hold is
+ * released, even if it is closed meanwhile. TRELLIS_ERR_INVALID_ARGUMENT
+ * for NULL or a closed model. Holds are counted; any thread may release a
+ * hold that another took. */
+TRELLIS_API trellis_status trellis_model_hold(trellis_model *m);
+/* Releases one hold; the last hold of a closed model frees it. A release
+ * without a hold is recorded as an error and ignored; NULL is a no-op. */
+TRELLIS_API void trellis_model_release(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
 /* The files the model read when it was opened: its data files (the

@@ -40,9 +40,13 @@ struct trellis_model {
   trl_layer_set set;
   trellis_quant_config qc;
   /* Guards the realignment of lazy layers (set.layers[i] and set.extra[i]
-   * of layers with extra.lazy, and set's owned memory). */
+   * of layers with extra.lazy, and set's owned memory), and the holds. */
   pthread_mutex_t lock;
   int lock_ready;
+  /* trellis_model_hold: the model is freed when it is closed and no hold
+   * is left, by whichever of close and the last release comes last. */
+  size_t holds;
+  int closed;
   /* the text files read at open (trellis_model_file_path), or NULL */
   char *index_path, *config_path;
 };
@@ -341,9 +345,7 @@ trellis_status trl_index_parse(const char *json, size_t len, const char *label,
 
 /* -------------------------------------------------------------- model -- */
 
-void trellis_model_close(trellis_model *m) {
-  if (!m)
-    return;
+static void model_free(trellis_model *m) {
   trl_layers_free(&m->set);
   for (size_t i = 0; i < m->file_count; i++)
     trellis_file_close(m->files[i]);
@@ -357,6 +359,60 @@ void trellis_model_close(trellis_model *m) {
   free(m->config_path);
   free(m->label);
   free(m);
+}
+
+void trellis_model_close(trellis_model *m) {
+  if (!m)
+    return;
+  if (!m->lock_ready) { /* a model that failed to open: no holds yet */
+    model_free(m);
+    return;
+  }
+  pthread_mutex_lock(&m->lock);
+  const int again = m->closed;
+  m->closed = 1;
+  const int free_now = !again && m->holds == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (again)
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "%s: trellis_model_close: the model was closed twice (it "
+             "lives on only while holds remain)",
+             m->label);
+  else if (free_now)
+    model_free(m);
+}
+
+trellis_status trellis_model_hold(trellis_model *m) {
+  if (!m)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "m is NULL");
+  pthread_mutex_lock(&m->lock);
+  const int closed = m->closed;
+  if (!closed)
+    m->holds++;
+  pthread_mutex_unlock(&m->lock);
+  if (closed)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: the model is closed: trellis_model_hold gives no "
+                    "new holds (the model lives on until the holds taken "
+                    "before the close are released)",
+                    m->label);
+  return TRELLIS_OK;
+}
+
+void trellis_model_release(trellis_model *m) {
+  if (!m)
+    return;
+  pthread_mutex_lock(&m->lock);
+  const int none = m->holds == 0;
+  if (!none)
+    m->holds--;
+  const int free_now = !none && m->closed && m->holds == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (none)
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "%s: trellis_model_release without a hold (ignored)", m->label);
+  else if (free_now)
+    model_free(m);
 }
 
 static trellis_status open_single(trellis_model *m, const char *path) {
