@@ -487,6 +487,13 @@ static void test_metadata_keeps_what_is_read(void **state) {
   tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_ERR_FORMAT);
   tu_assert_error_has("\\u0000 is not allowed");
   free(buf);
+  /* So is one inside a tensor name (it would end the C string there). */
+  const char *nul_name = "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[0],"
+                         "\"data_offsets\":[0,0]}}";
+  buf = tu_st_raw(nul_name, NULL, 0, &size);
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("NUL byte in object key not supported");
+  free(buf);
 }
 
 /* A whole model's headers are bounded, not only each file's: the limits
