@@ -49,7 +49,9 @@ extern "C" {
  * (TRELLIS_WEIGHT_SIZE_V2 is the 0.3 struct), plans read device weights in
  * the lane layout only (TRELLIS_ERR_LAYOUT otherwise; trellis_weight_upload
  * produces it, trellis_weight_repack converts framework memory), and the
- * register-direct small-m kernel replaces the persistent one. */
+ * register-direct small-m kernel replaces the persistent one;
+ * trellis_model_hold and trellis_model_release (a model closed while other
+ * threads compute on it). */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
