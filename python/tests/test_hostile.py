@@ -86,7 +86,7 @@ out = {}
 
 def run():
     try:
-        out["y"] = layer.forward(x)
+        out["y"] = layer.forward(x, threads=2)
     except BaseException as exc:
         out["error"] = exc
 
