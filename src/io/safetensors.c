@@ -516,12 +516,7 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
   return TRELLIS_OK;
 }
 
-/* Reads the length and the header with pread() (a file that shrinks
- * meanwhile is an error, never a SIGBUS), then maps the whole file
- * read-only for the data region and closes the descriptor: the mapping
- * needs none, and a model holds one file per shard. Its device and inode
- * are kept so that later accesses can notice, by the path, a file that
- * shrank. */
+/* A model's budget (trl_st_budget) is exceeded by this file. */
 static trellis_status budget_fail(const char *path, const char *what,
                                   unsigned long long total,
                                   unsigned long long limit, const char *unit) {
@@ -531,6 +526,11 @@ static trellis_status budget_fail(const char *path, const char *what,
                   path, what, total, unit, limit, unit);
 }
 
+/* Reads the length and the header with pread() (a file that shrinks
+ * meanwhile is an error, never a SIGBUS), then maps the whole file
+ * read-only for the data region; within a budget, the header length is
+ * checked before the header is read and the tensor count after it is
+ * parsed. */
 static trellis_status map_file(trellis_file *f, int fd, const char *path,
                                size_t size, trl_st_budget *budget) {
   uint8_t first[8] = {0};
@@ -584,6 +584,9 @@ static trellis_status map_file(trellis_file *f, int fd, const char *path,
   return st;
 }
 
+/* Maps the file and closes its descriptor: the mapping needs none, and a
+ * model holds one file per shard. The file's device and inode are kept so
+ * that later accesses can notice, by the path, a file that shrank. */
 static trellis_status open_file(trellis_file *f, const char *path,
                                 trl_st_budget *budget) {
   int fd;
