@@ -130,8 +130,9 @@ static int parse_i64(const char *opt, const char *text, size_t len, int64_t min,
   buf[len] = '\0';
   char *end = NULL;
   errno = 0;
-  long long v = strtoll(buf, &end, 10);
-  if (errno || end == buf || *end != '\0' || v < min || v > max) {
+  long long v = cli_plain_number(buf) ? strtoll(buf, &end, 10) : 0;
+  if (!cli_plain_number(buf) || errno || end == buf || *end != '\0' ||
+      v < min || v > max) {
     cli_error("%s: expected an integer in [%lld, %lld], got '%s'", opt,
               (long long)min, (long long)max, buf);
     return CLI_USAGE;
@@ -362,9 +363,9 @@ static int parse_step_options(bench_options *o, int npos, const char *shapes,
   if (bits) {
     char *end = NULL;
     errno = 0;
-    const double v = strtod(bits, &end);
-    if (errno || end == bits || *end != '\0' || !(v >= TRELLIS_MIN_BITS) ||
-        !(v <= TRELLIS_MAX_BITS)) {
+    const double v = cli_plain_number(bits) ? strtod(bits, &end) : 0;
+    if (!cli_plain_number(bits) || errno || end == bits || *end != '\0' ||
+        !(v >= TRELLIS_MIN_BITS) || !(v <= TRELLIS_MAX_BITS)) {
       cli_error("--bits: expected bits per weight in [%d, %d], got '%s'",
                 TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, bits);
       return CLI_USAGE;

@@ -49,7 +49,9 @@ extern "C" {
  * (TRELLIS_WEIGHT_SIZE_V2 is the 0.3 struct), plans read device weights in
  * the lane layout only (TRELLIS_ERR_LAYOUT otherwise; trellis_weight_upload
  * produces it, trellis_weight_repack converts framework memory), and the
- * register-direct small-m kernel replaces the persistent one. */
+ * register-direct small-m kernel replaces the persistent one;
+ * trellis_model_hold and trellis_model_release (a model closed while other
+ * threads compute on it). */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
@@ -256,7 +258,8 @@ typedef struct trellis_weight {
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
  * that (codebook, bits) is valid (trellis_codebook_bits_valid) and that
- * exactly one sign form per side is present. For a pair: a known kind and
+ * exactly one sign form per side is present; a uniform layer's pair fields
+ * must be zero (rate_axis, bits1, trellis1). For a pair: a known kind and
  * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
  * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
  * also be finite, which the CPU functions check when they read them). Does
@@ -358,14 +361,17 @@ typedef struct trellis_tensor {
  * 262,144 tensors, 16 JSON values per tensor, 1024-byte names and 32
  * levels of nesting (README "Limits").
  *
- * Tensor data is used in place, through a read-only mapping. If a file is
- * truncated while it is open, touching its data past the new end raises
- * SIGBUS: the one failure the library cannot turn into a status, since a
- * library must not install signal handlers. Calls that hand out data
- * pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
- * find_tensor/other) first check that the file has not shrunk and return
- * TRELLIS_ERR_IO if it has; a file truncated after that is not noticed.
- * Keep files unchanged while they are open. */
+ * Tensor data is used in place, through a read-only mapping; the file's
+ * descriptor is closed once it is mapped, so an open file or model holds no
+ * descriptor (a model of 2000 shards opens under any RLIMIT_NOFILE). If a
+ * file is truncated while it is open, touching its data past the new end
+ * raises SIGBUS: the one failure the library cannot turn into a status,
+ * since a library must not install signal handlers. Calls that hand out
+ * data pointers (trellis_file_tensor/find, trellis_model_layer/find_layer/
+ * find_tensor/other) first check, through the path the file was opened by,
+ * that it has not shrunk and return TRELLIS_ERR_IO if it has; a file
+ * truncated after that, or one whose path now names another file, is not
+ * noticed. Keep files unchanged while they are open. */
 typedef struct trellis_file trellis_file;
 
 TRELLIS_API trellis_status trellis_file_open(const char *path,
@@ -399,7 +405,8 @@ typedef struct trellis_quant_config {
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
- * model.safetensors or model.safetensors.index.json shards, and config.json.
+ * model.safetensors or model.safetensors.index.json shards, and config.json
+ * (read from the directory, or from beside an index given by its path).
  * Besides EXL3 layers it finds b12x layers (docs/FORMAT.md §9.7):
  * `<p>.qsrt_trellis` (uniform) or `<p>.qsrt_pair` (record0 || record1) with
  * `<p>.qsrt_suh` and `<p>.qsrt_svh`. Their codebook comes from the file's
@@ -434,9 +441,45 @@ typedef struct trellis_layer_info {
   trellis_rate_axis rate_axis; /* a pair's split axis */
 } trellis_layer_info;
 
+/*
+ * Models, files and threads:
+ *   - trellis_file_open and trellis_model_open may run on any number of
+ *     threads at once, on the same paths too.
+ *   - Every call that takes a const trellis_file or trellis_model may run
+ *     on several threads at once on one object (a model's first fetch of a
+ *     misaligned layer copies it under the model's lock, once).
+ *   - The CPU functions (trellis_decode_weight, trellis_dense_weight,
+ *     trellis_cpu_forward, trellis_weight_check_values, ...) only read the
+ *     weight: many threads may run them on one weight at once, each with
+ *     its own outputs and workspace.
+ *   - trellis_file_close and trellis_model_close free memory that the
+ *     pointers handed out point into (tensor data and names, a layer's
+ *     weight). Without holds, no call on the object and no use of those
+ *     pointers may overlap the close or follow it.
+ *   - Holds make a model safe to close while other threads compute on it:
+ *     a thread takes trellis_model_hold before it uses the model or its
+ *     layers' pointers (a forward, a decode, an upload) and
+ *     trellis_model_release after. trellis_model_close never waits and may
+ *     be called by any thread, a holder too: it marks the model closed
+ *     (trellis_model_hold then fails) and the files are unmapped and the
+ *     memory freed by whichever of the close and the last release comes
+ *     last. A thread must take its hold before the close (a hold asked for
+ *     after the model was freed is a use after free, as any call is).
+ *   - trellis_file has no holds: close it when nothing uses it. */
 TRELLIS_API trellis_status trellis_model_open(const char *path,
                                               trellis_model **out);
+/* Closes the model: at once when no hold is held, else when the last hold
+ * is released (see above). A second close while holds remain is recorded
+ * as an error (trellis_last_error) and ignored. NULL is a no-op. */
 TRELLIS_API void trellis_model_close(trellis_model *m);
+/* Takes a hold on an open model: its memory stays valid until the hold is
+ * released, even if it is closed meanwhile. TRELLIS_ERR_INVALID_ARGUMENT
+ * for NULL or a closed model. Holds are counted; any thread may release a
+ * hold that another took. */
+TRELLIS_API trellis_status trellis_model_hold(trellis_model *m);
+/* Releases one hold; the last hold of a closed model frees it. A release
+ * without a hold is recorded as an error and ignored; NULL is a no-op. */
+TRELLIS_API void trellis_model_release(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
 /* The files the model read when it was opened: its data files (the

@@ -94,6 +94,21 @@ expect_error "--output" "$CLI" decode "$CASE" "$LAYER"
 expect_error "--output" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy"
 expect_error "--input" "$CLI" forward "$CASE" "$LAYER" --output "$TMP/y.npy"
 expect_error "--output" "$CLI" decode "$CASE" "$LAYER" --output
+# An option where a value belongs is refused (it wrote a file named --dense).
+cd "$TMP" || exit 1
+expect_error "option --output needs a value, got the option '--dense'" "$CLI" decode "$CASE" "$LAYER" --output --dense
+cd - >/dev/null || exit 1
+if [ -e "$TMP/--dense" ]; then
+  total=$((total + 1)) failed=$((failed + 1))
+  echo "FAIL trellis decode ... --output --dense: wrote a file named --dense"
+fi
+expect_error "option --input needs a value, got the option '-h'" "$CLI" forward "$CASE" "$LAYER" --output "$TMP/y.npy" --input -h
+# Integers are digits alone (strtol took " 5" and "+5").
+expect_error "--threads: expected an integer in [0, 4096], got ' 5'" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --threads " 5"
+expect_error "--threads: expected an integer in [0, 4096], got '+5'" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --threads +5
+expect_error "--threads: expected an integer in [0, 4096], got '5 '" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --threads "5 "
+expect_error "--reps: expected an integer in [1, 100000], got '0x10'" "$CLI" demo --reps 0x10
+expect_error "--bits: expected" "$CLI" synth llama-3.1-8b "$TMP/synth_bits" --bits " 4"
 expect_error "--device" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device tpu
 expect_error "--out-dtype" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --out-dtype f64
 expect_error "--threads" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --threads many
@@ -105,6 +120,8 @@ expect_error "no_such_targets.json" "$CLI" bench --targets "$TMP/no_such_targets
 if [ -n "$BENCH" ]; then # the same entry point as `trellis bench`
   expect_error "--warmup-ms" "$BENCH" --warmup-ms -1
   expect_error "--bogus" "$BENCH" --bogus
+  expect_error "--m: expected an integer in [1, " "$BENCH" --m "+5"
+  expect_error "--m: expected an integer in [1, " "$BENCH" --m " 5"
 fi
 
 # --- files -----------------------------------------------------------------

@@ -729,11 +729,27 @@ static void test_malformed_pairs(void **state) {
                      TRELLIS_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(trellis_last_error(), "weight.svh[77]"));
   }
+  /* a uniform layer has its pair fields zero: garbage there is refused
+   * (it could be a pair whose kind was lost) */
+  trellis_weight uniform = good;
+  uniform.pair = TRELLIS_PAIR_NONE;
+  uniform.n = 128;
+  uniform.bits = 3;
+  uniform.bits1 = 0;
+  uniform.trellis1 = NULL;
+  assert_int_equal(trellis_weight_validate(&uniform), TRELLIS_OK);
+  w = uniform, w.rate_axis = (trellis_rate_axis)7;
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT,
+                 "weight: a uniform layer (pair TRELLIS_PAIR_NONE) has "
+                 "rate_axis, bits1 and trellis1 zero, got rate_axis = 7");
+  w = uniform, w.rate_axis = TRELLIS_RATE_AXIS_K;
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "rate_axis = 1");
+  w = uniform, w.bits1 = 4;
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "bits1 = 4");
+  w = uniform, w.trellis1 = payload;
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "trellis1 set");
   /* a uniform layer keeps EXL3's rule: any fp16 scale is read as given */
-  w = good;
-  w.pair = TRELLIS_PAIR_NONE;
-  w.n = 128;
-  w.bits = 3;
+  w = uniform;
   w.suh = bad_suh;
   assert_int_equal(trl_weight_scales(&w, s_in, s_out), TRELLIS_OK);
 }

@@ -677,6 +677,40 @@ static void test_bad_pairs(void **state) {
     expect_open(p, TRELLIS_ERR_FORMAT, "qsrt_svh[100]", "not finite");
     free(p);
   }
+  /* a __metadata__ bits is the pair's bits per weight, (K0 + K1) / 2, as
+   * a uniform layer's is its K: a lying one is refused */
+  p = pair_file("bits_lie.safetensors", 6144, 256, ones, ones,
+                "\"codebook\":\"sqg_e4m3\",\"pair_kind\":\"P24\","
+                "\"rate_axis\":\"n\",\"bits\":\"4\"");
+  expect_open(p, TRELLIS_ERR_FORMAT, "__metadata__ bits '4'",
+              "pair P24 has 3 bits per weight, (2 + 4) / 2");
+  free(p);
+  static const char *const p24_bits_ok[] = {"3", "3.0"};
+  for (int i = 0; i < 2; i++) {
+    char meta[160];
+    snprintf(meta, sizeof meta, "%s,\"bits\":\"%s\"", p24n, p24_bits_ok[i]);
+    p = pair_file("bits_ok.safetensors", 6144, 256, ones, ones, meta);
+    expect_open(p, TRELLIS_OK, NULL, NULL);
+    free(p);
+  }
+  static const char *const p43_bits_bad[] = {"3",    "4",  "3.55", "3.5x", "",
+                                             " 3.5", "3.", ".5",   "35e-1"};
+  for (size_t i = 0; i < sizeof p43_bits_bad / sizeof *p43_bits_bad; i++) {
+    char meta[160];
+    snprintf(meta, sizeof meta,
+             "\"codebook\":\"mcg\",\"pair_kind\":\"P43\",\"rate_axis\":"
+             "\"n\",\"bits\":\"%s\"",
+             p43_bits_bad[i]);
+    p = pair_file("p43_bits.safetensors", 7168, 256, ones, ones, meta);
+    expect_open(p, TRELLIS_ERR_FORMAT, "pair P43 has 3.5 bits per weight",
+                NULL);
+    free(p);
+  }
+  p = pair_file("p43_bits.safetensors", 7168, 256, ones, ones,
+                "\"codebook\":\"mcg\",\"pair_kind\":\"P43\","
+                "\"rate_axis\":\"n\",\"bits\":\"3.5\"");
+  expect_open(p, TRELLIS_OK, NULL, NULL);
+  free(p);
   /* case-insensitive names */
   p = pair_file("case.safetensors", 6144, 256, ones, ones,
                 "\"codebook\":\"MCG\",\"pair_kind\":\"p24\","
@@ -724,6 +758,43 @@ static void test_research_container(void **state) {
   assert_int_equal(run_cli(args, out, sizeof out), 0);
   assert_non_null(strstr(out, "rank-16 correction"));
   assert_non_null(strstr(out, "b12x_qsrt"));
+
+  /* The same layer as a sharded model: opened by its directory or by its
+   * index, config.json beside the index is read (by the index path it was
+   * not, so the layer had no codebook). */
+  char *sdir = tu_tmp_path("qwen-sharded");
+  assert_int_equal(mkdir(sdir, 0700), 0);
+  char *shard =
+      write_file("qwen-sharded/model-00001-of-00001.safetensors", ts, 5, NULL);
+  char *sconfig = tu_tmp_path("qwen-sharded/config.json");
+  tu_write_file(sconfig, good, strlen(good));
+  char *index = tu_tmp_path("qwen-sharded/model.safetensors.index.json");
+  char text[1024];
+  size_t used = (size_t)snprintf(text, sizeof text, "{\"weight_map\":{");
+  static const char *const sfx[] = {"qsrt_a", "qsrt_b", "qsrt_suh", "qsrt_svh",
+                                    "qsrt_trellis"};
+  for (int i = 0; i < 5; i++)
+    used += (size_t)snprintf(text + used, sizeof text - used,
+                             "%s\"model.layers.0.mlp.proj.%s\":\"model-00001-"
+                             "of-00001.safetensors\"",
+                             i ? "," : "", sfx[i]);
+  used += (size_t)snprintf(text + used, sizeof text - used, "}}");
+  tu_write_file(index, text, used);
+  const char *const ways[] = {sdir, index};
+  for (int i = 0; i < 2; i++) {
+    tu_assert_status(trellis_model_open(ways[i], &m), TRELLIS_OK);
+    tu_assert_status(trellis_model_layer(m, 0, &l), TRELLIS_OK);
+    assert_int_equal(l.weight.codebook, TRELLIS_CB_SQG_FP16);
+    assert_true(trellis_model_quant_config(m)->present);
+    /* the files read: the shard, the index, config.json */
+    assert_non_null(trellis_model_file_path(m, 2));
+    assert_non_null(strstr(trellis_model_file_path(m, 2), "config.json"));
+    trellis_model_close(m);
+  }
+  free(index);
+  free(sconfig);
+  free(shard);
+  free(sdir);
 
   static const char other_table[] =
       "{\"quantization_config\":{\"quant_method\":\"b12x_qsrt\",\"codebook\":"

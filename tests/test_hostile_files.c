@@ -5,11 +5,14 @@
 
 #include "io/model.h"
 #include "io/posix_file.h"
+#include "io/safetensors.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -448,6 +451,159 @@ static void test_truncated_after_open(void **state) {
   free(dir);
 }
 
+/* ---------------------------------------- memory across many shards -- */
+
+/* Only the __metadata__ keys the library reads are kept: a shard with
+ * 200,000 entries (all inside the per-file limits) kept every one of them
+ * for the model's life, so memory grew with the shard count. */
+static void test_metadata_keeps_what_is_read(void **state) {
+  (void)state;
+  const size_t entries = 200000;
+  size_t cap = entries * 24 + 256, used = 0;
+  char *h = malloc(cap);
+  assert_non_null(h);
+  used += (size_t)snprintf(h, cap, "{\"__metadata__\":{");
+  for (size_t i = 0; i < entries; i++)
+    used +=
+        (size_t)snprintf(h + used, cap - used, "\"junk%zu\":\"v%zu\",", i, i);
+  used += (size_t)snprintf(h + used, cap - used,
+                           "\"codebook\":\"mcg\",\"bits\":\"3\","
+                           "\"format\":\"b12x-trellis\"}}");
+  size_t size;
+  uint8_t *buf = tu_st_raw(h, NULL, 0, &size);
+  trellis_file *f = NULL;
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_OK);
+  assert_int_equal(f->meta.count, 2);
+  assert_string_equal(trl_st_meta_get(&f->meta, "codebook"), "mcg");
+  assert_string_equal(trl_st_meta_get(&f->meta, "bits"), "3");
+  assert_null(trl_st_meta_get(&f->meta, "format"));
+  assert_null(trl_st_meta_get(&f->meta, "junk7"));
+  trellis_file_close(f);
+  free(buf);
+  free(h);
+  /* A NUL inside a value would cut it short: the header is refused. */
+  const char *nul = "{\"__metadata__\":{\"codebook\":\"mcg\\u0000x\"}}";
+  buf = tu_st_raw(nul, NULL, 0, &size);
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("\\u0000 is not allowed");
+  free(buf);
+  /* So is one inside a tensor name (it would end the C string there). */
+  const char *nul_name = "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[0],"
+                         "\"data_offsets\":[0,0]}}";
+  buf = tu_st_raw(nul_name, NULL, 0, &size);
+  tu_assert_status(trellis_file_open_memory(buf, size, &f), TRELLIS_ERR_FORMAT);
+  tu_assert_error_has("NUL byte in object key not supported");
+  free(buf);
+}
+
+/* A whole model's headers are bounded, not only each file's: the limits
+ * (lowered here through the test hook) name themselves. */
+static void test_model_header_budget(void **state) {
+  (void)state;
+  trellis_model *m = NULL;
+  tu_assert_status(trellis_model_open(TU_TOY_MODEL, &m), TRELLIS_OK);
+  trellis_model_close(m);
+  trl_model_set_limits(4000, 0);
+  expect_model(TU_TOY_MODEL, TRELLIS_ERR_FORMAT,
+               "more than the limit of 4000 bytes of safetensors headers for "
+               "a whole model");
+  tu_assert_error_has("shard 'model-0000");
+  trl_model_set_limits(0, 20);
+  expect_model(TU_TOY_MODEL, TRELLIS_ERR_FORMAT,
+               "more than the limit of 20 tensors for a whole model");
+  trl_model_set_limits(0, 0); /* the defaults */
+  assert_int_equal(trl_model_limits().header_bytes, TRL_MODEL_MAX_HEADER_BYTES);
+  assert_int_equal(trl_model_limits().tensors, TRL_MODEL_MAX_TENSORS);
+  tu_assert_status(trellis_model_open(TU_TOY_MODEL, &m), TRELLIS_OK);
+  trellis_model_close(m);
+}
+
+/* ------------------------------------------------ many shards, few fds -- */
+
+/* A model of `shards` shards under tu_tmpdir()/name, shard i holding one
+ * F16 tensor "t.<i>" of 4 elements of value i; its malloc'd directory. */
+static char *write_many_shards(const char *name, int shards) {
+  char *dir = tu_tmp_path(name);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  size_t cap = (size_t)shards * 64 + 64, used = 0;
+  char *index = malloc(cap);
+  assert_non_null(index);
+  used += (size_t)snprintf(index, cap, "{\"weight_map\":{");
+  for (int i = 0; i < shards; i++) {
+    char tname[32], fname[64];
+    snprintf(tname, sizeof tname, "t.%d", i);
+    snprintf(fname, sizeof fname, "s%05d.safetensors", i);
+    uint16_t v[4];
+    for (int j = 0; j < 4; j++)
+      v[j] = (uint16_t)i;
+    tu_st_tensor t = {tname, "F16", 1, {4}, v, sizeof v};
+    size_t size;
+    uint8_t *buf = tu_st_build(&t, 1, &size);
+    char *path = tu_join(dir, fname);
+    tu_write_file(path, buf, size);
+    free(path);
+    free(buf);
+    used += (size_t)snprintf(index + used, cap - used, "%s\"%s\":\"%s\"",
+                             i ? "," : "", tname, fname);
+  }
+  used += (size_t)snprintf(index + used, cap - used, "}}");
+  char *ipath = tu_join(dir, index_name);
+  tu_write_file(ipath, index, used);
+  free(ipath);
+  free(index);
+  return dir;
+}
+
+/* A model holds no descriptor per shard: 300 shards open under a limit of
+ * 64 open files (a 2000-shard model could not be opened under the usual
+ * 1024), and every tensor stays readable and checked for truncation. */
+static void test_many_shards_few_fds(void **state) {
+  (void)state;
+  const int shards = 300;
+  char *dir = write_many_shards("many-shards", shards);
+  struct rlimit old, low;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+  low = old;
+  low.rlim_cur = 64;
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  trellis_model *m = NULL;
+  trellis_status st = trellis_model_open(dir, &m);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  tu_assert_status(st, TRELLIS_OK);
+  for (int i = 0; i < shards; i += 37) {
+    char tname[32];
+    snprintf(tname, sizeof tname, "t.%d", i);
+    trellis_tensor t;
+    tu_assert_status(trellis_model_find_tensor(m, tname, &t), TRELLIS_OK);
+    uint16_t v;
+    memcpy(&v, t.data, 2);
+    assert_int_equal(v, i);
+  }
+  /* Truncation is still noticed, by the path. */
+  char *path = tu_join(dir, "s00007.safetensors");
+  truncate_file(path, 16);
+  trellis_tensor t;
+  tu_assert_status(trellis_model_find_tensor(m, "t.7", &t), TRELLIS_ERR_IO);
+  tu_assert_error_has("truncated while open");
+  tu_assert_status(trellis_model_find_tensor(m, "t.8", &t), TRELLIS_OK);
+  trellis_model_close(m);
+  free(path);
+
+  /* Out of descriptors: the message names the limit. */
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+  int fds[64], nfd = 0;
+  while (nfd < 64 && (fds[nfd] = open("/dev/null", O_RDONLY)) >= 0)
+    nfd++;
+  st = trellis_model_open(dir, &m);
+  for (int i = 0; i < nfd; i++)
+    close(fds[i]);
+  assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+  tu_assert_status(st, TRELLIS_ERR_IO);
+  tu_assert_error_has("the process's limit of 64 open files (RLIMIT_NOFILE) "
+                      "is reached");
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fifo_never_blocks),
@@ -457,6 +613,9 @@ int main(void) {
       cmocka_unit_test(test_header_limits),
       cmocka_unit_test(test_text_limits),
       cmocka_unit_test(test_truncated_after_open),
+      cmocka_unit_test(test_many_shards_few_fds),
+      cmocka_unit_test(test_metadata_keeps_what_is_read),
+      cmocka_unit_test(test_model_header_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,10 @@ static void test_escape_text(void **state) {
   assert_string_equal(escaped("\xe2\x80\xae"), "\\xe2\\x80\\xae");
   assert_string_equal(escaped("\xe2\x81\xa6"), "\\xe2\\x81\\xa6");
   assert_string_equal(escaped("\xe2\x80\xa8"), "\\xe2\\x80\\xa8");
+  /* ALM (U+061C), like LRM (U+200E), in a name */
+  assert_string_equal(escaped("a\xd8\x9c"
+                              "b"),
+                      "a\\xd8\\x9cb");
   /* not UTF-8: a stray byte, overlong '/', a surrogate, past U+10FFFF, a
    * sequence cut short by the end or by an ASCII byte */
   assert_string_equal(escaped("\xff"), "\\xff");
@@ -66,6 +70,68 @@ static void test_escape_text(void **state) {
   assert_int_equal(trl_escape_text("x", small, 0), 0);
   assert_int_equal(trl_escape_text(NULL, small, sizeof small), 0);
   assert_string_equal(small, "");
+}
+
+/* The code points above U+009F the escaper must escape, and no other:
+ * Unicode's Bidi_Control set (PropList.txt: the marks and embeddings that
+ * reorder text invisibly) and the line and paragraph separators. Keep it
+ * in step with safe_sequence() in src/core/error.c. */
+static const struct {
+  unsigned lo, hi;
+  const char *what;
+} escaped_marks[] = {
+    {0x061C, 0x061C, "ARABIC LETTER MARK"},
+    {0x200E, 0x200F, "LEFT-TO-RIGHT and RIGHT-TO-LEFT MARK"},
+    {0x2028, 0x2029, "LINE and PARAGRAPH SEPARATOR"},
+    {0x202A, 0x202E, "LRE, RLE, PDF, LRO, RLO"},
+    {0x2066, 0x2069, "LRI, RLI, FSI, PDI"},
+};
+
+static size_t utf8_encode(unsigned cp, char *out) {
+  if (cp < 0x800) {
+    out[0] = (char)(0xc0 | cp >> 6);
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    out[0] = (char)(0xe0 | cp >> 12);
+    out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  out[0] = (char)(0xf0 | cp >> 18);
+  out[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+  out[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+  out[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* Every code point from U+00A0 to U+10FFFF (surrogates aside) is kept as
+ * it is, except those of escaped_marks, which become \xHH per byte. */
+static void test_escaped_marks_table(void **state) {
+  (void)state;
+  size_t count = 0;
+  for (unsigned cp = 0xa0; cp <= 0x10ffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff)
+      continue;
+    char in[8] = {0}, out[32];
+    size_t len = utf8_encode(cp, in);
+    int want = 0;
+    for (size_t i = 0; i < sizeof escaped_marks / sizeof *escaped_marks; i++)
+      want |= cp >= escaped_marks[i].lo && cp <= escaped_marks[i].hi;
+    trl_escape_text(in, out, sizeof out);
+    if (want) {
+      char expect[32];
+      for (size_t i = 0; i < len; i++)
+        snprintf(expect + 4 * i, 5, "\\x%02x", (unsigned char)in[i]);
+      if (strcmp(out, expect) != 0)
+        fail_msg("U+%04X: escaped as \"%s\", expected \"%s\"", cp, out, expect);
+      count++;
+    } else if (strcmp(out, in) != 0) {
+      fail_msg("U+%04X: escaped as \"%s\", expected it kept", cp, out);
+    }
+  }
+  assert_int_equal(count, 14); /* the 12 Bidi_Control marks + 2 separators */
 }
 
 /* A layer whose name holds ESC, a newline, RLO and a C1 CSI (all legal in
@@ -142,6 +208,7 @@ static void test_prefix_keeps_escapes(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_escape_text),
+      cmocka_unit_test(test_escaped_marks_table),
       cmocka_unit_test(test_names_from_files),
       cmocka_unit_test(test_prefix_keeps_escapes),
   };

@@ -107,7 +107,8 @@ static void test_toy_model(void **state) {
   assert_int_equal(qc->calibration_cols, 2048);
   trellis_model_close(m);
 
-  /* With a trailing slash, and through the index file itself (no config). */
+  /* With a trailing slash, and through the index file itself (config.json
+   * beside it read too). */
   tu_assert_status(trellis_model_open(TU_TOY_MODEL "/", &m), TRELLIS_OK);
   check_toy(m);
   trellis_model_close(m);
@@ -115,7 +116,8 @@ static void test_toy_model(void **state) {
       trellis_model_open(TU_TOY_MODEL "/model.safetensors.index.json", &m),
       TRELLIS_OK);
   check_toy(m);
-  assert_int_equal(trellis_model_quant_config(m)->present, 0);
+  assert_int_equal(trellis_model_quant_config(m)->present, 1);
+  assert_string_equal(trellis_model_quant_config(m)->quant_method, "exl3");
   trellis_model_close(m);
 }
 
@@ -411,6 +413,8 @@ static void test_api_misuse(void **state) {
   tu_assert_status(trellis_model_open(NULL, &m), TRELLIS_ERR_INVALID_ARGUMENT);
   tu_assert_status(trellis_model_open(TU_TOY_MODEL, NULL),
                    TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(trellis_model_open("", &m), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("path is empty (expected a model file or directory)");
   assert_null(trellis_model_quant_config(NULL));
   assert_int_equal(trellis_model_layer_count(NULL), 0);
   assert_int_equal(trellis_model_other_count(NULL), 0);
@@ -450,11 +454,13 @@ static void test_file_paths(void **state) {
   assert_null(trellis_model_file_path(m, (size_t)-1));
   trellis_model_close(m);
 
-  /* Through the index: no config.json read. */
+  /* Through the index: config.json beside it is read too. */
   const char *index = TU_TOY_MODEL "/model.safetensors.index.json";
   tu_assert_status(trellis_model_open(index, &m), TRELLIS_OK);
   assert_string_equal(trellis_model_file_path(m, 2), index);
-  assert_null(trellis_model_file_path(m, 3));
+  assert_string_equal(trellis_model_file_path(m, 3),
+                      TU_TOY_MODEL "/config.json");
+  assert_null(trellis_model_file_path(m, 4));
   trellis_model_close(m);
 
   char *single = tu_tv_path("k2_mul1_256x128.safetensors");

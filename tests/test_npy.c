@@ -155,7 +155,9 @@ static void test_bad_headers(void **state) {
       {"{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", 16,
        TRELLIS_ERR_DTYPE, "descr '<f8' is not supported"},
       {"{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", 8,
-       TRELLIS_ERR_DTYPE, "'>f4'"},
+       TRELLIS_ERR_DTYPE, "descr '>f4' is big-endian float32"},
+      {"{'descr': '>f2', 'fortran_order': False, 'shape': (2,), }", 4,
+       TRELLIS_ERR_DTYPE, "big-endian float16; only little-endian"},
       {"{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", 2,
        TRELLIS_ERR_DTYPE, "'|u1'"},
       {"{'descr': '<i2', 'fortran_order': False, 'shape': (2,), }", 4,
@@ -191,7 +193,12 @@ static void test_bad_headers(void **state) {
        0, TRELLIS_ERR_SHAPE, "overflows"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': "
        "(99999999999999999999,), }",
-       0, TRELLIS_ERR_FORMAT, "shape entry 0"},
+       0, TRELLIS_ERR_SHAPE,
+       "shape entry 0 = 99999999999999999999 is larger than the largest "
+       "size, 9223372036854775807"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': "
+       "(2, 9223372036854775808), }",
+       0, TRELLIS_ERR_SHAPE, "shape entry 1 = 9223372036854775808 is larger"},
       {"{'descr': '<f4', 'shape': (2,), }", 8, TRELLIS_ERR_FORMAT,
        "missing key 'fortran_order'"},
       {"{'fortran_order': False, 'shape': (2,), }", 8, TRELLIS_ERR_FORMAT,
@@ -271,6 +278,8 @@ static void test_files(void **state) {
   tu_assert_error_has("/nonexistent/x.npy");
   tu_assert_status(npy_read(tu_tmpdir(), &a), TRELLIS_ERR_IO);
   tu_assert_status(npy_read(NULL, &a), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_status(npy_read("", &a), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("path is empty: cannot open");
 
   /* Errors from a file name it. */
   char *path = tu_tmp_path("bad.npy");

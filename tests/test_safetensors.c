@@ -431,6 +431,9 @@ static void test_api_misuse(void **state) {
   trellis_file *f = NULL;
   tu_assert_status(trellis_file_open(NULL, &f), TRELLIS_ERR_INVALID_ARGUMENT);
   tu_assert_status(trellis_file_open("x", NULL), TRELLIS_ERR_INVALID_ARGUMENT);
+  /* An empty path says so (it said ": cannot open: No such file ..."). */
+  tu_assert_status(trellis_file_open("", &f), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("path is empty");
   tu_assert_status(trellis_file_open_memory(NULL, 5, &f),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   tu_assert_status(trellis_file_open_memory(NULL, 0, &f), TRELLIS_ERR_FORMAT);

@@ -215,3 +215,47 @@ def test_compile_and_opcheck_on_the_cpu():
         torch.ops.libtrellis.exl3_linear.default,
         (x, mod._plan_id, mod.out_features, torch.float16),
     )
+
+
+def test_cpu_module_closed_while_other_threads_run_it():
+    """A CPU module closed while four threads run it: the runs that started
+    finish with the right result, later ones say the module is closed."""
+    import threading
+
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=64)
+    x = torch.ones(64, mod.in_features, dtype=torch.float16)
+    want = mod(x)
+    errors, runs = [], [0]
+    started = threading.Barrier(5)
+
+    def work():
+        started.wait()
+        try:
+            while True:
+                y = mod(x)
+                if not torch.equal(y, want):
+                    errors.append("a run differs")
+                runs[0] += 1
+        except (TrellisError, ValueError) as exc:
+            if "closed" not in str(exc):
+                errors.append(exc)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    mod.close()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_module_integers_out_of_the_c_range(value):
+    with pytest.raises(OverflowError, match="max_m: %d does not fit" % value):
+        EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=value)
+    with pytest.raises(OverflowError, match="threads"):
+        EXL3Linear(TOY_MODEL, UP, device="cpu", threads=value)

@@ -4,6 +4,8 @@ a CUDA device or a CUDA build of the library."""
 
 import gc
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -460,3 +462,78 @@ def test_the_eager_fast_path_and_the_operator_agree():
     direct = mod(x)
     via_op = torch.ops.libtrellis.exl3_linear(x, mod._plan_id, mod.out_features, torch.float16)
     assert torch.equal(direct, via_op)
+
+
+# ------------------------------------------------------ host threads --
+
+
+def test_modules_of_one_weight_from_several_host_threads():
+    """Four host threads, each running its own module of one device weight
+    on its own stream, get what one thread gets."""
+    name, path = layer_of(FUSED[0])
+    with libtrellis.Model(path) as m:
+        weight = DeviceWeight.upload(m.layer(name))
+    mods = [EXL3Linear(weight, max_m=16) for _ in range(4)]
+    xs = [random_x((8,), mods[0].in_features, torch.float16, seed=90 + i) for i in range(4)]
+    want = [mods[0](x) for x in xs]
+    torch.cuda.synchronize()
+    errors = []
+
+    def work(i):
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                ys = [mods[i](xs[i]) for _ in range(50)]
+            stream.synchronize()
+            assert all(torch.equal(y, want[i]) for y in ys)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert all(mod.device_weight is weight for mod in mods)
+    with pytest.raises(RuntimeError, match="still used by 4 plan"):
+        weight.close()
+    for mod in mods:
+        mod.close()
+    weight.close()
+
+
+def test_close_while_another_thread_runs():
+    """A module closed while another host thread runs it: the plan is
+    destroyed when the running call returns; later calls say it is closed."""
+    name, path = layer_of(GENERIC[0])
+    mod = EXL3Linear(path, name, max_m=16)
+    x = random_x((4,), mod.in_features, torch.float16, seed=95)
+    want = mod(x)
+    torch.cuda.synchronize()
+    runs, errors = [0], []
+
+    def work():
+        stream = torch.cuda.Stream()
+        try:
+            with torch.cuda.stream(stream):
+                while True:
+                    y = mod(x)
+                    stream.synchronize()
+                    if not torch.equal(y, want):
+                        errors.append("a run differs")
+                    runs[0] += 1
+        except (TrellisError, ValueError) as exc:
+            if "closed" not in str(exc):
+                errors.append(exc)
+        except BaseException as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=work)
+    t.start()
+    time.sleep(0.3)
+    mod.close()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert not errors, errors
+    assert runs[0] > 0

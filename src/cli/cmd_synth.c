@@ -79,9 +79,9 @@ static void show_progress(void *ctx, uint64_t done, uint64_t total) {
 static int parse_bits(const char *text, double *out) {
   char *end = NULL;
   errno = 0;
-  double v = strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0' || !isfinite(v) ||
-      v < TRELLIS_MIN_BITS || v > TRELLIS_MAX_BITS) {
+  double v = cli_plain_number(text) ? strtod(text, &end) : 0;
+  if (!cli_plain_number(text) || errno != 0 || end == text || *end != '\0' ||
+      !isfinite(v) || v < TRELLIS_MIN_BITS || v > TRELLIS_MAX_BITS) {
     cli_error("--bits: expected a number in [1, 8], got '%s'", text);
     return CLI_USAGE;
   }

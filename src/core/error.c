@@ -57,10 +57,30 @@ const char *trellis_last_error(void) { return last_message; }
 
 void trellis_clear_error(void) { last_message[0] = '\0'; }
 
+/* Code points above the C1 controls that are never shown raw: Unicode's
+ * whole Bidi_Control set (PropList.txt), the invisible marks that reorder
+ * text, and the line and paragraph separators. tests/test_messages.c holds
+ * the same table and checks every code point against it. */
+static const struct {
+  unsigned lo, hi;
+} hidden_marks[] = {
+    {0x061C, 0x061C}, /* ARABIC LETTER MARK */
+    {0x200E, 0x200F}, /* LEFT-TO-RIGHT, RIGHT-TO-LEFT MARK */
+    {0x2028, 0x2029}, /* LINE, PARAGRAPH SEPARATOR */
+    {0x202A, 0x202E}, /* LRE, RLE, PDF, LRO, RLO */
+    {0x2066, 0x2069}, /* LRI, RLI, FSI, PDI */
+};
+
+static int hidden_mark(unsigned cp) {
+  for (size_t i = 0; i < sizeof hidden_marks / sizeof *hidden_marks; i++)
+    if (cp >= hidden_marks[i].lo && cp <= hidden_marks[i].hi)
+      return 1;
+  return 0;
+}
+
 /* Length of the UTF-8 sequence at p (at most `left` bytes) when it is
  * well formed and safe to show, else 0. Unsafe: C0 controls and DEL,
- * the C1 controls U+0080-U+009F, and the invisible marks that reorder or
- * break lines (U+200E-U+200F, U+2028-U+202E, U+2066-U+2069). */
+ * the C1 controls U+0080-U+009F, and hidden_marks. */
 static size_t safe_sequence(const unsigned char *p, size_t left) {
   unsigned c = p[0];
   if (c < 0x80)
@@ -87,8 +107,7 @@ static size_t safe_sequence(const unsigned char *p, size_t left) {
       return 0;
     cp = cp << 6 | (p[i] & 0x3f);
   }
-  if (cp <= 0x9f || (cp >= 0x200e && cp <= 0x200f) ||
-      (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+  if (cp <= 0x9f || hidden_mark(cp))
     return 0;
   return len;
 }

@@ -29,9 +29,10 @@ trellis_status trl_fail_prefix(trellis_status status, const char *fmt, ...)
     TRL_PRINTF(2, 3);
 /* Copies the text `in` into `out` (`cap` bytes, NUL-terminated when cap > 0)
  * so that it cannot drive a terminal: C0 controls, DEL, bytes that are not
- * well-formed UTF-8, and the UTF-8 forms of the C1 controls and of the
- * invisible marks that reorder or break lines (U+200E-F, U+2028-E,
- * U+2066-9) become "\xHH" per byte. A backslash stays as it is, so escaping
+ * well-formed UTF-8, and the UTF-8 forms of the C1 controls, of the
+ * invisible marks that reorder text (Unicode's Bidi_Control set: U+061C,
+ * U+200E-F, U+202A-E, U+2066-9) and of the line and paragraph separators
+ * (U+2028-9) become "\xHH" per byte. A backslash stays as it is, so escaping
  * twice changes nothing (the form is for display, not a reversible
  * encoding). Never cuts an escape or a UTF-8 sequence; returns the length
  * written. Every message trl_fail records goes through it. */

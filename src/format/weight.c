@@ -7,6 +7,7 @@
 #include "format/sqg.h"
 #include "format/tile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void trellis_weight_init(trellis_weight *w) {
@@ -142,6 +143,25 @@ static trellis_status check_pair(const trellis_weight *w) {
   return TRELLIS_OK;
 }
 
+/* A uniform layer's pair fields are zero (trellis.h): anything else is a
+ * weight filled wrongly, perhaps a pair whose kind was lost. */
+static trellis_status check_uniform(const trellis_weight *w) {
+  if (w->rate_axis == TRELLIS_RATE_AXIS_N && w->bits1 == 0 &&
+      w->trellis1 == NULL)
+    return TRELLIS_OK;
+  char got[96];
+  if (w->rate_axis != TRELLIS_RATE_AXIS_N)
+    snprintf(got, sizeof got, "rate_axis = %d", (int)w->rate_axis);
+  else if (w->bits1 != 0)
+    snprintf(got, sizeof got, "bits1 = %d", w->bits1);
+  else
+    snprintf(got, sizeof got, "trellis1 set");
+  return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                  "weight: a uniform layer (pair TRELLIS_PAIR_NONE) has "
+                  "rate_axis, bits1 and trellis1 zero, got %s",
+                  got);
+}
+
 static trellis_status validate_full(const trellis_weight *w) {
   trellis_status st;
   if ((st = check_dim("k", w->k)) != TRELLIS_OK ||
@@ -187,7 +207,7 @@ static trellis_status validate_full(const trellis_weight *w) {
                     w->half);
   if (w->pair != TRELLIS_PAIR_NONE)
     return check_pair(w);
-  return TRELLIS_OK;
+  return check_uniform(w);
 }
 
 trellis_status trl_weight_require_layout(const trellis_weight *w,

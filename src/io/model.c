@@ -40,9 +40,13 @@ struct trellis_model {
   trl_layer_set set;
   trellis_quant_config qc;
   /* Guards the realignment of lazy layers (set.layers[i] and set.extra[i]
-   * of layers with extra.lazy, and set's owned memory). */
+   * of layers with extra.lazy, and set's owned memory), and the holds. */
   pthread_mutex_t lock;
   int lock_ready;
+  /* trellis_model_hold: the model is freed when it is closed and no hold
+   * is left, by whichever of close and the last release comes last. */
+  size_t holds;
+  int closed;
   /* the text files read at open (trellis_model_file_path), or NULL */
   char *index_path, *config_path;
 };
@@ -341,9 +345,7 @@ trellis_status trl_index_parse(const char *json, size_t len, const char *label,
 
 /* -------------------------------------------------------------- model -- */
 
-void trellis_model_close(trellis_model *m) {
-  if (!m)
-    return;
+static void model_free(trellis_model *m) {
   trl_layers_free(&m->set);
   for (size_t i = 0; i < m->file_count; i++)
     trellis_file_close(m->files[i]);
@@ -357,6 +359,60 @@ void trellis_model_close(trellis_model *m) {
   free(m->config_path);
   free(m->label);
   free(m);
+}
+
+void trellis_model_close(trellis_model *m) {
+  if (!m)
+    return;
+  if (!m->lock_ready) { /* a model that failed to open: no holds yet */
+    model_free(m);
+    return;
+  }
+  pthread_mutex_lock(&m->lock);
+  const int again = m->closed;
+  m->closed = 1;
+  const int free_now = !again && m->holds == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (again)
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "%s: trellis_model_close: the model was closed twice (it "
+             "lives on only while holds remain)",
+             m->label);
+  else if (free_now)
+    model_free(m);
+}
+
+trellis_status trellis_model_hold(trellis_model *m) {
+  if (!m)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "m is NULL");
+  pthread_mutex_lock(&m->lock);
+  const int closed = m->closed;
+  if (!closed)
+    m->holds++;
+  pthread_mutex_unlock(&m->lock);
+  if (closed)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: the model is closed: trellis_model_hold gives no "
+                    "new holds (the model lives on until the holds taken "
+                    "before the close are released)",
+                    m->label);
+  return TRELLIS_OK;
+}
+
+void trellis_model_release(trellis_model *m) {
+  if (!m)
+    return;
+  pthread_mutex_lock(&m->lock);
+  const int none = m->holds == 0;
+  if (!none)
+    m->holds--;
+  const int free_now = !none && m->closed && m->holds == 0;
+  pthread_mutex_unlock(&m->lock);
+  if (none)
+    trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+             "%s: trellis_model_release without a hold (ignored)", m->label);
+  else if (free_now)
+    model_free(m);
 }
 
 static trellis_status open_single(trellis_model *m, const char *path) {
@@ -376,10 +432,23 @@ static trellis_status open_single(trellis_model *m, const char *path) {
   return TRELLIS_OK;
 }
 
-/* Opens every shard once and takes each listed tensor from its shard. */
+static trl_model_limits_t limits = {TRL_MODEL_MAX_HEADER_BYTES,
+                                    TRL_MODEL_MAX_TENSORS};
+
+void trl_model_set_limits(uint64_t header_bytes, size_t tensors) {
+  limits.header_bytes =
+      header_bytes ? header_bytes : TRL_MODEL_MAX_HEADER_BYTES;
+  limits.tensors = tensors ? tensors : TRL_MODEL_MAX_TENSORS;
+}
+
+trl_model_limits_t trl_model_limits(void) { return limits; }
+
+/* Opens every shard once and takes each listed tensor from its shard; the
+ * shards' headers together stay within the model's limits. */
 static trellis_status open_shards(trellis_model *m, const char *dir,
                                   const char *index_path,
                                   const trl_index *idx) {
+  trl_st_budget budget = {0, limits.header_bytes, 0, limits.tensors};
   m->files = calloc(idx->shard_count ? idx->shard_count : 1, sizeof *m->files);
   m->tensors = malloc((idx->count ? idx->count : 1) * sizeof *m->tensors);
   m->tensor_meta =
@@ -390,7 +459,7 @@ static trellis_status open_shards(trellis_model *m, const char *dir,
     char *p = join(dir, idx->shards[i]);
     if (!p)
       return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
-    trellis_status st = trellis_file_open(p, &m->files[i]);
+    trellis_status st = trl_file_open_within(p, &budget, &m->files[i]);
     free(p);
     if (st != TRELLIS_OK)
       return trl_fail_prefix(st, "%s: shard '%s'", index_path, idx->shards[i]);
@@ -471,7 +540,8 @@ static char *dir_of(const char *path) {
 }
 
 /* Directory: model.safetensors first (as transformers does), then the
- * index; config.json is read only in directory form. */
+ * index; config.json is read in directory form and beside an index given
+ * by its path (a lone .safetensors file has none). */
 static trellis_status open_dir(trellis_model *m, const char *dir) {
   char *single = join(dir, "model.safetensors");
   char *index = join(dir, "model.safetensors.index.json");
@@ -512,6 +582,8 @@ static trellis_status open_any(trellis_model *m, const char *path) {
   if (!dir)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   st = open_index(m, dir, path);
+  if (st == TRELLIS_OK)
+    st = open_config(m, dir);
   free(dir);
   return st;
 }
@@ -559,6 +631,9 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
   *out = NULL;
   if (!path)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  if (!path[0])
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "path is empty (expected a model file or directory)");
   trellis_model *m = calloc(1, sizeof *m);
   if (!m || !(m->label = dup_str(path))) {
     free(m);

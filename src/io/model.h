@@ -31,6 +31,24 @@ trellis_status trl_index_parse(const char *json, size_t len, const char *label,
                                trl_index *out);
 void trl_index_free(trl_index *idx);
 
+/* A whole model's limits, above each file's (README "Limits"): the sum of
+ * its shards' header lengths and its tensor count. Ten to twenty times
+ * what the largest checkpoints need (a 1T-parameter MoE in EXL3 has some
+ * 300,000 tensors in about 50 MB of headers); what the model keeps of its
+ * headers is proportional to them. */
+#define TRL_MODEL_MAX_HEADER_BYTES ((uint64_t)1000 * 1000 * 1000)
+#define TRL_MODEL_MAX_TENSORS ((size_t)1 << 22)
+
+typedef struct trl_model_limits {
+  uint64_t header_bytes;
+  size_t tensors;
+} trl_model_limits_t;
+
+/* Test hook: the limits trellis_model_open applies from now on (0: the
+ * default of that limit). Not for use while models open on other threads. */
+void trl_model_set_limits(uint64_t header_bytes, size_t tensors);
+trl_model_limits_t trl_model_limits(void);
+
 /* Bytes of tensor data the model has copied so far (realigned tensors,
  * converted F32 biases): listing layers must leave it unchanged. */
 size_t trl_model_copied_bytes(const trellis_model *m);

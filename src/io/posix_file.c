@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,8 @@ static trellis_status stat_fail(const char *path, const char *what, int e) {
 
 trellis_status trl_stat_path(const char *path, const char *what,
                              struct stat *sb) {
+  if (!path[0]) /* stat("") fails with ENOENT: say what is wrong */
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is empty: %s", what);
   if (stat(path, sb) != 0)
     return stat_fail(path, what, errno);
   return TRELLIS_OK;
@@ -65,6 +68,21 @@ trellis_status trl_stat_path(const char *path, const char *what,
 int trl_path_entry_exists(const char *path) {
   struct stat sb;
   return lstat(path, &sb) == 0;
+}
+
+/* EMFILE: which limit was hit, and its value. */
+static trellis_status no_descriptor(const char *path) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+    return trl_fail(TRELLIS_ERR_IO,
+                    "%s: cannot open: the process's limit of open files "
+                    "(RLIMIT_NOFILE) is reached",
+                    path);
+  return trl_fail(TRELLIS_ERR_IO,
+                  "%s: cannot open: the process's limit of %llu open files "
+                  "(RLIMIT_NOFILE) is reached (raise it with ulimit -n, or "
+                  "close files)",
+                  path, (unsigned long long)rl.rlim_cur);
 }
 
 static trellis_status not_regular(const char *path, mode_t mode) {
@@ -82,6 +100,8 @@ trellis_status trl_open_regular(const char *path, int *fd, size_t *size) {
   if (!S_ISREG(sb.st_mode))
     return not_regular(path, sb.st_mode);
   int d = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (d < 0 && errno == EMFILE)
+    return no_descriptor(path);
   if (d < 0)
     return stat_fail(path, "cannot open", errno);
   int flags = fcntl(d, F_GETFL);

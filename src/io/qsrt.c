@@ -9,7 +9,9 @@
  *     sqg_fp16_d3l are accepted. 3inst and mul1 are not b12x codebooks, and
  *     a mul1 marker is rejected.
  *   - Uniform layers have K 2..6 (b12x's dense range) and a K the codebook
- *     defines; a metadata "bits" must equal it.
+ *     defines; a metadata "bits" must equal it. A pair's "bits", when
+ *     present, must be its bits per weight, (K0 + K1) / 2 ("3" for P24,
+ *     "3.5" for P43).
  *   - Pair scales must be finite (b12x checks this at prepare). */
 #include "io/qsrt.h"
 
@@ -197,6 +199,48 @@ static int parse_pair_kind(const char *s, trellis_pair_kind *out) {
   return 0;
 }
 
+/* 1 when `s` is a plain decimal ("3", "3.5", "3.50") equal to halves / 2:
+ * digits, optionally a point and digits, nothing else. */
+static int is_half_count(const char *s, int halves) {
+  long whole = 0;
+  int len = 0;
+  while (s[len] >= '0' && s[len] <= '9' && len < 8)
+    whole = whole * 10 + (s[len++] - '0');
+  if (len == 0)
+    return 0;
+  int half = 0;
+  if (s[len] == '.') {
+    const char *f = s + len + 1;
+    if (*f < '0' || *f > '9')
+      return 0;
+    half = *f == '5';
+    if (*f != '0' && *f != '5')
+      return 0;
+    for (f++; *f == '0'; f++)
+      ;
+    if (*f != '\0')
+      return 0;
+  } else if (s[len] != '\0') {
+    return 0;
+  }
+  return whole * 2 + half == halves;
+}
+
+/* A pair's __metadata__ "bits", when present, is its bits per weight. */
+static trellis_status check_pair_bits(const char *label, const char *prefix,
+                                      const trl_st_meta *meta,
+                                      const trellis_weight *w) {
+  const char *given = trl_st_meta_get(meta, "bits");
+  const int halves = w->bits + w->bits1;
+  if (given == NULL || is_half_count(given, halves))
+    return TRELLIS_OK;
+  return trl_fail(TRELLIS_ERR_FORMAT,
+                  "%s: layer '%s': __metadata__ bits '%.20s' is wrong: pair "
+                  "%s has %d%s bits per weight, (%d + %d) / 2",
+                  label, prefix, given, trellis_pair_kind_name(w->pair),
+                  halves / 2, halves % 2 ? ".5" : "", w->bits, w->bits1);
+}
+
 /* qsrt_pair: I16 [(orth/16)*128*(K0+K1)], the rate axis 256 channels long,
  * the other a positive multiple of 128 (k = |suh|, n = |svh|), MCG or
  * SQG_E4M3, finite scales. */
@@ -247,6 +291,9 @@ static trellis_status describe_pair(const char *label, const char *prefix,
   w->n = svh_len;
   w->bits = trl_pair_bits0(w->pair);
   w->bits1 = trl_pair_bits1(w->pair);
+  trellis_status st = check_pair_bits(label, prefix, meta, w);
+  if (st != TRELLIS_OK)
+    return st;
   const uint64_t words = trl_pair_record_words(orth, w->bits) +
                          trl_pair_record_words(orth, w->bits1);
   const trellis_tensor *t = g->payload;
@@ -259,7 +306,7 @@ static trellis_status describe_pair(const char *label, const char *prefix,
                     label, prefix, sh, (unsigned long long)words, kind,
                     axis_n ? "n" : "k", (long long)orth, w->bits, w->bits1);
   }
-  trellis_status st = check_finite(label, prefix, g->suh, "qsrt_suh");
+  st = check_finite(label, prefix, g->suh, "qsrt_suh");
   if (st == TRELLIS_OK)
     st = check_finite(label, prefix, g->svh, "qsrt_svh");
   return st;

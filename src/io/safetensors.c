@@ -205,17 +205,24 @@ static trellis_status check_metadata(const char *label, json_t *meta) {
   return TRELLIS_OK;
 }
 
-/* Keeps the (already checked) __metadata__ strings. */
+/* The __metadata__ keys the library reads (io/qsrt.c); the others are
+ * dropped at open, so a header's metadata costs nothing after it is parsed,
+ * however many entries it has. */
+static const char *const kept_keys[] = {"codebook", "bits", "pair_kind",
+                                        "rate_axis"};
+#define KEPT_KEYS (sizeof kept_keys / sizeof *kept_keys)
+
+/* Keeps the (already checked) __metadata__ strings that are read. */
 static trellis_status keep_metadata(trellis_file *f, json_t *meta) {
-  const size_t n = json_object_size(meta);
-  f->meta.kv = calloc(2 * n + 1, sizeof *f->meta.kv);
+  f->meta.kv = calloc(2 * KEPT_KEYS + 1, sizeof *f->meta.kv);
   if (!f->meta.kv)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "%s: cannot allocate __metadata__", f->label);
-  const char *key;
-  json_t *val;
-  json_object_foreach(meta, key, val) {
-    const char *pair[2] = {key, json_string_value(val)};
+  for (size_t k = 0; k < KEPT_KEYS; k++) {
+    json_t *val = json_object_get(meta, kept_keys[k]);
+    if (!val)
+      continue;
+    const char *pair[2] = {kept_keys[k], json_string_value(val)};
     for (int i = 0; i < 2; i++) {
       const size_t len = strlen(pair[i]) + 1;
       char *copy = malloc(len);
@@ -465,8 +472,6 @@ void trellis_file_close(trellis_file *f) {
     return;
   if (f->map)
     munmap(f->map, f->map_size);
-  if (f->fd >= 0)
-    close(f->fd);
   free(f->tensors);
   free(f->names);
   for (size_t i = 0; f->meta.kv && f->meta.kv[i]; i++)
@@ -480,7 +485,6 @@ static trellis_file *file_new(const char *label) {
   trellis_file *f = calloc(1, sizeof *f);
   if (!f)
     return NULL;
-  f->fd = -1;
   size_t len = strlen(label) + 1;
   f->label = malloc(len);
   if (!f->label) {
@@ -512,31 +516,49 @@ trellis_status trellis_file_open_memory(const void *data, size_t size,
   return TRELLIS_OK;
 }
 
+/* A model's budget (trl_st_budget) is exceeded by this file. */
+static trellis_status budget_fail(const char *path, const char *what,
+                                  unsigned long long total,
+                                  unsigned long long limit, const char *unit) {
+  return trl_fail(TRELLIS_ERR_FORMAT,
+                  "%s: %s the model to %llu %s, more than the limit of "
+                  "%llu %s for a whole model (README \"Limits\")",
+                  path, what, total, unit, limit, unit);
+}
+
 /* Reads the length and the header with pread() (a file that shrinks
  * meanwhile is an error, never a SIGBUS), then maps the whole file
- * read-only for the data region. The descriptor stays open so that later
- * accesses can notice a file that shrank. */
-static trellis_status open_file(trellis_file *f, const char *path) {
-  size_t size;
-  trellis_status st = trl_open_regular(path, &f->fd, &size);
-  if (st != TRELLIS_OK)
-    return st;
+ * read-only for the data region; within a budget, the header length is
+ * checked before the header is read and the tensor count after it is
+ * parsed. */
+static trellis_status map_file(trellis_file *f, int fd, const char *path,
+                               size_t size, trl_st_budget *budget) {
   uint8_t first[8] = {0};
+  trellis_status st = TRELLIS_OK;
   if (size >= 8)
-    st = trl_pread_exact(f->fd, path, 0, first, 8);
+    st = trl_pread_exact(fd, path, 0, first, 8);
   uint64_t hlen = 0;
   if (st == TRELLIS_OK)
     st = header_length(f, first, size, &hlen);
   if (st != TRELLIS_OK)
     return st;
+  if (budget && hlen > budget->header_limit - budget->header_bytes) {
+    char what[64];
+    snprintf(what, sizeof what, "its %llu-byte header brings",
+             (unsigned long long)hlen);
+    return budget_fail(path, what,
+                       (unsigned long long)(budget->header_bytes + hlen),
+                       (unsigned long long)budget->header_limit,
+                       "bytes of safetensors headers");
+  }
   char *hdr = malloc(hlen ? (size_t)hlen : 1);
   if (!hdr)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "%s: cannot allocate the %llu-byte header", path,
                     (unsigned long long)hlen);
-  st = trl_pread_exact(f->fd, path, 8, hdr, (size_t)hlen);
+  st = trl_pread_exact(fd, path, 8, hdr, (size_t)hlen);
   if (st == TRELLIS_OK) {
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, f->fd, 0);
+    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED)
       st = trl_errno_fail(path, "cannot mmap", errno);
     else {
@@ -548,20 +570,57 @@ static trellis_status open_file(trellis_file *f, const char *path) {
     }
   }
   free(hdr);
+  if (st == TRELLIS_OK && budget) {
+    if (f->count > budget->tensor_limit - budget->tensors) {
+      char what[64];
+      snprintf(what, sizeof what, "its %zu tensors bring", f->count);
+      return budget_fail(path, what,
+                         (unsigned long long)(budget->tensors + f->count),
+                         (unsigned long long)budget->tensor_limit, "tensors");
+    }
+    budget->header_bytes += hlen;
+    budget->tensors += f->count;
+  }
   return st;
 }
 
-trellis_status trellis_file_open(const char *path, trellis_file **out) {
+/* Maps the file and closes its descriptor: the mapping needs none, and a
+ * model holds one file per shard. The file's device and inode are kept so
+ * that later accesses can notice, by the path, a file that shrank. */
+static trellis_status open_file(trellis_file *f, const char *path,
+                                trl_st_budget *budget) {
+  int fd;
+  size_t size;
+  trellis_status st = trl_open_regular(path, &fd, &size);
+  if (st != TRELLIS_OK)
+    return st;
+  struct stat sb;
+  if (fstat(fd, &sb) != 0)
+    st = trl_errno_fail(path, "cannot stat", errno);
+  else {
+    f->dev = sb.st_dev;
+    f->ino = sb.st_ino;
+    st = map_file(f, fd, path, size, budget);
+  }
+  close(fd);
+  return st;
+}
+
+static trellis_status open_path(const char *path, trl_st_budget *budget,
+                                trellis_file **out) {
   if (!out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!path)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  if (!path[0])
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "path is empty (expected a .safetensors file)");
   trellis_file *f = file_new(path);
   if (!f)
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                     "cannot allocate a trellis_file");
-  trellis_status st = open_file(f, path);
+  trellis_status st = open_file(f, path, budget);
   if (st != TRELLIS_OK) {
     trellis_file_close(f);
     return st;
@@ -570,12 +629,21 @@ trellis_status trellis_file_open(const char *path, trellis_file **out) {
   return TRELLIS_OK;
 }
 
+trellis_status trellis_file_open(const char *path, trellis_file **out) {
+  return open_path(path, NULL, out);
+}
+
+trellis_status trl_file_open_within(const char *path, trl_st_budget *budget,
+                                    trellis_file **out) {
+  return open_path(path, budget, out);
+}
+
 trellis_status trl_file_check_size(const trellis_file *f) {
-  if (f->fd < 0)
+  if (!f->map)
     return TRELLIS_OK;
   struct stat sb;
-  if (fstat(f->fd, &sb) != 0)
-    return trl_errno_fail(f->label, "cannot stat", errno);
+  if (stat(f->label, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino)
+    return TRELLIS_OK; /* not the mapped file any more: nothing to check */
   if ((uintmax_t)sb.st_size < (uintmax_t)f->map_size)
     return trl_fail(TRELLIS_ERR_IO,
                     "%s: the file is now %lld bytes, %zu when it was "

@@ -5,6 +5,8 @@
 
 #include "core/internal.h"
 
+#include <sys/types.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,7 +24,8 @@ extern "C" {
 /* Bytes of a tensor name. */
 #define TRL_ST_MAX_NAME 1024
 
-/* A file's __metadata__: string pairs in header order. */
+/* A file's __metadata__: the string pairs the library reads ("codebook",
+ * "bits", "pair_kind", "rate_axis"); every other entry is dropped at open. */
 typedef struct trl_st_meta {
   size_t count;
   char **kv; /* kv[2i] = key, kv[2i + 1] = value */
@@ -33,8 +36,11 @@ const char *trl_st_meta_get(const trl_st_meta *m, const char *key);
 
 struct trellis_file {
   char *label; /* path, or "<memory>", used in messages */
-  int fd;      /* kept open to notice a file that shrank; -1 for memory */
-  void *map;   /* mmap base (NULL for caller memory) */
+  /* The mapped file's identity, to notice by its path that it shrank: no
+   * descriptor is kept (a model of many shards would hold one each). */
+  dev_t dev;
+  ino_t ino;
+  void *map; /* mmap base (NULL for caller memory) */
   size_t map_size;
   const uint8_t *data; /* start of the data region */
   size_t data_size;
@@ -45,8 +51,25 @@ struct trellis_file {
 };
 
 /* TRELLIS_ERR_IO when the file is now shorter than when it was opened (its
- * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. */
+ * mapping would raise SIGBUS past the new end); TRELLIS_OK for memory. The
+ * file is found again by its path: when the path no longer names the
+ * mapped file (removed, or replaced by another), the mapping keeps the
+ * original alive and nothing can be checked, so that is TRELLIS_OK too. */
 trellis_status trl_file_check_size(const trellis_file *f);
+
+/* A whole model's share of header memory (io/model.c): what its shards
+ * have used so far and the limits of the whole. */
+typedef struct trl_st_budget {
+  uint64_t header_bytes, header_limit; /* sum of header lengths */
+  size_t tensors, tensor_limit;
+} trl_st_budget;
+
+/* trellis_file_open for one file of a model: its header length and its
+ * tensors are added to *budget, and a file that would bring either past
+ * its limit is TRELLIS_ERR_FORMAT naming the limit (its header is not read
+ * when its length alone is too much). */
+trellis_status trl_file_open_within(const char *path, trl_st_budget *budget,
+                                    trellis_file **out);
 
 /* Index of `name` in the sorted tensor array, or -1. */
 ptrdiff_t trl_file_index(const trellis_file *f, const char *name);

@@ -49,6 +49,11 @@ static const cli_option *find_option(const cli_option *opts, size_t nopts,
   return NULL;
 }
 
+/* "-x" or "--x": an option, not a value ("-5" and "-" are values). */
+static int looks_like_option(const char *v) {
+  return v[0] == '-' && v[1] != '\0' && !(v[1] >= '0' && v[1] <= '9');
+}
+
 /* Options and up to max_pos positionals; `exact` names the error for one
  * positional too many (a fixed count, or a list's limit). */
 static int parse_args(int argc, char **argv, const char *usage,
@@ -81,6 +86,14 @@ static int parse_args(int argc, char **argv, const char *usage,
       const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
       if (v == NULL || v[0] == '\0') {
         cli_error("%s: option %s needs a value", argv[0], o->name);
+        return CLI_USAGE;
+      }
+      /* "--output --dense": the value forgotten, the next option taken for
+       * it. A value that must start with '-' is written --output=-x. */
+      if (!eq && looks_like_option(v)) {
+        cli_error("%s: option %s needs a value, got the option '%s' (write "
+                  "%s=%s if that is the value)",
+                  argv[0], o->name, v, o->name, v);
         return CLI_USAGE;
       }
       *o->value = v;
@@ -130,12 +143,19 @@ int cli_parse_exit(int parse_result) {
   return parse_result == CLI_HELP_SHOWN ? CLI_OK : CLI_USAGE;
 }
 
+int cli_plain_number(const char *text) {
+  const char *digits = text + (text[0] == '-');
+  return digits[0] >= '0' && digits[0] <= '9';
+}
+
 int cli_parse_int(const char *option, const char *text, long min, long max,
                   long *out) {
   char *end = NULL;
   errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+  const int plain = cli_plain_number(text);
+  long v = plain ? strtol(text, &end, 10) : 0;
+  if (!plain || errno != 0 || end == text || *end != '\0' || v < min ||
+      v > max) {
     cli_error("%s: expected an integer in [%ld, %ld], got '%s'", option, min,
               max, text);
     return CLI_USAGE;

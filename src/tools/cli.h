@@ -53,7 +53,9 @@ typedef struct cli_option {
 /* Parses argv[1..] into options ("--name value" or "--name=value") and
  * positionals; argv[0] is the subcommand's name, used in messages ("try
  * 'trellis NAME --help'"). "--help"/"-h" prints `usage` to stdout and
- * returns CLI_HELP_SHOWN. Exactly `npos` positionals are required;
+ * returns CLI_HELP_SHOWN. A value given as the next argument must not look
+ * like an option ("-x", "--x"; "--name=-x" passes one). Exactly `npos`
+ * positionals are required;
  * `pos_names` names them for the error message. Returns CLI_PARSED or
  * CLI_USAGE. */
 int cli_parse(int argc, char **argv, const char *usage, const cli_option *opts,
@@ -67,8 +69,14 @@ int cli_parse_list(int argc, char **argv, const char *usage,
 /* Exit code for a non-CLI_PARSED parse result. */
 int cli_parse_exit(int parse_result);
 
-/* Parses an integer option value in [min, max]; prints an error naming
- * `option`. */
+/* 1 when `text` starts as a plain number does: a digit, or '-' and a
+ * digit. strtol and strtod alone also take leading spaces and a '+', which
+ * an option value must not have. */
+int cli_plain_number(const char *text);
+
+/* Parses an integer option value in [min, max]: decimal digits with an
+ * optional leading '-', nothing else (no spaces, no '+'); prints an error
+ * naming `option`. */
 int cli_parse_int(const char *option, const char *text, long min, long max,
                   long *out);
 

@@ -61,22 +61,35 @@ static int scan_word(scanner *s, const char *word) {
   return 1;
 }
 
-/* A non-negative integer (Python 2 headers may add an 'L'). */
+/* A non-negative integer (Python 2 headers may add an 'L'): 1, or 0 when
+ * there is none, or -1 when its digits exceed INT64_MAX (s->p is left at
+ * them, for the message). */
 static int scan_int(scanner *s, int64_t *out) {
   skip_ws(s);
   if (s->p >= s->end || *s->p < '0' || *s->p > '9')
     return 0;
+  const char *start = s->p;
   int64_t v = 0;
   while (s->p < s->end && *s->p >= '0' && *s->p <= '9') {
     int d = *s->p++ - '0';
-    if (v > (INT64_MAX - d) / 10)
-      return 0;
+    if (v > (INT64_MAX - d) / 10) {
+      s->p = start;
+      return -1;
+    }
     v = v * 10 + d;
   }
   if (s->p < s->end && *s->p == 'L')
     s->p++;
   *out = v;
   return 1;
+}
+
+/* The run of digits at p, for a message. */
+static int digits_at(const scanner *s) {
+  const char *q = s->p;
+  while (q < s->end && *q >= '0' && *q <= '9' && q - s->p < 64)
+    q++;
+  return (int)(q - s->p);
 }
 
 /* "()", "(3,)" or "(3, 4)" with an optional trailing comma. */
@@ -89,7 +102,13 @@ static trellis_status scan_shape(scanner *s, npy_array *a) {
     if (n > 0 && !comma)
       return trl_fail(TRELLIS_ERR_FORMAT,
                       "npy header: shape tuple is missing a comma");
-    if (!scan_int(s, &v))
+    int got = scan_int(s, &v);
+    if (got < 0)
+      return trl_fail(TRELLIS_ERR_SHAPE,
+                      "npy header: shape entry %d = %.*s is larger than "
+                      "the largest size, %lld",
+                      n, digits_at(s), s->p, (long long)INT64_MAX);
+    if (got == 0)
       return trl_fail(TRELLIS_ERR_FORMAT,
                       "npy header: shape entry %d is not a non-negative "
                       "integer",
@@ -115,6 +134,13 @@ static trellis_status parse_descr(const char *d, trellis_dtype *out) {
     *out = TRELLIS_F16;
   else if (!strcmp(d, "<f4") || !strcmp(d, "<f"))
     *out = TRELLIS_F32;
+  else if (!strcmp(d, ">f2") || !strcmp(d, ">e") || !strcmp(d, ">f4") ||
+           !strcmp(d, ">f"))
+    return trl_fail(TRELLIS_ERR_DTYPE,
+                    "npy header: descr '%s' is big-endian float%d; only "
+                    "little-endian '<f2' and '<f4' are supported "
+                    "(numpy: a.astype(a.dtype.newbyteorder('<')))",
+                    d, d[2] == '2' || d[1] == 'e' ? 16 : 32);
   else
     return trl_fail(TRELLIS_ERR_DTYPE,
                     "npy header: descr '%s' is not supported (only '<f2' "

@@ -14,7 +14,8 @@ from ctypes import byref, c_void_p
 
 import numpy as np
 
-from . import _lib
+from . import _checks, _lib
+from ._lifetime import Lifetime
 from ._lib import lib
 
 
@@ -124,8 +125,10 @@ RATE_AXES = _names(lib.trellis_rate_axis_name) if _lib.HAS_PAIRS else {}
 
 
 def codebook_id(codebook: Union[str, int]) -> int:
-    """The trellis_codebook value of a name ("mcg") or of a value."""
+    """The trellis_codebook value of a name ("mcg") or of a value (one that
+    fits a C int; the library checks it)."""
     if isinstance(codebook, str):
+        _checks.c_string("codebook", codebook)
         for value, name in CODEBOOKS.items():
             if name == codebook.lower():
                 return value
@@ -133,7 +136,7 @@ def codebook_id(codebook: Union[str, int]) -> int:
             "TRELLIS_ERR_INVALID_ARGUMENT",
             "codebook: unknown name '%s' (known: %s)" % (codebook, ", ".join(CODEBOOKS.values())),
         )
-    return int(codebook)
+    return _checks.integer("codebook", codebook, "int")
 
 
 def version() -> str:
@@ -207,8 +210,9 @@ def read_safetensors(path: Union[str, os.PathLike]) -> Dict[str, np.ndarray]:
 
     BF16 tensors come back as uint16 bit patterns, F8 ones as uint8 bytes.
     """
+    encoded = _checks.path("path", path)
     f = c_void_p()
-    call(lib.trellis_file_open, os.fsencode(path), byref(f))
+    call(lib.trellis_file_open, encoded, byref(f))
     try:
         out = {}
         for i in range(lib.trellis_file_tensor_count(f)):
@@ -225,25 +229,31 @@ class Model:
 
     The files stay mapped until close() (or the end of a `with` block); the
     layers and arrays handed out before stay usable only while it is open
-    (layers) or forever (arrays are copies).
+    (layers) or forever (arrays are copies). Every method may be called
+    from several threads at once; close() may be called while other threads
+    compute on its layers: it returns at once, new calls raise ValueError,
+    and the files are unmapped when the last running call returns.
     """
 
     def __init__(self, path: Union[str, os.PathLike]) -> None:
-        self.path = os.fspath(path)
         self._handle = None
+        self._life = Lifetime(lambda: ValueError("libtrellis.Model %r is closed" % self.path))
+        encoded = _checks.path("path", path)
+        self.path = os.fspath(path)
         handle = c_void_p()
-        call(lib.trellis_model_open, os.fsencode(self.path), byref(handle))
+        call(lib.trellis_model_open, encoded, byref(handle))
         self._handle = handle
 
     def close(self) -> None:
-        """Unmaps the files. A second call does nothing."""
-        handle, self._handle = self._handle, None
+        """Closes the model; the files are unmapped now, or when the calls
+        running on other threads return. A second call does nothing."""
+        handle = self._handle
         if handle:
-            lib.trellis_model_close(handle)
+            self._life.close(lambda: lib.trellis_model_close(handle))
 
     @property
     def closed(self) -> bool:
-        return self._handle is None
+        return self._handle is None or self._life.closed
 
     def __enter__(self):
         return self
@@ -252,24 +262,38 @@ class Model:
         self.close()
 
     def __del__(self):
-        self.close()
+        if getattr(self, "_handle", None):  # not when __init__ failed
+            self.close()
 
     def __repr__(self):
         state = "closed" if self.closed else "%d layers" % len(self)
         return "<libtrellis.Model %r (%s)>" % (self.path, state)
 
+    def _use(self):
+        """`with model._use():` around a call into C on the model or on its
+        layers' memory: a close() meanwhile unmaps the files only when the
+        block ends (ValueError when the model is closed)."""
+        return self._life.use()
+
     def _h(self):
-        if self._handle is None:
+        """The handle (ValueError once closed); C calls made with it belong
+        inside `with model._use():`."""
+        if self.closed:
             raise ValueError("libtrellis.Model %r is closed" % self.path)
         return self._handle
 
     def __len__(self) -> int:
-        return int(lib.trellis_model_layer_count(self._h()))
+        with self._use():
+            return int(lib.trellis_model_layer_count(self._handle))
 
     @property
     def quantization_config(self) -> Optional[Dict[str, Any]]:
         """config.json's quantization_config as a dict, or None."""
-        q = lib.trellis_model_quant_config(self._h())
+        with self._use():
+            return self._quantization_config()
+
+    def _quantization_config(self) -> Optional[Dict[str, Any]]:
+        q = lib.trellis_model_quant_config(self._handle)
         if not q or not q.contents.present:
             return None
         q = q.contents
@@ -292,7 +316,11 @@ class Model:
         codebook, signs ("scaled" or "legacy"), bias, and where the library
         reads paired layers pair and rate_axis ("P24", "n"; None for a
         uniform layer). Read from the headers."""
-        h = self._h()
+        with self._use():
+            return self._layer_info()
+
+    def _layer_info(self) -> List[Dict[str, Any]]:
+        h = self._handle
         rows = []
         for i in range(len(self)):
             if _lib.has("trellis_model_layer_info"):
@@ -323,13 +351,17 @@ class Model:
         return [row["name"] for row in self.layer_info()]
 
     def layer(self, key: Union[str, int]) -> "Layer":
-        """The layer of a name or an index, for decode and forward."""
+        """The layer of a name or an index (0..len - 1), for decode and
+        forward."""
         raw = _lib.Layer()
-        if isinstance(key, str):
-            call(lib.trellis_model_find_layer, self._h(), key.encode(), byref(raw))
-        else:
-            call(lib.trellis_model_layer, self._h(), int(key), byref(raw))
-        return Layer(raw.weight, _lib.text(raw.name), self)
+        with self._use():
+            if isinstance(key, str):
+                name = _checks.c_string("layer", key)
+                call(lib.trellis_model_find_layer, self._handle, name, byref(raw))
+            else:
+                index = _checks.index("layer", key, len(self), "layers")
+                call(lib.trellis_model_layer, self._handle, index, byref(raw))
+            return Layer(raw.weight, _lib.text(raw.name), self)
 
     def layers(self) -> List["Layer"]:
         """Every EXL3 layer, sorted by name."""
@@ -340,27 +372,33 @@ class Model:
 
     def other_tensor_names(self) -> List[str]:
         """Names of the tensors that are not part of an EXL3 layer."""
-        h = self._h()
-        names = []
-        for i in range(lib.trellis_model_other_count(h)):
-            t = _lib.Tensor()
-            call(lib.trellis_model_other, h, i, byref(t))
-            names.append(_lib.text(t.name))
-        return names
+        with self._use():
+            h = self._handle
+            names = []
+            for i in range(lib.trellis_model_other_count(h)):
+                t = _lib.Tensor()
+                call(lib.trellis_model_other, h, i, byref(t))
+                names.append(_lib.text(t.name))
+            return names
 
     def tensor(self, name: str) -> np.ndarray:
         """Any tensor of the checkpoint by full name, as a numpy copy."""
+        encoded = _checks.c_string("name", name)
         t = _lib.Tensor()
-        call(lib.trellis_model_find_tensor, self._h(), name.encode(), byref(t))
-        return _tensor_array(t)
+        with self._use():
+            call(lib.trellis_model_find_tensor, self._handle, encoded, byref(t))
+            return _tensor_array(t)
 
 
 def tensor_header(model: "Model", name: str) -> Optional[Tuple[str, Tuple[int, ...]]]:
     """(dtype name, shape) of a checkpoint tensor ("F16", (4096,)), or None
     where the checkpoint has no tensor of that name."""
+    encoded = _checks.c_string("name", name)
     t = _lib.Tensor()
     lib.trellis_clear_error()
-    if lib.trellis_model_find_tensor(model._h(), name.encode(), byref(t)) != _lib.OK:
+    with model._use():
+        found = lib.trellis_model_find_tensor(model._handle, encoded, byref(t)) == _lib.OK
+    if not found:
         return None
     dtype = _lib.TENSOR_DTYPES[t.dtype] if t.dtype < len(_lib.TENSOR_DTYPES) else str(t.dtype)
     return dtype, tuple(t.shape[i] for i in range(t.ndim))
@@ -388,10 +426,27 @@ def _host_vector(name, value, dtype, length):
     if a.dtype != dtype or a.shape != (length,):
         raise error(
             "TRELLIS_ERR_SHAPE" if a.dtype == dtype else "TRELLIS_ERR_DTYPE",
-            "%s: expected %s [%d], got %s %s"
-            % (name, np.dtype(dtype).name, length, a.dtype.name, list(a.shape)),
+            "%s: expected %s [%d], got %s %s%s"
+            % (
+                name,
+                np.dtype(dtype).name,
+                length,
+                _checks.dtype_text(a.dtype),
+                list(a.shape),
+                _byte_order_hint(a.dtype),
+            ),
         )
     return a
+
+
+def _byte_order_hint(dtype):
+    """For a message about a dtype of the other byte order."""
+    if _checks.native_byte_order(dtype):
+        return ""
+    return (
+        " (the byte order is not the machine's: convert with "
+        "a.astype(a.dtype.newbyteorder('=')))"
+    )
 
 
 class Layer:
@@ -404,7 +459,7 @@ class Layer:
 
     def __init__(self, weight, name, owner):
         self._weight = weight
-        self._owner = owner
+        self._owner = owner  # a Model (whose memory it borrows) or arrays
         self.name = name
         self.k = int(weight.k)
         self.n = int(weight.n)
@@ -442,8 +497,8 @@ class Layer:
         if t.dtype != np.int16 or t.ndim != 3 or t.shape[2] % 16:
             raise error(
                 "TRELLIS_ERR_SHAPE" if t.dtype == np.int16 else "TRELLIS_ERR_DTYPE",
-                "trellis: expected int16 [k/16, n/16, 16*bits], got %s %s"
-                % (t.dtype.name, list(t.shape)),
+                "trellis: expected int16 [k/16, n/16, 16*bits], got %s %s%s"
+                % (_checks.dtype_text(t.dtype), list(t.shape), _byte_order_hint(t.dtype)),
             )
         k, n, bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
         arrays = {
@@ -456,8 +511,10 @@ class Layer:
         }
         w = _lib.Weight()
         lib.trellis_weight_init(byref(w))
-        w.k, w.n, w.bits = k, n, bits
         w.codebook = codebook_id(codebook)
+        w.k = _checks.integer("trellis: k", k, "int64_t")
+        w.n = _checks.integer("trellis: n", n, "int64_t")
+        w.bits = _checks.integer("trellis: bits", bits, "int")
         for field, a in arrays.items():
             if a is not None:
                 setattr(w, field, a.ctypes.data_as(type(getattr(w, field))))
@@ -495,21 +552,36 @@ class Layer:
     def weight(self):
         """The trellis_weight of host pointers (for the C entry points).
 
-        Raises ValueError once the owning model is closed."""
+        Raises ValueError once the owning model is closed. A C call made
+        with it belongs inside `with layer.borrow():`, so that a close() on
+        another thread leaves its memory mapped until the call ends."""
         if isinstance(self._owner, Model) and self._owner.closed:
-            raise ValueError("layer %s: its model %r is closed" % (self.name, self._owner.path))
+            raise ValueError(self._closed_message())
         return self._weight
+
+    def _closed_message(self):
+        return "layer %s: its model %r is closed" % (self.name, self._owner.path)
+
+    def _closed_error(self):
+        return ValueError(self._closed_message())
+
+    def borrow(self):
+        """`with layer.borrow() as w:` gives the trellis_weight and keeps
+        the model's memory mapped until the block ends (ValueError when the
+        model is closed)."""
+        return _Borrow(self)
 
     def decode(self, dense: bool = False) -> np.ndarray:
         """W_hat as fp16 [k, n] (bit-exact), or with dense=True the
         original-basis weight as fp32 [k, n] (bias not included)."""
-        w = self.weight()
         if dense:
             out = np.empty((self.k, self.n), dtype=np.float32)
-            call(lib.trellis_dense_weight, byref(w), out.ctypes.data)
+            with self.borrow() as w:
+                call(lib.trellis_dense_weight, byref(w), out.ctypes.data)
         else:
             out = np.empty((self.k, self.n), dtype=np.float16)
-            call(lib.trellis_decode_weight, byref(w), out.ctypes.data)
+            with self.borrow() as w:
+                call(lib.trellis_decode_weight, byref(w), out.ctypes.data)
         return out
 
     def check_input(self, x: Any) -> Tuple[np.ndarray, int, Tuple[int, ...]]:
@@ -526,7 +598,17 @@ class Layer:
             raise error(
                 "TRELLIS_ERR_DTYPE",
                 "x: dtype %s is not supported for layer %s (expected float16, "
-                "float32 or float64)" % (a.dtype.name, self.name),
+                "float32 or float64%s)"
+                % (
+                    _checks.dtype_text(a.dtype),
+                    self.name,
+                    (
+                        ", in the machine's byte order: convert with "
+                        "x.astype(x.dtype.newbyteorder('='))"
+                        if not _checks.native_byte_order(a.dtype)
+                        else ""
+                    ),
+                ),
             )
         if a.ndim < 1 or a.shape[-1] != self.k:
             raise error(
@@ -544,7 +626,8 @@ class Layer:
         x: float16, float32 or float64 (cast to float32), of shape [..., k];
         y: out_dtype (float32 or float16), [..., n]. threads: 0 = one per
         core."""
-        w = self.weight()
+        threads = _checks.integer("threads", threads, "int")
+        self.weight()  # ValueError once the model is closed
         a, m, lead = self.check_input(x)
         out_dtype = np.dtype(out_dtype)
         if out_dtype not in (np.float16, np.float32):
@@ -556,21 +639,43 @@ class Layer:
         if m:
             x_dt = _lib.F16 if a.dtype == np.float16 else _lib.F32
             y_dt = _lib.F16 if out_dtype == np.float16 else _lib.F32
-            ws_bytes = lib.trellis_cpu_workspace_size(byref(w), m, threads)
-            ws = np.empty(max(ws_bytes, 1), dtype=np.uint8)
-            call(
-                lib.trellis_cpu_forward,
-                byref(w),
-                a.ctypes.data,
-                x_dt,
-                m,
-                y.ctypes.data,
-                y_dt,
-                ws.ctypes.data,
-                ws_bytes,
-                threads,
-            )
+            with self.borrow() as w:
+                ws_bytes = lib.trellis_cpu_workspace_size(byref(w), m, threads)
+                ws = np.empty(max(ws_bytes, 1), dtype=np.uint8)
+                call(
+                    lib.trellis_cpu_forward,
+                    byref(w),
+                    a.ctypes.data,
+                    x_dt,
+                    m,
+                    y.ctypes.data,
+                    y_dt,
+                    ws.ctypes.data,
+                    ws_bytes,
+                    threads,
+                )
         return y.reshape(lead + (self.n,))
+
+
+class _Borrow:
+    """Layer.borrow(): the weight, with its model held open meanwhile."""
+
+    __slots__ = ("_layer", "_life")
+
+    def __init__(self, layer):
+        self._layer = layer
+        owner = layer._owner
+        self._life = owner._life if isinstance(owner, Model) else None
+
+    def __enter__(self):
+        if self._life is not None:
+            self._life.enter(self._layer._closed_error)
+        return self._layer._weight
+
+    def __exit__(self, *exc):
+        if self._life is not None:
+            self._life.exit()
+        return False
 
 
 def info(path: Union[str, os.PathLike]) -> Dict[str, Any]:

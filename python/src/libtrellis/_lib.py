@@ -72,7 +72,8 @@ TENSOR_DTYPES = (
 
 
 class Weight(Structure):
-    """trellis_weight. The pair fields follow TRELLIS_WEIGHT_SIZE_V1."""
+    """trellis_weight. The pair fields follow TRELLIS_WEIGHT_SIZE_V1, the
+    half and layout fields TRELLIS_WEIGHT_SIZE_V2."""
 
     _fields_ = [
         ("struct_size", c_uint32),
@@ -91,10 +92,15 @@ class Weight(Structure):
         ("rate_axis", c_int),
         ("bits1", c_int),
         ("trellis1", POINTER(c_int16)),
+        # half-integer rates and the payload layout (zero: integer K, the
+        # checkpoint layout)
+        ("half", c_int),
+        ("layout", c_int),
     ]
 
 
 WEIGHT_SIZE_V1 = Weight.pair.offset
+WEIGHT_SIZE_V2 = Weight.half.offset
 
 
 class Tensor(Structure):
@@ -346,4 +352,4 @@ HAS_PAIRS = has("trellis_pair_kind_name")
 
 
 def weight_has_pair_fields(w):
-    return w.struct_size >= ctypes.sizeof(Weight)
+    return w.struct_size >= WEIGHT_SIZE_V2

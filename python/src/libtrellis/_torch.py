@@ -34,8 +34,9 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from . import _core, _lib
+from . import _checks, _core, _lib
 from ._core import TrellisError, call, error
+from ._lifetime import Lifetime
 from ._lib import lib
 
 if not hasattr(torch, "library") or not hasattr(torch.library, "custom_op"):
@@ -250,12 +251,16 @@ class DeviceWeight:
         device: torch.device,
         name: str,
     ) -> None:
+        # Plans and CPU runners borrow the tensors for their whole life: each
+        # is a use, and close() refuses while any is left.
+        self._life = Lifetime(
+            lambda: error("TRELLIS_ERR_INVALID_ARGUMENT", "DeviceWeight %s is closed" % name)
+        )
         self._meta = meta
         self._sources = dict(tensors)
         self._tensors = _weight_tensors(tensors, name)
         self._struct = _weight_struct(meta, self._tensors)
         self._view = ctypes.pointer(self._struct)
-        self._plans = 0
         self.device = device
         self.name = name
         self.k = int(meta.k)
@@ -269,10 +274,11 @@ class DeviceWeight:
         """Copies a host layer (libtrellis.Layer) to a device (default: the
         current CUDA device, else the CPU)."""
         device = _device(device)
-        w = layer.weight()
-        host = _host_tensors(w)
+        with layer.borrow() as w:  # the model stays mapped while it is read
+            host = _host_tensors(w)
+            meta = _meta_copy(w)
         tensors = {f: t.to(device) for f, t in host.items()}
-        return cls(_meta_copy(w), tensors, device, layer.name)
+        return cls(meta, tensors, device, layer.name)
 
     @classmethod
     def from_tensors(
@@ -346,16 +352,24 @@ class DeviceWeight:
                 )
         return weight
 
+    @property
+    def _plans(self) -> int:
+        """The plans and CPU runners using this weight now."""
+        return self._life.uses
+
     def close(self) -> None:
         """Drops this object's tensors. Every module using this weight must
-        be closed first."""
-        if self._plans:
-            raise RuntimeError(
-                "DeviceWeight %s: still used by %d plan(s); close them first"
-                % (self.name, self._plans)
-            )
-        self._tensors = {}
-        self._view = None
+        be closed first (RuntimeError otherwise)."""
+
+        def release() -> None:
+            self._tensors = {}
+            self._view = None
+
+        self._life.close(
+            release,
+            refuse=lambda uses: "DeviceWeight %s: still used by %d plan(s); close them first"
+            % (self.name, uses),
+        )
 
     def __repr__(self) -> str:
         return "<libtrellis.DeviceWeight %s k=%d n=%d bits=%d %s on %s>" % (
@@ -492,6 +506,12 @@ class Plan:
         split_rows: bool = False,
     ) -> None:
         self._plan = None
+        # Runs are uses: close() destroys the plan when the last one returns.
+        self._life = Lifetime(
+            lambda: error(
+                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % weight.name
+            )
+        )
         self.weight = weight
         self.device = weight.device
         if self.device.type != "cuda":
@@ -501,11 +521,12 @@ class Plan:
                 % (weight.name, self.device),
             )
         self.index = self.device.index
-        self.max_m = int(max_m)
+        self.max_m = _checks.integer("max_m", max_m, "int64_t")
         self.dtype = _dtype("dtype", dtype)
         self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
         self.compute_dtype = _dtype("compute_dtype", compute_dtype, (torch.float16, torch.bfloat16))
-        self.flags, self.split_k = int(flags), int(split_k)
+        self.flags = _checks.integer("flags", flags, "uint32_t")
+        self.split_k = _checks.integer("split_k", split_k, "int")
         self.split_rows = bool(split_rows)
         self.k, self.n = weight.k, weight.n
         desc = _lib.PlanDesc()
@@ -517,10 +538,16 @@ class Plan:
         desc.flags = self.flags
         desc.split_k = self.split_k
         plan = c_void_p()
+        # The plan borrows the weight's memory until it is destroyed.
+        weight._life.enter()
+        try:
+            with torch.cuda.device(self.device):
+                call(lib.trellis_plan_create, weight._view, byref(desc), byref(plan))
+        except BaseException:
+            weight._life.exit()
+            raise
+        self._plan = plan
         with torch.cuda.device(self.device):
-            call(lib.trellis_plan_create, weight._view, byref(desc), byref(plan))
-            weight._plans += 1
-            self._plan = plan
             call(lib.trellis_plan_prepare, plan)
         self.buffers = buffers if buffers is not None else SharedBuffers()
         self._buffers_ref = self.buffers._join(self)
@@ -564,15 +591,19 @@ class Plan:
 
     def path(self, m: int) -> str:
         """The path ("fused", "generic" or "dense") a run of m rows takes."""
+        m = _checks.integer("m", m, "int64_t")
         sizes = _lib.BufferSizes()
-        call(lib.trellis_plan_query, self._live(), int(m), byref(sizes))
+        with self._life.use():
+            call(lib.trellis_plan_query, self._plan, m, byref(sizes))
         return _PATHS.get(sizes.path, str(sizes.path))
 
+    @property
+    def closed(self) -> bool:
+        return self._plan is None or self._life.closed
+
     def _live(self) -> c_void_p:
-        if self._plan is None:
-            raise error(
-                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % self.weight.name
-            )
+        if self.closed:
+            raise self._life._closed_error()
         return self._plan
 
     def check(self, x: torch.Tensor) -> int:
@@ -600,14 +631,21 @@ class Plan:
         m = x.numel() // k
         y = torch.empty(tuple(shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
         if 0 < m <= self.max_m:
-            plan = self._plan
-            if plan is None:
-                plan = self._live()
-            st = _trellis_run(
-                plan, x.data_ptr(), m, y.data_ptr(), self._buffers_ref, _raw_stream(self.index)
-            )
-            if st:
-                self._rerun(st, x, y, m)
+            life = self._life
+            life.enter()  # a close() meanwhile destroys the plan after the run
+            try:
+                st = _trellis_run(
+                    self._plan,
+                    x.data_ptr(),
+                    m,
+                    y.data_ptr(),
+                    self._buffers_ref,
+                    _raw_stream(self.index),
+                )
+                if st:
+                    self._rerun(st, x, y, m)
+            finally:
+                life.exit()
         elif m:
             if not self.split_rows:
                 _check_input(self, x, self.device)
@@ -630,7 +668,11 @@ class Plan:
             m = x.numel() // self.k
         if m == 0:
             return y
-        plan = self._live()
+        with self._life.use():
+            return self._run(x, y, m)
+
+    def _run(self, x: torch.Tensor, y: torch.Tensor, m: int) -> torch.Tensor:
+        plan = self._plan
         xp, yp = x.data_ptr(), y.data_ptr()
         step = self.max_m
         xs, ys = self.k * x.element_size(), self.n * y.element_size()
@@ -662,11 +704,18 @@ class Plan:
         return y
 
     def close(self) -> None:
-        """Destroys the plan (the buffers stay with their SharedBuffers)."""
-        plan, self._plan = self._plan, None
-        if plan:
-            _release(lib.trellis_plan_destroy, plan)
-            self.weight._plans -= 1
+        """Destroys the plan (the buffers stay with their SharedBuffers),
+        now or, while other threads run it, when the last of those runs
+        returns."""
+        plan = self._plan
+
+        def release() -> None:
+            self._plan = None
+            if plan:
+                _release(lib.trellis_plan_destroy, plan)
+                self.weight._life.exit()
+
+        self._life.close(release)
 
     def __del__(self) -> None:
         try:
@@ -688,30 +737,44 @@ class CpuRunner:
         max_m: int = 0,
         split_rows: bool = True,
     ) -> None:
+        self._plan = None
+        # Runs are uses: close() lets go of the weight when the last returns.
+        self._life = Lifetime(
+            lambda: error(
+                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis CPU layer %s is closed" % weight.name
+            )
+        )
         self.weight = weight
         self.device = torch.device("cpu")
         self.index = -1
         self.dtype = _dtype("dtype", dtype)
         self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
-        self.threads = int(threads)
-        self.max_m = int(max_m)
+        self.threads = _checks.integer("threads", threads, "int")
+        self.max_m = _checks.integer("max_m", max_m, "int64_t")
         self.split_rows = split_rows
         self.k, self.n = weight.k, weight.n
+        # the runner borrows the weight's memory until it is closed
+        weight._life.enter()
+        try:
+            # the values, once (the forward does not scan them)
+            call(lib.trellis_weight_check_values, weight._view)
+        except BaseException:
+            weight._life.exit()
+            raise
         self._plan = weight._view
-        # the values, once (the forward does not scan them)
-        call(lib.trellis_weight_check_values, weight._view)
         self.id = next(_plan_ids)
         _plans[self.id] = self
 
     def path(self, m: int) -> str:
         return "cpu"
 
+    @property
+    def closed(self) -> bool:
+        return self._plan is None or self._life.closed
+
     def _live(self) -> Any:
-        if self._plan is None:
-            raise error(
-                "TRELLIS_ERR_INVALID_ARGUMENT",
-                "libtrellis CPU layer %s is closed" % self.weight.name,
-            )
+        if self.closed:
+            raise self._life._closed_error()
         return self._plan
 
     def check(self, x: torch.Tensor) -> int:
@@ -727,27 +790,40 @@ class CpuRunner:
             m = x.numel() // self.k
         if m == 0:
             return y
-        w = self._live()
-        ws_bytes = int(lib.trellis_cpu_workspace_size(w, m, self.threads))
-        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8)
-        _core.call(
-            lib.trellis_cpu_forward,
-            w,
-            x.data_ptr(),
-            _DTYPES[x.dtype],
-            m,
-            y.data_ptr(),
-            _DTYPES[y.dtype],
-            ws.data_ptr(),
-            ws_bytes,
-            self.threads,
-        )
+        with self._life.use():
+            w = self._plan
+            ws_bytes = int(lib.trellis_cpu_workspace_size(w, m, self.threads))
+            ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8)
+            _core.call(
+                lib.trellis_cpu_forward,
+                w,
+                x.data_ptr(),
+                _DTYPES[x.dtype],
+                m,
+                y.data_ptr(),
+                _DTYPES[y.dtype],
+                ws.data_ptr(),
+                ws_bytes,
+                self.threads,
+            )
         return y
 
     def close(self) -> None:
-        if self._plan is not None:
-            self.weight._plans -= 1
-        self._plan = None
+        """Lets go of the weight, now or when the runs of other threads
+        return."""
+
+        def release() -> None:
+            if self._plan is not None:
+                self._plan = None
+                self.weight._life.exit()
+
+        self._life.close(release)
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 def _check_input(runner: Any, x: Any, device: torch.device) -> int:
@@ -791,7 +867,7 @@ def _check_input(runner: Any, x: Any, device: torch.device) -> int:
 def _live_plan(plan_id: Any) -> Any:
     plan_id = int(plan_id)  # a constant, even where a tracer made it symbolic
     plan = _plans.get(plan_id)
-    if plan is None or plan._plan is None:
+    if plan is None or plan.closed:
         raise error(
             "TRELLIS_ERR_INVALID_ARGUMENT",
             "exl3_linear: plan %d is closed or was never made" % plan_id,
@@ -880,7 +956,8 @@ class EXL3Linear(torch.nn.Module):
         self._stale = True
         self._device_weight: Optional[DeviceWeight] = None
         markers: Dict[str, torch.Tensor] = {}
-        if int(max_m) < 1:
+        max_m = _checks.integer("max_m", max_m, "int64_t")
+        if max_m < 1:
             raise error("TRELLIS_ERR_INVALID_ARGUMENT", "max_m: expected >= 1, got %d" % max_m)
         if isinstance(source, DeviceWeight):
             weight = source
@@ -909,9 +986,11 @@ class EXL3Linear(torch.nn.Module):
                 model = _core.Model(source)
                 layer = model.layer(name)
             try:
-                meta = _meta_copy(layer.weight())
                 device = _device(device)
-                tensors = {f: t.to(device) for f, t in _host_tensors(layer.weight()).items()}
+                with layer.borrow() as w:  # the model stays mapped while read
+                    meta = _meta_copy(w)
+                    host = _host_tensors(w)
+                tensors = {f: t.to(device) for f, t in host.items()}
                 if model is not None:
                     markers = _markers_of(model, layer.name, device)
             finally:
@@ -924,12 +1003,13 @@ class EXL3Linear(torch.nn.Module):
         self.out_features = int(meta.n)
         self.bits = int(meta.bits)
         self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
-        self.max_m = int(max_m)
+        self.max_m = max_m
         self.dtype = _dtype("dtype", dtype)
         self.out_dtype = _dtype("out_dtype", out_dtype or dtype)
         self.compute_dtype = _dtype("compute_dtype", compute_dtype, (torch.float16, torch.bfloat16))
-        self.flags, self.split_k = int(flags), int(split_k)
-        self.threads = int(threads)
+        self.flags = _checks.integer("flags", flags, "uint32_t")
+        self.split_k = _checks.integer("split_k", split_k, "int")
+        self.threads = _checks.integer("threads", threads, "int")
         self.split_rows = bool(split_rows)
         self.contiguous = bool(contiguous)
         self.buffers = buffers if buffers is not None else SharedBuffers()
@@ -963,7 +1043,7 @@ class EXL3Linear(torch.nn.Module):
         self.out_features = int(meta.n)
         self.bits = int(meta.bits)
         self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
-        self.max_m = int(kwargs.get("max_m", 128))
+        self.max_m = _checks.integer("max_m", kwargs.get("max_m", 128), "int64_t")
         dtype = kwargs.get("dtype", torch.float16)
         self.dtype = _dtype("dtype", dtype)
         self.out_dtype = _dtype("out_dtype", kwargs.get("out_dtype") or dtype)
@@ -972,9 +1052,9 @@ class EXL3Linear(torch.nn.Module):
             kwargs.get("compute_dtype", torch.float16),
             (torch.float16, torch.bfloat16),
         )
-        self.flags = int(kwargs.get("flags", 0))
-        self.split_k = int(kwargs.get("split_k", 0))
-        self.threads = int(kwargs.get("threads", 0))
+        self.flags = _checks.integer("flags", kwargs.get("flags", 0), "uint32_t")
+        self.split_k = _checks.integer("split_k", kwargs.get("split_k", 0), "int")
+        self.threads = _checks.integer("threads", kwargs.get("threads", 0), "int")
         self.split_rows = bool(kwargs.get("split_rows", False))
         self.contiguous = bool(kwargs.get("contiguous", False))
         buffers = kwargs.get("buffers")
@@ -1118,19 +1198,14 @@ class EXL3Linear(torch.nn.Module):
                 split_rows=self.split_rows,
             )
         elif device.type == "cpu":
-            dw._plans += 1
-            try:
-                runner = CpuRunner(
-                    dw,
-                    self.dtype,
-                    self.out_dtype,
-                    self.threads,
-                    self.max_m,
-                    self.split_rows,
-                )
-            except Exception:
-                dw._plans -= 1
-                raise
+            runner = CpuRunner(
+                dw,
+                self.dtype,
+                self.out_dtype,
+                self.threads,
+                self.max_m,
+                self.split_rows,
+            )
         else:
             raise error(
                 "TRELLIS_ERR_INVALID_ARGUMENT",
