@@ -143,6 +143,11 @@ TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 
 /* 1 when codebook `cb` is defined at `bits` bits per weight, else 0. */
 TRELLIS_API int trellis_codebook_bits_valid(trellis_codebook cb, int bits);
+/* The same for K = bits + half/2: half 0 is trellis_codebook_bits_valid;
+ * half 1 is a half-integer rate of ExLlamaV3 1.6, defined for MUL1 at bits
+ * 1..3 (K 1.5, 2.5, 3.5) only. */
+TRELLIS_API int trellis_codebook_rate_valid(trellis_codebook cb, int bits,
+                                            int half);
 
 /* fp16 bits of the codebook value of one trellis state (its low 16 bits are
  * used). An invalid codebook, or an SQG codebook (whose value depends on K:
@@ -167,6 +172,14 @@ TRELLIS_API const uint16_t *trellis_codebook_table_bits(trellis_codebook cb,
 TRELLIS_API trellis_status trellis_decode_tile(const int16_t *tile, int bits,
                                                trellis_codebook cb,
                                                uint16_t out[256]);
+/* The same at K = bits + half/2 (trellis_codebook_rate_valid): `tile`
+ * holds 16*K int16 words, 24, 40 or 56 for the half-integer rates (bit
+ * layout: docs/FORMAT.md, "Half-integer rates"). half 0 is
+ * trellis_decode_tile. */
+TRELLIS_API trellis_status trellis_decode_tile_rate(const int16_t *tile,
+                                                    int bits, int half,
+                                                    trellis_codebook cb,
+                                                    uint16_t out[256]);
 
 /* Expands legacy packed sign bits (bit j of word w -> element 16w+j; 1 means
  * -1) into `count` fp16 values of +-1. */
@@ -255,12 +268,13 @@ typedef struct trellis_weight {
 
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
- * that (codebook, bits) is valid (trellis_codebook_bits_valid) and that
- * exactly one sign form per side is present. For a pair: a known kind and
- * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
- * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
- * also be finite, which the CPU functions check when they read them). Does
- * not touch the data. Unknown enum values, a pair's other codebooks and
+ * half (0 or 1), that (codebook, bits, half) is valid
+ * (trellis_codebook_rate_valid: a half rate is MUL1 at bits 1..3, never a
+ * pair) and that exactly one sign form per side is present. For a pair: a
+ * known kind and axis, the rate axis 256 long, bits and bits1 equal to the
+ * kind's K values, codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh
+ * (their values must also be finite, which the CPU functions check when
+ * they read them). Does not touch the data. Unknown enum values, a pair's other codebooks and
  * missing pointers are TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks
  * and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
@@ -271,7 +285,8 @@ TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
  * do. The forward, decode and plan functions do not scan values, so check
  * weights you build yourself with this before running them. */
 TRELLIS_API trellis_status trellis_weight_check_values(const trellis_weight *w);
-/* Bytes of the trellis payload: k*n*bits/8; a pair: both records,
+/* Bytes of the trellis payload: k*n*K/8, i.e. k*n*bits/8, or
+ * k*n*(2*bits+1)/16 at a half-integer rate; a pair: both records,
  * orth*128*(bits + bits1)/8. */
 TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
 
@@ -396,6 +411,17 @@ typedef struct trellis_quant_config {
   /* b12x_qsrt models (docs/FORMAT.md §9.7): the sqg_fp16 descriptor table's
    * SHA-256, or "" */
   char descriptor_sha256[65];
+  /* ---- ExLlamaV3 1.6 (docs/FORMAT.md §2.6) ---- */
+  /* 1 when head_bits is a half-integer rate: K = head_bits + 1/2 (1.6
+   * writes 1.5, 2.5 or 3.5 as a float) */
+  int head_half;
+  /* the MTP layers' K (16: unquantized) as head_bits/head_half; 0 if absent */
+  int mtp_bits, mtp_half;
+  int vision_bits; /* the vision tower's K; 0 if absent */
+  /* config.json's top-level tie_word_embeddings: 1 true, 0 false, -1
+   * absent. 1.6 writes false: its lm_head is always stored (lm_head.*), so
+   * a reader ties lm_head to the embedding only when no lm_head.* exists. */
+  int tie_word_embeddings;
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding

@@ -3,7 +3,7 @@
 #define TRL_IO_LAYERS_H
 
 #include "core/internal.h"
-#include "format/constants.h" /* the marker multipliers */
+#include "format/codebooks.h" /* the markers */
 #include "io/safetensors.h"
 
 #ifdef __cplusplus
@@ -18,8 +18,7 @@ enum {
   TRL_MEMBER_SVH,
   TRL_MEMBER_SV,
   TRL_MEMBER_BIAS,
-  TRL_MEMBER_MCG,
-  TRL_MEMBER_MUL1,
+  TRL_MEMBER_MARKER, /* the codebook's marker (format/codebooks.h) */
   TRL_MEMBER_COUNT
 };
 
@@ -44,7 +43,8 @@ typedef struct trl_layer_set {
 } trl_layer_set;
 
 /* Groups `tensors` (sorted by name with strcmp, names unique) into EXL3
- * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `mcg|mul1`, `bias`)
+ * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ a codebook
+ * marker `mcg|mul1`, `bias`)
  * and b12x layers (trl_layers_discover_hinted).
  * Every other tensor is an "other". Layer pointers point into the tensors'
  * data. A tensor misaligned for its element type is not copied here: its

@@ -108,6 +108,52 @@ static trellis_status get_int(const char *label, json_t *obj, const char *path,
   return TRELLIS_OK;
 }
 
+/* A K field of 1.6 (head_bits, mtp_bits): a non-negative integer, or a
+ * half-integer rate 1.5 / 2.5 / 3.5 written as a float; an integer-valued
+ * float is that integer (EXL3-1.6 §2). */
+static trellis_status get_rate(const char *label, json_t *obj,
+                               const char *field, int *bits, int *half) {
+  json_t *v = json_object_get(obj, field);
+  *bits = 0;
+  *half = 0;
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (json_is_integer(v)) {
+    const json_int_t x = json_integer_value(v);
+    if (x < 0 || x > INT_MAX)
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: quantization_config.%s = %lld is out of range",
+                      label, field, (long long)x);
+    *bits = (int)x;
+    return TRELLIS_OK;
+  }
+  const double x = json_is_real(v) ? json_real_value(v) : -1.0;
+  const double twice = 2.0 * x;
+  if (!(x >= 0.0 && x <= 1e6) || twice != (double)(long long)twice ||
+      ((long long)twice % 2 == 1 &&
+       !(x > TRL_HALF_MIN_BITS && x < TRL_HALF_MAX_BITS + 1)))
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: quantization_config.%s is not an integer or a "
+                    "half-integer rate %d.5 .. %d.5",
+                    label, field, TRL_HALF_MIN_BITS, TRL_HALF_MAX_BITS);
+  *bits = (int)(x);
+  *half = (long long)twice % 2 == 1;
+  return TRELLIS_OK;
+}
+
+/* config.json's top-level tie_word_embeddings: a boolean or absent. */
+static trellis_status get_tie(const char *label, json_t *root, int *out) {
+  json_t *v = json_object_get(root, "tie_word_embeddings");
+  *out = -1;
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (!json_is_boolean(v))
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tie_word_embeddings is not true or false", label);
+  *out = json_is_true(v);
+  return TRELLIS_OK;
+}
+
 static trellis_status parse_qc(const char *label, json_t *qc,
                                trellis_quant_config *out) {
   static const char *const path = "quantization_config";
@@ -132,11 +178,15 @@ static trellis_status parse_qc(const char *label, json_t *qc,
                       path);
     out->bits = json_number_value(bits);
   }
-  int64_t head = 0;
-  st = get_int(label, qc, path, "head_bits", INT_MAX, &head);
+  st = get_rate(label, qc, "head_bits", &out->head_bits, &out->head_half);
+  if (st == TRELLIS_OK)
+    st = get_rate(label, qc, "mtp_bits", &out->mtp_bits, &out->mtp_half);
+  int64_t vision = 0;
+  if (st == TRELLIS_OK)
+    st = get_int(label, qc, path, "vision_bits", INT_MAX, &vision);
   if (st != TRELLIS_OK)
     return st;
-  out->head_bits = (int)head;
+  out->vision_bits = (int)vision;
   json_t *cal = json_object_get(qc, "calibration");
   if (!cal || json_is_null(cal))
     return TRELLIS_OK;
@@ -188,8 +238,9 @@ trellis_status trl_quant_config_parse(const char *json, size_t len,
   trellis_status st = load_json(json, len, label, &root);
   if (st != TRELLIS_OK)
     return st;
+  st = get_tie(label, root, &out->tie_word_embeddings);
   json_t *qc = json_object_get(root, "quantization_config");
-  if (qc && !json_is_null(qc)) {
+  if (st == TRELLIS_OK && qc && !json_is_null(qc)) {
     if (!json_is_object(qc))
       st = trl_fail(TRELLIS_ERR_FORMAT,
                     "%s: quantization_config is not an object", label);
@@ -564,6 +615,7 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
     free(m);
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
+  m->qc.tie_word_embeddings = -1; /* until a config.json says */
   trellis_status st = open_any(m, path);
   trl_layer_hints hints = {0};
   if (st == TRELLIS_OK)

@@ -192,6 +192,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_LANES, "plan_create");
   if (st != TRELLIS_OK)
     return st;
+  /* Until the kernels decode them: the CPU functions do. */
+  if (full.half)
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "plan_create: K = %d.5 (a half-integer rate) has no GPU "
+                    "kernels in this build (trellis_cpu_forward runs it)",
+                    full.bits);
   device_w = &full;
   if (trl_codebook_is_sqg(full.codebook) &&
       (st = trl_sqg_tables_status()) != TRELLIS_OK)
