@@ -274,9 +274,9 @@ TRELLIS_API void trellis_weight_init(trellis_weight *w);
  * known kind and axis, the rate axis 256 long, bits and bits1 equal to the
  * kind's K values, codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh
  * (their values must also be finite, which the CPU functions check when
- * they read them). Does not touch the data. Unknown enum values, a pair's other codebooks and
- * missing pointers are TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks
- * and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
+ * they read them). Does not touch the data. Unknown enum values, a pair's
+ * other codebooks and missing pointers are TRELLIS_ERR_INVALID_ARGUMENT;
+ * wrong sizes, record Ks and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
 /* trellis_weight_validate, then the values: every suh, svh and bias
  * element must be finite (TRELLIS_ERR_INVALID_ARGUMENT naming the vector and
@@ -458,6 +458,7 @@ typedef struct trellis_layer_info {
   int has_bias;
   trellis_pair_kind pair;      /* TRELLIS_PAIR_NONE: a uniform layer */
   trellis_rate_axis rate_axis; /* a pair's split axis */
+  int half;                    /* 1: K = bits + 1/2 (trellis_weight.half) */
 } trellis_layer_info;
 
 TRELLIS_API trellis_status trellis_model_open(const char *path,

@@ -755,6 +755,7 @@ trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
   out->has_bias = L->has_bias;
   out->pair = L->weight.pair;
   out->rate_axis = L->weight.rate_axis;
+  out->half = L->weight.half;
   return TRELLIS_OK;
 }
 
