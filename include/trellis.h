@@ -467,10 +467,10 @@ TRELLIS_API void trellis_model_close(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
 /* The files the model read when it was opened: its data files (the
- * .safetensors file, or every shard), then the index and config.json when
- * it read them, as paths built from the one given to trellis_model_open.
- * NULL past the last (or for NULL). Owned by the model. For callers that
- * must not write over their own inputs. */
+ * .safetensors file, or every shard), then the index, config.json and
+ * ngram_embedding.safetensors when it read them, as paths built from the one
+ * given to trellis_model_open. NULL past the last (or for NULL). Owned by the
+ * model. For callers that must not write over their own inputs. */
 TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
                                                 size_t index);
 /* EXL3 layers, sorted by name. Opening a model reads each layer's scales
@@ -500,6 +500,34 @@ TRELLIS_API size_t trellis_model_other_count(const trellis_model *m);
 TRELLIS_API trellis_status trellis_model_other(const trellis_model *m,
                                                size_t index,
                                                trellis_tensor *out);
+
+/* What an "other" tensor is, as far as the loader recognises it. */
+typedef enum trellis_other_kind {
+  TRELLIS_OTHER_PLAIN = 0, /* norms, an fp16 embedding or head, ... */
+  /* `<p>.weight` (2-D, [out, in], usually F16) and `<p>.bias` of a Linear
+   * that an EXL3 model keeps unquantized (ExLlamaV3 1.6 recipes, bitrate
+   * 16): a `.weight` whose module has EXL3 layers beside it */
+  TRELLIS_OTHER_FP16_LINEAR = 1,
+  /* `<key>.trellis` (I16, 2-D [vocab, G (1 + 16 K)]) and `<key>.signs` (F16
+   * [G, 256]) of a quantized token embedding (ExLlamaV3 1.6 --embed_bits):
+   * rings of their own format, not a Linear; no function here decodes
+   * them */
+  TRELLIS_OTHER_EXL3_EMBEDDING = 2
+} trellis_other_kind;
+
+/* "plain", "fp16_linear", "exl3_embedding"; "invalid" otherwise. */
+TRELLIS_API const char *trellis_other_kind_name(trellis_other_kind kind);
+/* The kind of other tensor `index` (from the headers alone). */
+TRELLIS_API trellis_status trellis_model_other_kind(const trellis_model *m,
+                                                    size_t index,
+                                                    trellis_other_kind *out);
+/* A directory's `ngram_embedding.safetensors` (ExLlamaV3 1.6's hashed
+ * n-gram table, outside the index; EXL3-1.6 §8), opened and validated with
+ * the model, or NULL when there is none. Owned by the model; its tensors
+ * (`<P>.shard_N.trellis` I16 [rows, 1 + 10 K], `<P>.head_bias`, ...) are
+ * read with trellis_file_tensor. No function here decodes them. */
+TRELLIS_API const trellis_file *
+trellis_model_ngram_file(const trellis_model *m);
 /* Any tensor by full name, across shards. */
 TRELLIS_API trellis_status trellis_model_find_tensor(const trellis_model *m,
                                                      const char *name,

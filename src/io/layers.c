@@ -556,6 +556,13 @@ static trellis_status find_layers(trl_layer_set *s, const trellis_tensor *ts,
       g.sv = find(ts, n, key, plen, ".sv");
       g.bias = find(ts, n, key, plen, ".bias");
       g.scale = find(ts, n, key, plen, ".scale");
+      /* A 2-D trellis without scales is a ring table (a quantized token
+       * embedding or an n-gram table, EXL3-1.6 §7, §8), not a Linear:
+       * 1.6 takes a Linear only where trellis, suh|su and svh|sv exist. */
+      if (ts[i].ndim == 2 && !g.suh && !g.su && !g.svh && !g.sv) {
+        free(key);
+        continue;
+      }
     } else {
       g.suh = find(ts, n, key, plen, ".qsrt_suh");
       g.svh = find(ts, n, key, plen, ".qsrt_svh");
@@ -593,6 +600,104 @@ static trellis_status find_layers(trl_layer_set *s, const trellis_tensor *ts,
   return TRELLIS_OK;
 }
 
+/* ------------------------------------------------------------- others -- */
+
+/* Length of the module part of `name` before its last component. */
+static size_t parent_len(const char *name, size_t len) {
+  while (len > 0 && name[len - 1] != '.')
+    len--;
+  return len > 0 ? len - 1 : 0;
+}
+
+/* An EXL3 layer whose parent module is name[0..plen) (a sibling). */
+static int has_layer_child(const trl_layer_set *s, const char *name,
+                           size_t plen) {
+  size_t lo = 0, hi = s->count; /* the first layer name >= the parent */
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (strncmp(s->layers[mid].name, name, plen) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (; lo < s->count && strncmp(s->layers[lo].name, name, plen) == 0; lo++) {
+    const char *ln = s->layers[lo].name;
+    if ((plen == 0 || ln[plen] == '.') &&
+        strchr(ln + plen + (plen ? 1 : 0), '.') == NULL)
+      return 1;
+  }
+  return 0;
+}
+
+static const trellis_tensor *find_other(const trl_layer_set *s,
+                                        const char *name) {
+  size_t lo = 0, hi = s->other_count;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int c = strcmp(name, s->others[mid].name);
+    if (c == 0)
+      return &s->others[mid];
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix) {
+  const size_t b = strlen(suffix);
+  return len >= b && memcmp(s + len - b, suffix, b) == 0;
+}
+
+/* `<key>.signs` of a ring table `<key>.trellis` or `<key>.shard_N.trellis`
+ * (EXL3-1.6 §7), or NULL. */
+static const trellis_tensor *embedding_signs(const trl_layer_set *s,
+                                             const char *name, size_t len) {
+  char buf[1100];
+  size_t key = len - strlen(".trellis");
+  const size_t shard = parent_len(name, key);
+  if (shard > 0 && strncmp(name + shard, ".shard_", 7) == 0 &&
+      name[shard + 7] != '\0' &&
+      strspn(name + shard + 7, "0123456789") == key - shard - 7)
+    key = shard;
+  if (key + sizeof ".signs" > sizeof buf)
+    return NULL;
+  memcpy(buf, name, key);
+  memcpy(buf + key, ".signs", sizeof ".signs");
+  return find_other(s, buf);
+}
+
+/* The kinds of the other tensors (trellis_other_kind). */
+static void classify_others(trl_layer_set *s) {
+  for (size_t i = 0; i < s->other_count; i++) {
+    const trellis_tensor *t = &s->others[i];
+    const size_t len = strlen(t->name);
+    if (ends_with(t->name, len, ".trellis") && t->ndim == 2 &&
+        t->dtype == TRELLIS_T_I16) {
+      const trellis_tensor *signs = embedding_signs(s, t->name, len);
+      if (signs) {
+        s->other_kind[i] = TRELLIS_OTHER_EXL3_EMBEDDING;
+        s->other_kind[signs - s->others] = TRELLIS_OTHER_EXL3_EMBEDDING;
+      }
+    } else if (ends_with(t->name, len, ".weight") && t->ndim == 2 &&
+               has_layer_child(s, t->name,
+                               parent_len(t->name, parent_len(t->name, len)))) {
+      /* `<p>.weight` of a Linear beside EXL3 layers (EXL3-1.6 §6) */
+      char bias[1100];
+      const size_t p = len - strlen(".weight");
+      s->other_kind[i] = TRELLIS_OTHER_FP16_LINEAR;
+      if (p + sizeof ".bias" <= sizeof bias) {
+        memcpy(bias, t->name, p);
+        memcpy(bias + p, ".bias", sizeof ".bias");
+        const trellis_tensor *b = find_other(s, bias);
+        if (b)
+          s->other_kind[b - s->others] = TRELLIS_OTHER_FP16_LINEAR;
+      }
+    }
+  }
+}
+
 trellis_status trl_layers_discover(const trellis_tensor *tensors, size_t count,
                                    const char *label, trl_layer_set *out) {
   return trl_layers_discover_hinted(tensors, count, NULL, label, out);
@@ -628,6 +733,12 @@ trellis_status trl_layers_discover_hinted(const trellis_tensor *tensors,
     if (!claimed[i])
       out->others[out->other_count++] = tensors[i];
   free(claimed);
+  if (!(out->other_kind = calloc(alloc, 1))) {
+    trl_layers_free(out);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate the layer index", label);
+  }
+  classify_others(out);
   return TRELLIS_OK;
 }
 
@@ -661,5 +772,6 @@ void trl_layers_free(trl_layer_set *s) {
   free(s->layers);
   free(s->extra);
   free(s->others);
+  free(s->other_kind);
   memset(s, 0, sizeof *s);
 }

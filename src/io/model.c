@@ -45,6 +45,8 @@ struct trellis_model {
   int lock_ready;
   /* the text files read at open (trellis_model_file_path), or NULL */
   char *index_path, *config_path;
+  /* a directory's ngram_embedding.safetensors (EXL3-1.6 §8), or NULL */
+  trellis_file *ngram;
 };
 
 static char *dup_str(const char *s) {
@@ -406,6 +408,7 @@ void trellis_model_close(trellis_model *m) {
   free(m->tensor_meta);
   free(m->index_path);
   free(m->config_path);
+  trellis_file_close(m->ngram);
   free(m->label);
   free(m);
 }
@@ -521,6 +524,20 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* ExLlamaV3 1.6's n-gram table: a separate file that no index lists
+ * (EXL3-1.6 §8), opened (strictly, like any safetensors file) only to be
+ * listed; its tensors are not model tensors. */
+static trellis_status open_ngram(trellis_model *m, const char *dir) {
+  char *path = join(dir, "ngram_embedding.safetensors");
+  if (!path)
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  trellis_status st = TRELLIS_OK;
+  if (trl_path_entry_exists(path))
+    st = trellis_file_open(path, &m->ngram);
+  free(path);
+  return st;
+}
+
 /* Directory: model.safetensors first (as transformers does), then the
  * index; config.json is read only in directory form. */
 static trellis_status open_dir(trellis_model *m, const char *dir) {
@@ -542,6 +559,8 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
   free(index);
   if (st == TRELLIS_OK)
     st = open_config(m, dir);
+  if (st == TRELLIS_OK)
+    st = open_ngram(m, dir);
   return st;
 }
 
@@ -645,8 +664,9 @@ const char *trellis_model_file_path(const trellis_model *m, size_t index) {
   if (index < m->file_count)
     return m->files[index]->label;
   index -= m->file_count;
-  const char *text[2] = {m->index_path, m->config_path};
-  for (size_t i = 0; i < 2; i++) {
+  const char *text[3] = {m->index_path, m->config_path,
+                         m->ngram ? m->ngram->label : NULL};
+  for (size_t i = 0; i < 3; i++) {
     if (!text[i])
       continue;
     if (index == 0)
@@ -662,6 +682,35 @@ size_t trellis_model_layer_count(const trellis_model *m) {
 
 size_t trellis_model_other_count(const trellis_model *m) {
   return m ? m->set.other_count : 0;
+}
+
+const char *trellis_other_kind_name(trellis_other_kind kind) {
+  switch (kind) {
+  case TRELLIS_OTHER_PLAIN:
+    return "plain";
+  case TRELLIS_OTHER_FP16_LINEAR:
+    return "fp16_linear";
+  case TRELLIS_OTHER_EXL3_EMBEDDING:
+    return "exl3_embedding";
+  }
+  return "invalid";
+}
+
+trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
+                                        trellis_other_kind *out) {
+  if (!m || !out)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    m ? "out" : "m");
+  if (index >= m->set.other_count)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: other-tensor index %zu out of range (%zu)", m->label,
+                    index, m->set.other_count);
+  *out = (trellis_other_kind)m->set.other_kind[index];
+  return TRELLIS_OK;
+}
+
+const trellis_file *trellis_model_ngram_file(const trellis_model *m) {
+  return m ? m->ngram : NULL;
 }
 
 /* The file whose data region holds `p` (NULL if none does). */
