@@ -152,17 +152,23 @@ const char *cli_codebook_names(int which, char *buf, size_t cap) {
   return buf;
 }
 
-int cli_parse_codebook(const char *option, const char *text, int which,
-                       trellis_codebook *out) {
+int cli_codebook_lookup(const char *text, int which, trellis_codebook *out) {
   for (int cb = 0; cb < TRL_CB_COUNT; cb++) {
     const char *alias = trl_codebook_alias(cb);
     if (codebook_in(which, cb) &&
         (strcmp(text, trl_codebook_name_of(cb)) == 0 ||
          (alias[0] && strcmp(text, alias) == 0))) {
       *out = (trellis_codebook)cb;
-      return CLI_OK;
+      return 1;
     }
   }
+  return 0;
+}
+
+int cli_parse_codebook(const char *option, const char *text, int which,
+                       trellis_codebook *out) {
+  if (cli_codebook_lookup(text, which, out))
+    return CLI_OK;
   char names[128];
   cli_error("%s: expected one of %s, got '%s'", option,
             cli_codebook_names(which, names, sizeof names), text);
@@ -173,6 +179,10 @@ int cli_codebook_count(void) { return TRL_CB_COUNT; }
 
 int cli_codebook_is_sqg(trellis_codebook cb) {
   return trl_codebook_is_sqg((int)cb);
+}
+
+int cli_codebook_pairs(trellis_codebook cb) {
+  return trl_codebook_pairs((int)cb);
 }
 
 int cli_parse_rate(const char *option, const char *text, int min, int max,
