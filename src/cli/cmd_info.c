@@ -133,8 +133,9 @@ static void print_ring_tables(const trellis_model *model) {
             : 0;
     const int64_t per = groups > 0 ? t.shape[1] / groups : 0;
     printf("note: %s is a quantized token embedding (vocab %lld, %lld "
-           "groups of 256",
-           SHOWN(t.name, shown), (long long)t.shape[0], (long long)groups);
+           "group%s of 256",
+           SHOWN(t.name, shown), (long long)t.shape[0], (long long)groups,
+           groups == 1 ? "" : "s");
     if (per > 0 && t.shape[1] % groups == 0 && (per - 1) % 16 == 0)
       printf(", K %lld", (long long)((per - 1) / 16));
     printf(", %.3f MB), not a linear layer; decode and forward do not "
