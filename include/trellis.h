@@ -49,7 +49,12 @@ extern "C" {
  * (TRELLIS_WEIGHT_SIZE_V2 is the 0.3 struct), plans read device weights in
  * the lane layout only (TRELLIS_ERR_LAYOUT otherwise; trellis_weight_upload
  * produces it, trellis_weight_repack converts framework memory), and the
- * register-direct small-m kernel replaces the persistent one. */
+ * register-direct small-m kernel replaces the persistent one. ExLlamaV3
+ * 1.6 checkpoints: half-integer rates (trellis_weight.half,
+ * trellis_layer_info.half, trellis_codebook_rate_valid,
+ * trellis_decode_tile_rate), the 1.6 fields of trellis_quant_config (at its
+ * end), other-tensor kinds (trellis_model_other_kind) and the n-gram file
+ * (trellis_model_ngram_file). */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0

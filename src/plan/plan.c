@@ -134,8 +134,7 @@ static trellis_status plan_direct(trellis_plan *p) {
                  !p->desc.h128 && p->desc.split_k == 0 &&
                  !(p->desc.flags & (TRELLIS_PLAN_LEGACY_KERNELS |
                                     TRELLIS_PLAN_EXACT_WEIGHTS)) &&
-                 (cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG ||
-                  cb == TRELLIS_CB_MUL1) &&
+                 !trl_codebook_is_sqg((int)cb) &&
                  p->w.pair == TRELLIS_PAIR_NONE;
   if (!p->lp.direct)
     return TRELLIS_OK;
