@@ -110,11 +110,15 @@ void trl_tile_decode_f32_rate(const int16_t *tile, int h, const float *table,
     RATE_CASE(6)
     RATE_CASE(7)
     RATE_CASE(8)
+    RATE_CASE(9)
     RATE_CASE(10)
+    RATE_CASE(11)
     RATE_CASE(12)
+    RATE_CASE(13)
     RATE_CASE(14)
+    RATE_CASE(15)
 #undef RATE_CASE
-  default: /* h 9, 11, 13, 15 are no rate of the table */
+  default: /* 16; every h of 2..16 has its case, whatever the table allows */
     decode_f32_fixed(ext, 16, table, out);
     break;
   }

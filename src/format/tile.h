@@ -24,7 +24,7 @@ void trl_tile_position(int i, int *row, int *col);
  * into out[16*r + c], row-major. `bits` must be 1..8. */
 void trl_tile_decode_f32(const int16_t *tile, int bits, const float *table,
                          float out[256]);
-/* The same at rate h half-bits (a rate of the table: 2..8, 10, 12, 14, 16). */
+/* The same at rate h half-bits (2..16). */
 void trl_tile_decode_f32_rate(const int16_t *tile, int h, const float *table,
                               float out[256]);
 
