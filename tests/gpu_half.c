@@ -1,12 +1,12 @@
 /* GPU: ExLlamaV3 1.6's half-integer rates (testvectors/half: MUL1 at K
  * 1.5, 2.5, 3.5) and the six layers ExLlamaV3 1.6.5's own quantizer wrote
  * (testvectors/exl3-real, against y_exact) through a plan on every path:
- * the persistent small-m kernel (the default and FORCE_GENERIC at small m),
- * the split-K decode-GEMM (LEGACY_KERNELS), the dense reconstruct
- * (FORCE_DENSE); fp16 and bf16 compute; at each case's own m, at m = 1 and
- * at m = 160 (> 128). Random half-rate layers against the CPU reference
- * with the exact fp16 W_hat, and a CUDA-graph capture replayed over
- * NaN-poisoned outputs. Exits 77 (skipped) without a GPU. */
+ * the register-direct small-m kernel (the default and FORCE_GENERIC at
+ * m <= 16 with fp16 compute), the split-K decode-GEMM (LEGACY_KERNELS), the
+ * dense reconstruct (FORCE_DENSE); fp16 and bf16 compute; at each case's
+ * own m, at m = 1 and at m = 160 (> 128). Random half-rate layers against the
+ * CPU reference with the exact fp16 W_hat, and a CUDA-graph capture replayed
+ * over NaN-poisoned outputs. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
 typedef struct path_case {
@@ -17,7 +17,7 @@ typedef struct path_case {
 
 static const path_case kPaths[] = {
     {"default", 0, -1},
-    {"generic (persistent at small m)",
+    {"generic (register-direct at small m)",
      TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DECODE,
      TRELLIS_PATH_GENERIC},
     {"split-K decode-GEMM",
@@ -143,8 +143,10 @@ typedef struct half_shape {
   int bias;
 } half_shape;
 
-/* Layer sizes of the sweep and the presets, m across the persistent
- * kernel's, the decode-GEMM's and the dense path's ranges. */
+/* Layer sizes of the sweep and the presets, m across the decode-GEMM's and
+ * the dense path's ranges (with EXACT_WEIGHTS the register-direct kernel,
+ * whose weights are not the fp16 W_hat, is not used; the vector tests
+ * above run it). */
 static const half_shape kShapes[] = {
     {8192, 8192, 1, 2, 0},   {4096, 1024, 7, 1, 1},  {2048, 384, 17, 3, 0},
     {512, 6144, 33, 2, 1},   {6144, 1024, 64, 3, 0}, {1280, 640, 129, 1, 0},
@@ -183,7 +185,7 @@ static void test_random_half_layers(void **state) {
 }
 
 /* A captured run replays bit for bit over NaN-poisoned outputs, on the
- * persistent kernel (m = 1), the split-K decode-GEMM (m = 40) and the
+ * register-direct kernel (m = 1), the split-K decode-GEMM (m = 40) and the
  * dense path (m = 300). */
 static void test_graph_capture(void **state) {
   (void)state;
