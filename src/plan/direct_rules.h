@@ -151,7 +151,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
     int64_t rounds = (groups + q - 1) / q;
     trl_direct_smem s =
         trl_direct_smem_layout(var, tb, (int)(8 * share), (int)rounds);
-    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM ? 2
+    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
                : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
                                                 : 0;
     if (ctas > reg_ctas)

@@ -130,12 +130,12 @@ static trellis_status plan_direct(trellis_plan *p) {
   const trellis_codebook cb = p->w.codebook;
   p->lp.codebook = cb;
   p->lp.rate = trl_lanes_rate(p->w.bits, p->w.half);
-  p->lp.direct = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
-                 !p->desc.h128 && p->desc.split_k == 0 &&
-                 !(p->desc.flags & (TRELLIS_PLAN_LEGACY_KERNELS |
-                                    TRELLIS_PLAN_EXACT_WEIGHTS)) &&
-                 !trl_codebook_is_sqg((int)cb) &&
-                 p->w.pair == TRELLIS_PAIR_NONE;
+  p->lp.direct =
+      p->fused_image && p->desc.compute_dtype == TRELLIS_F16 && !p->desc.h128 &&
+      p->desc.split_k == 0 &&
+      !(p->desc.flags &
+        (TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_EXACT_WEIGHTS)) &&
+      !trl_codebook_is_sqg((int)cb) && p->w.pair == TRELLIS_PAIR_NONE;
   if (!p->lp.direct)
     return TRELLIS_OK;
   p->lp.direct_max_cluster =
