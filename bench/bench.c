@@ -19,7 +19,7 @@ static void overhead_config(const bench_options *o, int *bits,
   *cb = o->cbs[0];
   for (int i = 0; i < o->nbits; i++)
     for (int j = 0; j < o->ncbs; j++)
-      if (o->bits[i] == 6 && o->cbs[j] == TRELLIS_CB_MCG) {
+      if (o->bits[i] == 6 && !o->half[i] && o->cbs[j] == TRELLIS_CB_MCG) {
         *bits = 6;
         *cb = TRELLIS_CB_MCG;
       }
@@ -40,15 +40,15 @@ static int run_pairs(const bench_options *o, const bench_env *env,
       if (sum % 2 || (done_bits >> (sum / 2)) & 1)
         continue;
       done_bits |= 1 << (sum / 2);
-      if (bench_run_config(o, env, k, n, sum / 2, TRELLIS_CB_MCG, NULL, NULL,
+      if (bench_run_config(o, env, k, n, sum / 2, 0, TRELLIS_CB_MCG, NULL, NULL,
                            NULL, 0, stream, res) != CLI_OK)
         return CLI_FAIL;
     }
     for (int i = 0; i < o->npairs; i++)
       for (int c = 0; c < o->ncbs; c++) {
         const trellis_codebook cb = o->cbs[c];
-        if (cb != TRELLIS_CB_MCG && cb != TRELLIS_CB_SQG_E4M3)
-          continue; /* pairs are MCG or SQG_E4M3 */
+        if (!cli_codebook_pairs(cb))
+          continue; /* the codebooks that pair (MCG, SQG_E4M3) */
         if (bench_run_pair(o, env, orth, o->pairs[i], cb, stream, res) !=
             CLI_OK)
           return CLI_FAIL;
@@ -105,14 +105,14 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
       }
     for (int bi = 0; bi < o->nbits; bi++)
       for (int ci = 0; ci < o->ncbs; ci++) {
-        const int bits = o->bits[bi];
+        const int bits = o->bits[bi], half = o->half[bi];
         const trellis_codebook cb = o->cbs[ci];
-        if (!trellis_codebook_bits_valid(cb, bits))
-          continue; /* an SQG codebook outside its K range */
-        const int overhead =
-            s == 0 && !res.overhead.measured && bits == ov_bits && cb == ov_cb;
-        if (bench_run_config(o, &env, k, n, bits, cb, kn, nk, fp8, overhead,
-                             stream, &res) != CLI_OK)
+        if (!trellis_codebook_rate_valid(cb, bits, half))
+          continue; /* a codebook outside its rates (SQG K, half: mul1) */
+        const int overhead = s == 0 && !res.overhead.measured &&
+                             bits == ov_bits && !half && cb == ov_cb;
+        if (bench_run_config(o, &env, k, n, bits, half, cb, kn, nk, fp8,
+                             overhead, stream, &res) != CLI_OK)
           goto done;
       }
   }

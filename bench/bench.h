@@ -49,9 +49,10 @@ typedef struct bench_options {
   int nshapes;
   int64_t ms[BENCH_MAX_LIST];
   int nms;
-  int bits[TRELLIS_MAX_BITS];
+  /* the rates: K = bits[i] (+ 1/2 where half[i]), in increasing order */
+  int bits[2 * TRELLIS_MAX_BITS], half[2 * TRELLIS_MAX_BITS];
   int nbits;
-  trellis_codebook cbs[5];
+  trellis_codebook cbs[BENCH_MAX_LIST];
   int ncbs;
   /* --pair: pair kinds on --rate-axis, layers of 256 x --orth sizes, with
    * the codebooks of cbs that pair (MCG, SQG_E4M3) */
@@ -72,6 +73,7 @@ typedef struct bench_options {
   double model_bits; /* --bits of a preset: an average (e.g. 3.36) */
   int blocks;        /* --blocks of a preset, 0: the preset's */
   int head_bits;     /* --head-bits of a preset */
+  int head_half;     /* ... + 1/2 (a half-integer rate, mul1) */
   int no_peers;      /* --no-peers: no FP16 / FP8 step */
 } bench_options;
 
@@ -103,6 +105,7 @@ typedef struct bench_fp8 {
 typedef struct bench_row {
   int64_t k, n, m;
   int bits;
+  int half; /* K = bits + 1/2: a half-integer rate (no target selects it) */
   trellis_codebook cb;
   uint32_t flags;
   int sweep;
@@ -170,6 +173,8 @@ double bench_row_vs_mcg(const bench_row *r);     /* MCG us / ours us */
 /* Whether a row is of a b12x format (an SQG codebook or a pair): such rows
  * count for no target. */
 int bench_row_b12x(const bench_row *r);
+/* A row's K as text: "6", "2.5" (buf of at least 8 bytes). */
+const char *bench_row_rate(const bench_row *r, char *buf, size_t size);
 /* "mcg", "sqg_e4m3", "sqg_e4m3/P24n": the codebook and a pair's kind and
  * axis. */
 const char *bench_row_format(const bench_row *r, char *buf, size_t size);
@@ -432,7 +437,7 @@ void bench_lt_desc_release(bench_lt_desc *l);
  * second set of plans on the same weights). With `overhead` set,
  * also measures the launch-overhead graphs at M = 1 into res->overhead. */
 int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
-                     int64_t n, int bits, trellis_codebook cb,
+                     int64_t n, int bits, int half, trellis_codebook cb,
                      const double *cublas_kn, const double *cublas_nk,
                      const bench_fp8 *fp8, int overhead, cudaStream_t stream,
                      bench_results *res);

@@ -82,11 +82,12 @@ int bench_write_csv(const char *path, const bench_env *env,
     bench_csv_str(f, env->date);
     fputc(',', f);
     bench_csv_str(f, env->commit);
-    fprintf(f, ",%.1f,%lld,%lld,%d,%s,%lld,%s,%s,", env->read_peak_gbs,
-            (long long)r->k, (long long)r->n, r->bits,
-            bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
-            trellis_path_name(r->path),
-            bench_flags_name(r->flags, fl, sizeof fl));
+    char rate[16];
+    fprintf(
+        f, ",%.1f,%lld,%lld,%s,%s,%lld,%s,%s,", env->read_peak_gbs,
+        (long long)r->k, (long long)r->n, bench_row_rate(r, rate, sizeof rate),
+        bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
+        trellis_path_name(r->path), bench_flags_name(r->flags, fl, sizeof fl));
     bench_csv_num(f, "%.3f", r->graph_us);
     fputc(',', f);
     bench_csv_num(f, "%.3f", r->eager_us);
@@ -144,9 +145,10 @@ static json_t *num(const char *fmt, double v) {
 static json_t *json_row(const bench_env *env, const bench_row *r) {
   char fl[64], fmt[48];
   json_t *row = json_pack(
-      "{s:I, s:I, s:i, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:o, "
+      "{s:I, s:I, s:o, s:s, s:I, s:s, s:s, s:o, s:o, s:I, s:o, s:o, s:o, "
       "s:o, s:s, s:o, s:o, s:o, s:s, s:o, s:i, s:i, s:i, s:i}",
-      "k", (json_int_t)r->k, "n", (json_int_t)r->n, "bits", r->bits, "codebook",
+      "k", (json_int_t)r->k, "n", (json_int_t)r->n, "bits",
+      r->half ? json_real(r->bits + 0.5) : json_integer(r->bits), "codebook",
       bench_row_format(r, fmt, sizeof fmt), "m", (json_int_t)r->m, "path",
       trellis_path_name(r->path), "flags",
       bench_flags_name(r->flags, fl, sizeof fl), "graph_us",

@@ -18,9 +18,10 @@
  * (any K-bit symbol stream decodes; suh ~ 1/sqrt(k), svh ~ 1 keep y =
  * O(1)). */
 static int host_layer_build(synth_layer *h, int64_t k, int64_t n, int bits,
-                            trellis_codebook cb, uint64_t seed) {
+                            int half, trellis_codebook cb, uint64_t seed) {
   trellis_clear_error();
-  trellis_status st = synth_layer_init(h, k, n, bits, cb, 0, seed);
+  trellis_status st =
+      synth_layer_init(h, k, n, bits, cb, half ? SYNTH_HALF : 0, seed);
   if (st == TRELLIS_OK)
     return CLI_OK;
   synth_layer_free(h);
@@ -42,7 +43,7 @@ static int host_pair_build(synth_layer *h, int64_t orth, trellis_pair_kind kind,
   const int64_t k = axis == TRELLIS_RATE_AXIS_N ? orth : 256;
   const int64_t n = axis == TRELLIS_RATE_AXIS_N ? 256 : orth;
   /* the larger K's uniform layer holds both records' words */
-  if (host_layer_build(h, k, n, k0 > k1 ? k0 : k1, cb, seed) != CLI_OK)
+  if (host_layer_build(h, k, n, k0 > k1 ? k0 : k1, 0, cb, seed) != CLI_OK)
     return CLI_FAIL;
   h->w.pair = kind;
   h->w.rate_axis = axis;
@@ -72,7 +73,7 @@ static double mcg_partner(const bench_results *res, const bench_row *r,
   for (size_t i = 0; i < res->count; i++) {
     const bench_row *s = &res->rows[i];
     if (s->k == r->k && s->n == r->n && s->m == r->m && s->bits == bits &&
-        s->cb == TRELLIS_CB_MCG && s->pair == TRELLIS_PAIR_NONE &&
+        !s->half && s->cb == TRELLIS_CB_MCG && s->pair == TRELLIS_PAIR_NONE &&
         s->flags == r->flags)
       return s->graph_us;
   }
@@ -242,6 +243,7 @@ static int run_layer(const bench_options *o, const bench_env *env,
                      .n = n,
                      .m = m,
                      .bits = bits,
+                     .half = hl.w.half,
                      .cb = cb,
                      .flags = o->flags,
                      .sweep = o->sweep,
@@ -366,15 +368,15 @@ done:
 }
 
 int bench_run_config(const bench_options *o, const bench_env *env, int64_t k,
-                     int64_t n, int bits, trellis_codebook cb,
+                     int64_t n, int bits, int half, trellis_codebook cb,
                      const double *cublas_kn, const double *cublas_nk,
                      const bench_fp8 *fp8, int overhead, cudaStream_t stream,
                      bench_results *res) {
   const uint64_t seed = 0x7e111500ull ^ ((uint64_t)k * 1000003u) ^
                         ((uint64_t)n * 7919u) ^ ((uint64_t)bits << 40) ^
-                        ((uint64_t)cb << 48);
+                        ((uint64_t)cb << 48) ^ ((uint64_t)half << 56);
   synth_layer hl = {0};
-  if (host_layer_build(&hl, k, n, bits, cb, seed) != CLI_OK)
+  if (host_layer_build(&hl, k, n, bits, half, cb, seed) != CLI_OK)
     return CLI_FAIL;
   const int r = run_layer(o, env, &hl, seed, cublas_kn, cublas_nk, fp8,
                           overhead, stream, res);

@@ -42,7 +42,8 @@ static const char usage[] =
     "                     default: 4096x4096 4096x14336 14336x4096 8192x8192\n"
     "                     8192x28672 28672x8192 2048x4096 6144x1024 512x6144\n"
     "  --m LIST           rows, default 1,2,4,8,16,32,64,128,4096\n"
-    "  --bits K           1..8 (a comma list is allowed), default 6\n"
+    "  --bits K           1..8, or 1.5, 2.5, 3.5 (mul1's half-integer\n"
+    "                     rates; a comma list is allowed), default 6\n"
     "  --codebook CB      mcg, 3inst, mul1, sqg_e4m3 or sqg_fp16 (comma list\n"
     "                     allowed), default mcg; an SQG codebook runs at the\n"
     "                     --bits it has (sqg_e4m3 2..6, sqg_fp16 5..6), with\n"
@@ -57,12 +58,12 @@ static const char usage[] =
     "                     default) or k (k = 256, n = orth)\n"
     "  --orth N           the pairs' other axis, multiples of 128 (comma\n"
     "                     list), default 7168\n"
-    "  --sweep            K = 1..8 x 3inst/mcg/mul1 at M = 1 (decoded "
-    "weights/s\n"
-    "                     column); default shapes 8192x28672 28672x8192\n"
+    "  --sweep            K = 1..8 x 3inst/mcg/mul1 and mul1 at K = 1.5,\n"
+    "                     2.5, 3.5 at M = 1 (decoded weights/s column);\n"
+    "                     default shapes 8192x28672 28672x8192\n"
     "  --quick            smoke run: 4096x4096 8192x28672 6144x1024 at\n"
     "                     M = 1,16,128 (with --sweep: 8192x28672, K = "
-    "2,4,6,8)\n"
+    "2,2.5,4,6,8)\n"
     "  --with-generic     also time every fused row with FORCE_GENERIC added\n"
     "                     (graph, checked): the generic us column; rows on\n"
     "                     another path already run the generic launches\n"
@@ -95,9 +96,11 @@ static const char usage[] =
     "                     3.36: K mixed per tensor as `trellis synth`),\n"
     "                     default 4\n"
     "  --blocks N         a preset's depth, default the preset's\n"
-    "  --head-bits K      a preset's lm_head K (16: fp16, not in the step),\n"
-    "                     default 6\n"
-    "  --codebook CB      a preset's codebook, default mcg\n"
+    "  --head-bits K      a preset's lm_head K (2.5 with mul1; 16: fp16, not\n"
+    "                     in the step), default 6\n"
+    "  --codebook CB      a preset's codebook, default mcg; with mul1 the\n"
+    "                     preset mixes half-integer rates below 4 as\n"
+    "                     `trellis synth` does (e.g. --bits 3.36: K 3, 3.5)\n"
     "  --no-peers         leave out the FP16 and FP8 steps\n"
     "The commit comes from $TRELLIS_COMMIT, else from `git describe` when\n"
     "the build was configured.\n";
@@ -211,26 +214,17 @@ static int parse_int_list(const char *opt, const char *text, int64_t min,
   }
 }
 
+/* Comma-separated codebook names (the rate table's, tools/cli.h). */
 static int parse_codebooks(bench_options *o, const char *text) {
-  static const trellis_codebook all[] = {TRELLIS_CB_MCG, TRELLIS_CB_3INST,
-                                         TRELLIS_CB_MUL1, TRELLIS_CB_SQG_E4M3,
-                                         TRELLIS_CB_SQG_FP16};
   o->ncbs = 0;
   for (const char *p = text;;) {
     size_t len = strcspn(p, ",");
-    int found = -1;
-    for (int i = 0; i < COUNT(all) && found < 0; i++) {
-      const char *name = trellis_codebook_name(all[i]);
-      if (strlen(name) == len && strncmp(p, name, len) == 0)
-        found = i;
-    }
-    if (found < 0) {
-      cli_error("--codebook: expected mcg, 3inst, mul1, sqg_e4m3 or sqg_fp16, "
-                "got '%.*s'",
-                (int)len, p);
-      return CLI_USAGE;
-    }
-    const trellis_codebook cb = all[found];
+    char name[32]; /* longer names are no codebook's */
+    bench_sfmt(name, sizeof name, "%.*s", (int)(len < 31 ? len : 31), p);
+    trellis_codebook cb;
+    int r = cli_parse_codebook("--codebook", name, CLI_CODEBOOKS_ALL, &cb);
+    if (r != CLI_OK)
+      return r;
     if (o->ncbs == COUNT(o->cbs)) {
       cli_error("--codebook: at most %d codebooks", COUNT(o->cbs));
       return CLI_USAGE;
@@ -239,6 +233,50 @@ static int parse_codebooks(bench_options *o, const char *text) {
     if (p[len] == '\0')
       return CLI_OK;
     p += len + 1;
+  }
+}
+
+/* Comma-separated rates, "6" or "2.5" (1..8, half-integer 1.5 .. 7.5;
+ * which codebook takes which is the run's: trellis_codebook_rate_valid). */
+static int parse_rates(bench_options *o, const char *text) {
+  o->nbits = 0;
+  for (const char *p = text;;) {
+    size_t len = strcspn(p, ",");
+    char item[16];
+    if (o->nbits == COUNT(o->bits)) {
+      cli_error("--bits: at most %d values", COUNT(o->bits));
+      return CLI_USAGE;
+    }
+    bench_sfmt(item, sizeof item, "%.*s", (int)(len < 15 ? len : 15), p);
+    int r = cli_parse_rate("--bits", item, TRELLIS_MIN_BITS, TRELLIS_MAX_BITS,
+                           &o->bits[o->nbits], &o->half[o->nbits]);
+    if (r != CLI_OK)
+      return r;
+    if (o->half[o->nbits] && o->bits[o->nbits] == TRELLIS_MAX_BITS) {
+      cli_error("--bits: %s is above K %d", item, TRELLIS_MAX_BITS);
+      return CLI_USAGE;
+    }
+    o->nbits++;
+    if (p[len] == '\0')
+      return CLI_OK;
+    p += len + 1;
+  }
+}
+
+/* The --sweep rates: K 1..8 and the half-integer rates a codebook of the
+ * table takes (1.5, 2.5, 3.5: MUL1), in increasing order; --quick: 2, 2.5,
+ * 4, 6, 8. */
+static void sweep_rates(bench_options *o) {
+  o->nbits = 0;
+  for (int h = 2 * TRELLIS_MIN_BITS; h <= 2 * TRELLIS_MAX_BITS; h++) {
+    const int bits = h / 2, half = h % 2;
+    int taken = 0;
+    for (int cb = 0; cb < cli_codebook_count(); cb++)
+      taken |= trellis_codebook_rate_valid((trellis_codebook)cb, bits, half);
+    if (!taken || (o->quick && !(h % 4 == 0 || h == 5)))
+      continue;
+    o->bits[o->nbits] = bits;
+    o->half[o->nbits++] = half;
   }
 }
 
@@ -377,15 +415,18 @@ static int parse_step_options(bench_options *o, int npos, const char *shapes,
       (r = cli_parse_int("--blocks", blocks, 1, 100000, &v)) != CLI_OK)
     return r;
   o->blocks = (int)v;
-  v = 6;
-  if (head_bits &&
-      (r = cli_parse_int("--head-bits", head_bits, 1, 16, &v)) != CLI_OK)
+  o->head_bits = 6;
+  o->head_half = 0;
+  if (head_bits && (r = cli_parse_rate("--head-bits", head_bits, 1, 16,
+                                       &o->head_bits, &o->head_half)) != CLI_OK)
     return r;
-  if (v > TRELLIS_MAX_BITS && v != 16) {
-    cli_error("--head-bits: expected 1..8, or 16 (an fp16 head), got %ld", v);
+  if ((o->head_bits > TRELLIS_MAX_BITS && o->head_bits != 16) ||
+      (o->head_half && o->head_bits >= TRELLIS_MAX_BITS)) {
+    cli_error("--head-bits: expected 1..8, 1.5 .. 3.5 (mul1), or 16 (an "
+              "fp16 head), got '%s'",
+              head_bits);
     return CLI_USAGE;
   }
-  o->head_bits = (int)v;
   o->cbs[0] = TRELLIS_CB_MCG;
   o->ncbs = 1;
   if (codebook && (r = parse_codebooks(o, codebook)) != CLI_OK)
@@ -470,16 +511,10 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   }
 
   if (bits) {
-    int64_t v[TRELLIS_MAX_BITS];
-    if ((r = parse_int_list("--bits", bits, TRELLIS_MIN_BITS, TRELLIS_MAX_BITS,
-                            v, TRELLIS_MAX_BITS, &o->nbits)) != CLI_OK)
+    if ((r = parse_rates(o, bits)) != CLI_OK)
       return r;
-    for (int i = 0; i < o->nbits; i++)
-      o->bits[i] = (int)v[i];
   } else if (o->sweep) {
-    for (int b = TRELLIS_MIN_BITS; b <= TRELLIS_MAX_BITS; b++)
-      if (!o->quick || b % 2 == 0)
-        o->bits[o->nbits++] = b;
+    sweep_rates(o);
   } else {
     o->bits[o->nbits++] = 6;
   }
@@ -487,11 +522,10 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   if (codebook) {
     if ((r = parse_codebooks(o, codebook)) != CLI_OK)
       return r;
-  } else if (o->sweep) {
-    o->cbs[0] = TRELLIS_CB_3INST;
-    o->cbs[1] = TRELLIS_CB_MCG;
-    o->cbs[2] = TRELLIS_CB_MUL1;
-    o->ncbs = 3;
+  } else if (o->sweep) { /* the EXL3 codebooks (3inst, mcg, mul1) */
+    for (int cb = 0; cb < cli_codebook_count(); cb++)
+      if (!cli_codebook_is_sqg((trellis_codebook)cb))
+        o->cbs[o->ncbs++] = (trellis_codebook)cb;
   } else {
     o->cbs[0] = TRELLIS_CB_MCG;
     o->ncbs = 1;
@@ -500,10 +534,11 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
   if (pair) {
     if ((r = parse_pairs(o, pair)) != CLI_OK)
       return r;
-    if (!codebook) { /* the codebooks that pair */
-      o->cbs[0] = TRELLIS_CB_MCG;
-      o->cbs[1] = TRELLIS_CB_SQG_E4M3;
-      o->ncbs = 2;
+    if (!codebook) { /* the codebooks that pair (mcg, sqg_e4m3) */
+      o->ncbs = 0;
+      for (int cb = 0; cb < cli_codebook_count(); cb++)
+        if (cli_codebook_pairs((trellis_codebook)cb))
+          o->cbs[o->ncbs++] = (trellis_codebook)cb;
     }
   }
   if ((rate_axis || orth) && !pair) {
@@ -532,7 +567,7 @@ int bench_parse_options(int argc, char **argv, bench_options *o) {
     o->norths = 1;
   }
   for (int i = 0; i < o->ncbs; i++)
-    if (o->cbs[i] == TRELLIS_CB_SQG_E4M3 || o->cbs[i] == TRELLIS_CB_SQG_FP16)
+    if (cli_codebook_is_sqg(o->cbs[i]))
       o->b12x = 1;
   o->b12x |= o->npairs > 0;
 

@@ -60,8 +60,11 @@ double bench_row_vs_generic(const bench_row *r) {
 double bench_row_vs_mcg(const bench_row *r) { return r->mcg_us / r->graph_us; }
 
 int bench_row_b12x(const bench_row *r) {
-  return r->pair != TRELLIS_PAIR_NONE || r->cb == TRELLIS_CB_SQG_E4M3 ||
-         r->cb == TRELLIS_CB_SQG_FP16;
+  return r->pair != TRELLIS_PAIR_NONE || cli_codebook_is_sqg(r->cb);
+}
+
+const char *bench_row_rate(const bench_row *r, char *buf, size_t size) {
+  return cli_rate_text(r->bits, r->half, buf, size);
 }
 
 const char *bench_row_format(const bench_row *r, char *buf, size_t size) {
@@ -195,16 +198,16 @@ void bench_print_headline(const bench_env *env, const bench_options *o) {
 }
 
 void bench_print_table_header(const bench_options *o) {
-  printf("| %-11s | %2s | %-5s | %4s | %-7s | %9s | %9s | %8s | %6s |%s "
+  printf("| %-11s | %3s | %-5s | %4s | %-7s | %9s | %9s | %8s | %6s |%s "
          "%12s | %7s | %9s | %7s |%s%s %-12s |\n",
          "k x n", "K", "cb", "M", "path", "graph us", "eager us", "wt GB/s",
          "%peak", o->sweep || o->b12x ? "  T w/s |" : "", "cuBLAS us",
          "speedup", "FP8 us", "vs FP8",
          o->with_generic ? " generic us |  vs gen |" : "",
          o->b12x ? " vs MCG |" : "", "check");
-  printf("|-------------|----|-------|------|---------|-----------|---------"
-         "--|----------|--------|%s--------------|---------|-----------|------"
-         "---|%s%s--------------|\n",
+  printf("|-------------|-----|-------|------|---------|-----------|--------"
+         "---|----------|--------|%s--------------|---------|-----------|-----"
+         "----|%s%s--------------|\n",
          o->sweep || o->b12x ? "--------|" : "",
          o->with_generic ? "------------|---------|" : "",
          o->b12x ? "--------|" : "");
@@ -254,9 +257,11 @@ void bench_print_row(const bench_env *env, const bench_options *o,
     ratio_cell(vg, sizeof vg, bench_row_vs_generic(r));
     bench_sfmt(gen, sizeof gen, " %10s | %7s |", g, vg);
   }
-  printf("| %-11s | %2d | %-5s | %4lld | %-7s | %9.2f | %9.2f | %8.1f | "
+  char rate[16];
+  printf("| %-11s | %3s | %-5s | %4lld | %-7s | %9.2f | %9.2f | %8.1f | "
          "%5.1f%% |%s %12s | %6.2fx | %9s | %7s |%s%s %s %.1e |\n",
-         shape, r->bits, bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
+         shape, bench_row_rate(r, rate, sizeof rate),
+         bench_row_format(r, fmt, sizeof fmt), (long long)r->m,
          trellis_path_name(r->path), r->graph_us, r->eager_us, bench_row_gbs(r),
          bench_row_pct(r, env->read_peak_gbs), tws, cub, bench_row_speedup(r),
          f8, vf8, gen, vmcg, r->check_ok ? "PASS" : "FAIL", r->rel_l2);

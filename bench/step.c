@@ -54,10 +54,14 @@ static int upload_preset(step_engine *e, size_t i, int copy,
   v->k = l->k;
   v->n = l->n;
   v->bits = l->bits;
+  v->half = l->half;
   v->codebook = l->codebook;
   v->trellis = (const int16_t *)base;
   v->suh = (const uint16_t *)(base + payload);
   v->svh = (const uint16_t *)(base + payload + 2 * (size_t)l->k);
+  /* the words are the checkpoint's; plans read the lane layout */
+  BENCH_TRELLIS(trellis_weight_repack(v, (int16_t *)base, NULL, stream));
+  v->layout = TRELLIS_LAYOUT_LANES;
   r = CLI_OK;
 done:
   return r;

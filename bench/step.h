@@ -33,6 +33,7 @@ typedef struct step_layer {
   int block; /* -1: the head */
   int64_t k, n;
   int bits;
+  int half; /* K = bits + 1/2 */
   trellis_codebook codebook;
   size_t payload_bytes; /* k*n*K/8 */
   size_t index;         /* the model's layer index, or the synth module */
@@ -63,6 +64,7 @@ typedef struct step_preset_options {
   double bits;   /* average K of the blocks' layers (synth rule) */
   int blocks;    /* 0: the preset's */
   int head_bits; /* 1..8; 16: an fp16 head, left out of the step */
+  int head_half; /* 1: K = head_bits + 1/2 (mul1) */
   trellis_codebook codebook;
   int64_t vocab; /* the head's n; 0: the preset's */
   uint64_t seed;

@@ -750,6 +750,7 @@ int bench_step_run(const bench_options *o) {
   po.bits = o->model_bits;
   po.blocks = o->blocks;
   po.head_bits = o->head_bits;
+  po.head_half = o->head_half;
   po.codebook = o->cbs[0];
   int mr = step_model_open(o->model, &po, &model);
   if (mr != CLI_OK) {

@@ -69,7 +69,8 @@ static int layer_cmp(const void *pa, const void *pb) {
 }
 
 static int add_layer(step_model *m, size_t *cap, const char *name, int64_t k,
-                     int64_t n, int bits, trellis_codebook cb, size_t index) {
+                     int64_t n, int bits, int half, trellis_codebook cb,
+                     size_t index) {
   int block = -1;
   const synth_role role = synth_role_of(name, &block);
   if (role == SYNTH_ROLE_NONE) {
@@ -96,8 +97,9 @@ static int add_layer(step_model *m, size_t *cap, const char *name, int64_t k,
   l->k = k;
   l->n = n;
   l->bits = bits;
+  l->half = half;
   l->codebook = cb;
-  l->payload_bytes = (size_t)k * (size_t)n * (size_t)bits / 8;
+  l->payload_bytes = (size_t)k * (size_t)n * (size_t)(2 * bits + half) / 16;
   l->index = index;
   return CLI_OK;
 }
@@ -110,6 +112,7 @@ static int list_preset(const char *name, const step_preset_options *po,
   so.bits = po->bits;
   so.blocks = po->blocks;
   so.head_bits = po->head_bits;
+  so.head_half = po->head_half;
   so.codebook = po->codebook;
   so.seed = po->seed;
   so.vocab = po->vocab;
@@ -132,8 +135,8 @@ static int list_preset(const char *name, const step_preset_options *po,
     const synth_module *mod = &m->synth.modules[i];
     if (mod->kind != SYNTH_LINEAR) /* an fp16 head is not an EXL3 layer */
       continue;
-    if (add_layer(m, cap, mod->name, mod->k, mod->n, mod->bits, mod->codebook,
-                  i) != CLI_OK)
+    if (add_layer(m, cap, mod->name, mod->k, mod->n, mod->bits, mod->half,
+                  mod->codebook, i) != CLI_OK)
       return CLI_FAIL;
   }
   return CLI_OK;
@@ -150,13 +153,14 @@ static int list_dir(const char *path, step_model *m, size_t *cap) {
     trellis_clear_error();
     if ((st = trellis_model_layer_info(m->model, i, &l)) != TRELLIS_OK)
       return cli_lib_error(st, path);
-    if (l.pair != TRELLIS_PAIR_NONE || l.codebook > TRELLIS_CB_MUL1) {
+    if (l.pair != TRELLIS_PAIR_NONE || cli_codebook_is_sqg(l.codebook)) {
       cli_error("bench: %s: layer %s (%s) runs on the CPU only in this "
                 "version",
                 path, l.name, trellis_codebook_name(l.codebook));
       return CLI_FAIL;
     }
-    if (add_layer(m, cap, l.name, l.k, l.n, l.bits, l.codebook, i) != CLI_OK)
+    if (add_layer(m, cap, l.name, l.k, l.n, l.bits, l.half, l.codebook, i) !=
+        CLI_OK)
       return CLI_FAIL;
   }
   return CLI_OK;

@@ -121,9 +121,9 @@ static int unpack_rows(json_t *rows, bench_target_def *d, const char *path) {
   d->m_min = (int64_t)m_min;
   d->m_max = (int64_t)m_max;
   if (cb) {
-    for (int c = TRELLIS_CB_3INST; c <= TRELLIS_CB_MUL1; c++)
-      if (strcmp(cb, trellis_codebook_name((trellis_codebook)c)) == 0)
-        d->cb = c;
+    trellis_codebook c;
+    if (cli_codebook_lookup(cb, CLI_CODEBOOKS_EXL3, &c))
+      d->cb = (int)c;
     if (d->cb < 0) {
       cli_error("bench: %s: target %d: rows: unknown codebook '%s'", path,
                 d->id, cb);
@@ -267,7 +267,7 @@ static int shape_selected(const bench_target_def *d, const bench_row *r) {
 }
 
 static int row_selected(const bench_target_def *d, const bench_row *r) {
-  return r->flags == 0 && !bench_row_b12x(r) &&
+  return r->flags == 0 && !bench_row_b12x(r) && !r->half &&
          (d->bits == 0 || r->bits == d->bits) &&
          (d->bits_min == 0 || r->bits >= d->bits_min) &&
          (d->bits_max == 0 || r->bits <= d->bits_max) &&
@@ -284,7 +284,7 @@ static const bench_row *partner(const bench_results *res, const bench_row *r,
   for (size_t i = 0; i < res->count; i++) {
     const bench_row *s = &res->rows[i];
     if (s->k == r->k && s->n == r->n && s->cb == r->cb &&
-        s->flags == r->flags && s->m == m && s->bits == bits)
+        s->flags == r->flags && s->m == m && s->bits == bits && !s->half)
       return s;
   }
   return NULL;

@@ -6,7 +6,8 @@
  *         trellis_weight_check_values (discovery rejects non-finite
  *         values), is decoded and run forward;
  *   odd:  the rest describes a weight as a caller would build it:
- *         k selector, n selector, bits, codebook (see kCodebooks), flags
+ *         k selector, n selector, bits (byte % 10; (byte / 10) odd: a
+ *         half rate, K = bits + 1/2), codebook (see kCodebooks), flags
  *         (bit 0 legacy su, bit 1 legacy sv, bit 2 bias, bit 3 NULL
  *         payload), then the payload, the input signs or scales, the output
  *         ones and the bias, in that order. It goes through validation and,
@@ -109,13 +110,17 @@ static void built(const uint8_t *data, size_t size) {
   w.k = 128 * (1 + data[0] % 2);
   w.n = 128 * (1 + data[1] % 2);
   w.bits = data[2] % 10; /* 0 and 9 are invalid */
+  w.half = (data[2] / 10) % 2;
   w.codebook = kCodebooks[data[3] % 6];
   uint8_t flags = data[4];
   const uint8_t *p = data + 5;
   size_t left = size - 5;
   int bits = w.bits >= 1 && w.bits <= 8 ? w.bits : 1;
   void *payload =
-      (flags & 8) ? NULL : take(&p, &left, (size_t)(w.k * w.n) * bits / 8);
+      (flags & 8)
+          ? NULL
+          : take(&p, &left,
+                 (size_t)(w.k * w.n) * (size_t)(2 * bits + w.half) / 16);
   void *in = take(&p, &left, (flags & 1) ? (size_t)w.k / 8 : (size_t)w.k * 2);
   void *out = take(&p, &left, (flags & 2) ? (size_t)w.n / 8 : (size_t)w.n * 2);
   void *bias = (flags & 4) ? take(&p, &left, (size_t)w.n * 2) : NULL;
@@ -136,7 +141,7 @@ static void built(const uint8_t *data, size_t size) {
     goto done;
   }
   check(w.trellis != NULL && w.bits >= 1 && w.bits <= 8 &&
-        trellis_codebook_bits_valid(w.codebook, w.bits));
+        trellis_codebook_rate_valid(w.codebook, w.bits, w.half));
   if (trellis_weight_check_values(&w) == TRELLIS_OK)
     run(&w, 1 + (int64_t)(flags >> 4) % 3, (uint32_t)size);
 done:

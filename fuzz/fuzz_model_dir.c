@@ -6,7 +6,8 @@
  *
  * Input: byte 0 picks what to open (0: the directory, 1: its index, 2:
  * model.safetensors, 3: a.safetensors); then records of
- *   u8 entry: bits 0-2 name (see `names`), bits 4-5 kind (0 regular file,
+ *   u8 entry: bits 0-2 name (see `names`; bit 3 set: the ninth,
+ *             ngram_embedding.safetensors), bits 4-5 kind (0 regular file,
  *             1 symbolic link, 2 FIFO, 3 directory)
  *   u16 length (little-endian), then `length` bytes: the file's content,
  *             or for a link, byte 0 picks its target (`names`, then
@@ -27,14 +28,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const names[8] = {"config.json",
-                                     "model.safetensors.index.json",
-                                     "model.safetensors",
-                                     "a.safetensors",
-                                     "b.safetensors",
-                                     "c.safetensors",
-                                     "sub",
-                                     "blob"};
+#define NAMES 9
+static const char *const names[NAMES] = {"config.json",
+                                         "model.safetensors.index.json",
+                                         "model.safetensors",
+                                         "a.safetensors",
+                                         "b.safetensors",
+                                         "c.safetensors",
+                                         "sub",
+                                         "blob",
+                                         "ngram_embedding.safetensors"};
 static const char *const targets[10] = {"config.json",
                                         "model.safetensors.index.json",
                                         "model.safetensors",
@@ -69,7 +72,7 @@ static void remove_entry(int dfd, const char *name) {
 static void remove_dir(void) {
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
-    for (size_t i = 0; i < 8; i++)
+    for (size_t i = 0; i < NAMES; i++)
       remove_entry(dfd, names[i]);
     close(dfd);
   }
@@ -92,7 +95,7 @@ static int make_dir(void) {
 
 /* Writes one entry; failures (a name taken by a directory) are ignored. */
 static void write_entry(int dfd, uint8_t entry, const uint8_t *p, size_t n) {
-  const char *name = names[entry & 7];
+  const char *name = names[(entry & 8) ? 8 : entry & 7];
   remove_entry(dfd, name);
   switch ((entry >> 4) & 3) {
   case 0: {
@@ -129,7 +132,9 @@ static void exercise(const trellis_model *m) {
     check(trellis_model_layer_info(m, i, &info) == TRELLIS_OK);
     check(trellis_model_layer(m, i, &L) == TRELLIS_OK);
     check(info.name == L.name && info.k == L.weight.k && info.n == L.weight.n &&
-          info.bits == L.weight.bits);
+          info.bits == L.weight.bits && info.half == L.weight.half);
+    check(L.weight.half == 0 ||
+          trellis_codebook_rate_valid(L.weight.codebook, L.weight.bits, 1));
     check(trellis_weight_check_values(&L.weight) == TRELLIS_OK);
     const trellis_weight *w = &L.weight;
     touch(w->trellis, trellis_weight_payload_bytes(w));
@@ -148,6 +153,16 @@ static void exercise(const trellis_model *m) {
     check(trellis_model_find_tensor(m, t.name, &u) == TRELLIS_OK);
     check(u.data == t.data && u.nbytes == t.nbytes);
     touch(t.data, t.nbytes);
+    trellis_other_kind kind;
+    check(trellis_model_other_kind(m, i, &kind) == TRELLIS_OK);
+    check(kind == TRELLIS_OTHER_PLAIN || kind == TRELLIS_OTHER_FP16_LINEAR ||
+          kind == TRELLIS_OTHER_EXL3_EMBEDDING);
+  }
+  const trellis_file *ng = trellis_model_ngram_file(m);
+  for (size_t i = 0; ng && i < trellis_file_tensor_count(ng); i++) {
+    trellis_tensor t;
+    check(trellis_file_tensor(ng, i, &t) == TRELLIS_OK);
+    touch(t.data, t.nbytes);
   }
 }
 
@@ -157,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0)
     return 0;
-  for (size_t i = 0; i < 8; i++)
+  for (size_t i = 0; i < NAMES; i++)
     remove_entry(dfd, names[i]);
   size_t pos = 1;
   while (pos + 3 <= size) {

@@ -47,8 +47,11 @@ static void fuzz_layers(const trellis_file *f) {
           (uintptr_t)w->svh % 2 == 0 && (uintptr_t)w->bias % 2 == 0);
     check(w->bits >= 1 && w->bits <= 8 && w->k % 128 == 0 && w->n % 128 == 0);
     check(!w->suh != !w->su && !w->svh != !w->sv);
+    /* a half rate is MUL1 at K 1.5 .. 3.5, never a pair */
+    check(w->half == 0 || (w->half == 1 && w->codebook == TRELLIS_CB_MUL1 &&
+                           w->bits <= 3 && w->pair == TRELLIS_PAIR_NONE));
     if (w->pair == TRELLIS_PAIR_NONE)
-      touch(w->trellis, (size_t)(w->k * w->n * w->bits / 8));
+      touch(w->trellis, (size_t)(w->k * w->n * (2 * w->bits + w->half) / 16));
     else { /* two records of k*n/2 weights */
       touch(w->trellis, (size_t)(w->k * w->n / 2 * w->bits / 8));
       touch(w->trellis1, (size_t)(w->k * w->n / 2 * w->bits1 / 8));

@@ -51,7 +51,12 @@ extern "C" {
  * produces it, trellis_weight_repack converts framework memory), and the
  * register-direct small-m kernel replaces the persistent one;
  * trellis_model_hold and trellis_model_release (a model closed while other
- * threads compute on it). */
+ * threads compute on it). ExLlamaV3 1.6 checkpoints: half-integer rates
+ * (trellis_weight.half, trellis_layer_info.half,
+ * trellis_codebook_rate_valid, trellis_decode_tile_rate), the 1.6 fields of
+ * trellis_quant_config (at its end), other-tensor kinds
+ * (trellis_model_other_kind) and the n-gram file (trellis_model_ngram_file).
+ */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
@@ -145,6 +150,11 @@ TRELLIS_API const char *trellis_codebook_name(trellis_codebook cb);
 
 /* 1 when codebook `cb` is defined at `bits` bits per weight, else 0. */
 TRELLIS_API int trellis_codebook_bits_valid(trellis_codebook cb, int bits);
+/* The same for K = bits + half/2: half 0 is trellis_codebook_bits_valid;
+ * half 1 is a half-integer rate of ExLlamaV3 1.6, defined for MUL1 at bits
+ * 1..3 (K 1.5, 2.5, 3.5) only. */
+TRELLIS_API int trellis_codebook_rate_valid(trellis_codebook cb, int bits,
+                                            int half);
 
 /* fp16 bits of the codebook value of one trellis state (its low 16 bits are
  * used). An invalid codebook, or an SQG codebook (whose value depends on K:
@@ -169,6 +179,14 @@ TRELLIS_API const uint16_t *trellis_codebook_table_bits(trellis_codebook cb,
 TRELLIS_API trellis_status trellis_decode_tile(const int16_t *tile, int bits,
                                                trellis_codebook cb,
                                                uint16_t out[256]);
+/* The same at K = bits + half/2 (trellis_codebook_rate_valid): `tile`
+ * holds 16*K int16 words, 24, 40 or 56 for the half-integer rates (bit
+ * layout: docs/FORMAT.md, "Half-integer rates"). half 0 is
+ * trellis_decode_tile. */
+TRELLIS_API trellis_status trellis_decode_tile_rate(const int16_t *tile,
+                                                    int bits, int half,
+                                                    trellis_codebook cb,
+                                                    uint16_t out[256]);
 
 /* Expands legacy packed sign bits (bit j of word w -> element 16w+j; 1 means
  * -1) into `count` fp16 values of +-1. */
@@ -257,15 +275,17 @@ typedef struct trellis_weight {
 
 TRELLIS_API void trellis_weight_init(trellis_weight *w);
 /* Checks struct_size, shapes (k, n multiples of 128, bits 1..8), codebook,
- * that (codebook, bits) is valid (trellis_codebook_bits_valid) and that
- * exactly one sign form per side is present; a uniform layer's pair fields
- * must be zero (rate_axis, bits1, trellis1). For a pair: a known kind and
- * axis, the rate axis 256 long, bits and bits1 equal to the kind's K values,
- * codebook MCG or SQG_E4M3, trellis1 set, scaled suh/svh (their values must
- * also be finite, which the CPU functions check when they read them). Does
- * not touch the data. Unknown enum values, a pair's other codebooks and
- * missing pointers are TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks
- * and (codebook, K) combinations TRELLIS_ERR_SHAPE. */
+ * half (0 or 1), that (codebook, bits, half) is valid
+ * (trellis_codebook_rate_valid: a half rate is MUL1 at bits 1..3, never a
+ * pair) and that exactly one sign form per side is present; a uniform
+ * layer's pair fields must be zero (rate_axis, bits1, trellis1). For a
+ * pair: a known kind and axis, the rate axis 256 long, bits and bits1 equal
+ * to the kind's K values, codebook MCG or SQG_E4M3, trellis1 set, scaled
+ * suh/svh (their values must also be finite, which the CPU functions check
+ * when they read them). Does not touch the data. Unknown enum values, a
+ * pair's other codebooks and missing pointers are
+ * TRELLIS_ERR_INVALID_ARGUMENT; wrong sizes, record Ks and (codebook, K)
+ * combinations TRELLIS_ERR_SHAPE. */
 TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
 /* trellis_weight_validate, then the values: every suh, svh and bias
  * element must be finite (TRELLIS_ERR_INVALID_ARGUMENT naming the vector and
@@ -274,7 +294,8 @@ TRELLIS_API trellis_status trellis_weight_validate(const trellis_weight *w);
  * do. The forward, decode and plan functions do not scan values, so check
  * weights you build yourself with this before running them. */
 TRELLIS_API trellis_status trellis_weight_check_values(const trellis_weight *w);
-/* Bytes of the trellis payload: k*n*bits/8; a pair: both records,
+/* Bytes of the trellis payload: k*n*K/8, i.e. k*n*bits/8, or
+ * k*n*(2*bits+1)/16 at a half-integer rate; a pair: both records,
  * orth*128*(bits + bits1)/8. */
 TRELLIS_API size_t trellis_weight_payload_bytes(const trellis_weight *w);
 
@@ -402,6 +423,17 @@ typedef struct trellis_quant_config {
   /* b12x_qsrt models (docs/FORMAT.md §9.7): the sqg_fp16 descriptor table's
    * SHA-256, or "" */
   char descriptor_sha256[65];
+  /* ---- ExLlamaV3 1.6 (docs/FORMAT.md §2.6) ---- */
+  /* 1 when head_bits is a half-integer rate: K = head_bits + 1/2 (1.6
+   * writes 1.5, 2.5 or 3.5 as a float) */
+  int head_half;
+  /* the MTP layers' K (16: unquantized) as head_bits/head_half; 0 if absent */
+  int mtp_bits, mtp_half;
+  int vision_bits; /* the vision tower's K; 0 if absent */
+  /* config.json's top-level tie_word_embeddings: 1 true, 0 false, -1
+   * absent. 1.6 writes false: its lm_head is always stored (lm_head.*), so
+   * a reader ties lm_head to the embedding only when no lm_head.* exists. */
+  int tie_word_embeddings;
 } trellis_quant_config;
 
 /* A model: a single .safetensors file, or a directory holding
@@ -439,6 +471,7 @@ typedef struct trellis_layer_info {
   int has_bias;
   trellis_pair_kind pair;      /* TRELLIS_PAIR_NONE: a uniform layer */
   trellis_rate_axis rate_axis; /* a pair's split axis */
+  int half;                    /* 1: K = bits + 1/2 (trellis_weight.half) */
 } trellis_layer_info;
 
 /*
@@ -483,10 +516,10 @@ TRELLIS_API void trellis_model_release(trellis_model *m);
 TRELLIS_API const trellis_quant_config *
 trellis_model_quant_config(const trellis_model *m);
 /* The files the model read when it was opened: its data files (the
- * .safetensors file, or every shard), then the index and config.json when
- * it read them, as paths built from the one given to trellis_model_open.
- * NULL past the last (or for NULL). Owned by the model. For callers that
- * must not write over their own inputs. */
+ * .safetensors file, or every shard), then the index, config.json and
+ * ngram_embedding.safetensors when it read them, as paths built from the one
+ * given to trellis_model_open. NULL past the last (or for NULL). Owned by the
+ * model. For callers that must not write over their own inputs. */
 TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
                                                 size_t index);
 /* EXL3 layers, sorted by name. Opening a model reads each layer's scales
@@ -516,6 +549,34 @@ TRELLIS_API size_t trellis_model_other_count(const trellis_model *m);
 TRELLIS_API trellis_status trellis_model_other(const trellis_model *m,
                                                size_t index,
                                                trellis_tensor *out);
+
+/* What an "other" tensor is, as far as the loader recognises it. */
+typedef enum trellis_other_kind {
+  TRELLIS_OTHER_PLAIN = 0, /* norms, an fp16 embedding or head, ... */
+  /* `<p>.weight` (2-D, [out, in], usually F16) and `<p>.bias` of a Linear
+   * that an EXL3 model keeps unquantized (ExLlamaV3 1.6 recipes, bitrate
+   * 16): a `.weight` whose module has EXL3 layers beside it */
+  TRELLIS_OTHER_FP16_LINEAR = 1,
+  /* `<key>.trellis` (I16, 2-D [vocab, G (1 + 16 K)]) and `<key>.signs` (F16
+   * [G, 256]) of a quantized token embedding (ExLlamaV3 1.6 --embed_bits):
+   * rings of their own format, not a Linear; no function here decodes
+   * them */
+  TRELLIS_OTHER_EXL3_EMBEDDING = 2
+} trellis_other_kind;
+
+/* "plain", "fp16_linear", "exl3_embedding"; "invalid" otherwise. */
+TRELLIS_API const char *trellis_other_kind_name(trellis_other_kind kind);
+/* The kind of other tensor `index` (from the headers alone). */
+TRELLIS_API trellis_status trellis_model_other_kind(const trellis_model *m,
+                                                    size_t index,
+                                                    trellis_other_kind *out);
+/* A directory's `ngram_embedding.safetensors` (ExLlamaV3 1.6's hashed
+ * n-gram table, outside the index; EXL3-1.6 §8), opened and validated with
+ * the model, or NULL when there is none. Owned by the model; its tensors
+ * (`<P>.shard_N.trellis` I16 [rows, 1 + 10 K], `<P>.head_bias`, ...) are
+ * read with trellis_file_tensor. No function here decodes them. */
+TRELLIS_API const trellis_file *
+trellis_model_ngram_file(const trellis_model *m);
 /* Any tensor by full name, across shards. */
 TRELLIS_API trellis_status trellis_model_find_tensor(const trellis_model *m,
                                                      const char *name,

@@ -695,9 +695,9 @@ static void test_malformed_pairs(void **state) {
   w = good, w.codebook = TRELLIS_CB_SQG_FP16;
   expect_invalid(&w, TRELLIS_ERR_SHAPE, "sqg_fp16");
   w = good, w.codebook = TRELLIS_CB_MUL1;
-  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "mcg or sqg_e4m3");
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "(mcg, sqg_e4m3)");
   w = good, w.codebook = TRELLIS_CB_3INST;
-  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "mcg or sqg_e4m3");
+  expect_invalid(&w, TRELLIS_ERR_INVALID_ARGUMENT, "(mcg, sqg_e4m3)");
   w = good, w.codebook = TRELLIS_CB_MCG;
   assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
   /* record1 and fp16 scales are required */

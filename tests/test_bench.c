@@ -54,9 +54,36 @@ static void test_options(void **state) {
   assert_int_equal(parse(&o, quick_sweep), CLI_PARSED);
   assert_int_equal(o.nshapes, 1);
   assert_int_equal(o.shapes[0].k, 8192);
-  assert_int_equal(o.nbits, 4); /* 2, 4, 6, 8 */
+  assert_int_equal(o.nbits, 5); /* 2, 2.5, 4, 6, 8 */
+  assert_int_equal(o.bits[1], 2);
+  assert_int_equal(o.half[1], 1);
   assert_int_equal(o.ncbs, 3);
   assert_int_equal(o.nms, 1);
+
+  /* --sweep: K 1..8 and mul1's 1.5, 2.5, 3.5, in order */
+  const char *sweep[] = {"--sweep", NULL};
+  assert_int_equal(parse(&o, sweep), CLI_PARSED);
+  assert_int_equal(o.nbits, 11);
+  static const int sweep_h[11] = {2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16};
+  for (int i = 0; i < 11; i++)
+    assert_int_equal(2 * o.bits[i] + o.half[i], sweep_h[i]);
+  const char *rates[] = {"--bits", "2.5,3,3.5", "--codebook", "mul1", NULL};
+  assert_int_equal(parse(&o, rates), CLI_PARSED);
+  assert_int_equal(o.nbits, 3);
+  assert_int_equal(o.bits[0], 2);
+  assert_int_equal(o.half[0], 1);
+  assert_int_equal(o.half[1], 0);
+  const char *bad_rate[] = {"--bits", "2.7", NULL};
+  assert_int_equal(parse(&o, bad_rate), CLI_USAGE);
+  const char *top_rate[] = {"--bits", "8.5", NULL};
+  assert_int_equal(parse(&o, top_rate), CLI_USAGE);
+  const char *half_model[] = {
+      "--model", "preset:glm-tp4", "--bits", "3.36", "--codebook",
+      "mul1",    "--head-bits",    "2.5",    NULL};
+  assert_int_equal(parse(&o, half_model), CLI_PARSED);
+  assert_int_equal(o.head_bits, 2);
+  assert_int_equal(o.head_half, 1);
+  assert_int_equal(o.cbs[0], TRELLIS_CB_MUL1);
 
   const char *explicit[] = {
       "4096",      "14336",      "512x6144", "--shapes", "256,128",

@@ -163,6 +163,56 @@ static void test_names_and_invalid(void **state) {
   assert_int_not_equal(nan_bits & 0x03FF, 0);
 }
 
+/* The one table (format/codebooks.h) against the facts it replaced: the
+ * public names and K ranges, the markers' values (the multipliers of
+ * FORMAT.md §4.1), SQG kinds, pairing, b12x names and the parser. */
+static void test_table(void **state) {
+  (void)state;
+  static const struct {
+    trellis_codebook cb;
+    const char *name, *marker;
+    unsigned value;
+    int lo, hi, half, sqg, pairs, b12x;
+  } rows[] = {
+      {TRELLIS_CB_3INST, "3inst", "", 0, 1, 8, 0, 0, 0, 0},
+      {TRELLIS_CB_MCG, "mcg", "mcg", 0xCBAC1FEDu, 1, 8, 0, 0, 1, 1},
+      {TRELLIS_CB_MUL1, "mul1", "mul1", 0x83DCD12Du, 1, 8, 1, 0, 0, 0},
+      {TRELLIS_CB_SQG_E4M3, "sqg_e4m3", "", 0, 2, 6, 0, 1, 1, 1},
+      {TRELLIS_CB_SQG_FP16, "sqg_fp16", "", 0, 5, 6, 0, 1, 0, 1},
+  };
+  assert_int_equal(TRL_CB_COUNT, sizeof rows / sizeof *rows);
+  for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+    const int cb = (int)rows[i].cb;
+    assert_int_equal(cb, (int)i);
+    assert_string_equal(trellis_codebook_name(rows[i].cb), rows[i].name);
+    assert_string_equal(trl_codebook_marker(cb), rows[i].marker);
+    assert_int_equal(trl_codebook_marker_value(cb), rows[i].value);
+    assert_int_equal(trl_codebook_min_bits(cb), rows[i].lo);
+    assert_int_equal(trl_codebook_max_bits(cb), rows[i].hi);
+    assert_int_equal(trl_codebook_has_half(cb), rows[i].half);
+    assert_int_equal(trl_codebook_is_sqg(cb), rows[i].sqg);
+    assert_int_equal(trl_codebook_pairs(cb), rows[i].pairs);
+    assert_int_equal(trl_codebook_b12x(cb), rows[i].b12x);
+    trellis_codebook parsed = (trellis_codebook)-1;
+    assert_true(trl_codebook_parse(rows[i].name, &parsed));
+    assert_int_equal(parsed, rows[i].cb);
+  }
+  trellis_codebook parsed;
+  assert_true(trl_codebook_parse("SQG_XOR_CHEB_T12", &parsed));
+  assert_int_equal(parsed, TRELLIS_CB_SQG_E4M3);
+  assert_false(trl_codebook_parse("mcg2", &parsed));
+  assert_false(trl_codebook_parse("", &parsed));
+  assert_string_equal(trellis_codebook_name((trellis_codebook)TRL_CB_COUNT),
+                      "invalid");
+  const int axis[] = {TRL_CODEBOOK_ENUMS};
+  assert_int_equal(sizeof axis / sizeof *axis, TRL_CB_COUNT);
+  char text[96];
+  assert_string_equal(trl_codebook_list(trl_codebook_pairs, text, sizeof text),
+                      "mcg, sqg_e4m3");
+  assert_string_equal(TRL_CODEBOOK_NAMES_TEXT,
+                      " 3inst mcg mul1 sqg_e4m3 sqg_fp16");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sha256_self_check),
@@ -172,6 +222,7 @@ int main(void) {
       cmocka_unit_test(test_statistics),
       cmocka_unit_test(test_mul1_closed_form),
       cmocka_unit_test(test_names_and_invalid),
+      cmocka_unit_test(test_table),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

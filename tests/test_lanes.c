@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "format/codebooks.h"
 #include "format/lanes.h"
 #include "format/tile.h"
 #include "tools/synth.h"
@@ -83,18 +84,21 @@ static unsigned window_bit(const uint8_t *group, int h, int lane, int t,
 }
 
 /* Every state of every tile read from the lane layout at the offsets the
- * kernels use equals the format's own state (integer rates). */
+ * kernels use equals the format's own state, at every rate of the table:
+ * K 1..8 and the half-integer K 1.5, 2.5, 3.5 (h 3, 5, 7). */
 static void test_states_from_lanes(void **state) {
   (void)state;
-  for (int bits = 1; bits <= 8; bits++) {
-    const int h = 2 * bits;
+  for (int h = 2; h <= 16; h++) {
+    if (!trl_codebook_rate_valid(TRELLIS_CB_MUL1, trl_rate_bits(h),
+                                 trl_rate_half(h)))
+      continue;
     static int16_t tiles[8 * 128], lanes[8 * 128];
     fill_random(tiles, (size_t)trl_lanes_group_bytes(h));
     assert_int_equal(trl_lanes_convert(tiles, lanes, 16, 128, h, 1),
                      TRELLIS_OK);
     for (int t = 0; t < 8; t++) {
       uint16_t states[256];
-      trl_tile_states(tiles + t * 16 * bits, bits, states);
+      trl_tile_states_rate(tiles + t * trl_rate_tile_words(h), h, states);
       for (int lane = 0; lane < 32; lane++)
         for (int j = 0; j < 8; j++) {
           const int q = trl_lanes_state_offset(h, j);
@@ -105,6 +109,33 @@ static void test_states_from_lanes(void **state) {
         }
     }
   }
+}
+
+/* The host repack of a half-rate weight: rate 2 K = 5 half-bits. */
+static void test_repack_host_half(void **state) {
+  (void)state;
+  static int16_t payload[256 * 128 * 5 / 32], out[sizeof payload / 2],
+      ref[sizeof payload / 2];
+  static uint16_t suh[256], svh[128];
+  fill_random(payload, sizeof payload);
+  for (int i = 0; i < 256; i++)
+    suh[i] = 0x3C00;
+  for (int i = 0; i < 128; i++)
+    svh[i] = 0x3C00;
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = 256;
+  w.n = 128;
+  w.bits = 2;
+  w.half = 1;
+  w.codebook = TRELLIS_CB_MUL1;
+  w.trellis = payload;
+  w.suh = suh;
+  w.svh = svh;
+  assert_int_equal(trellis_weight_payload_bytes(&w), sizeof payload);
+  assert_int_equal(trellis_weight_repack_host(&w, out, NULL), TRELLIS_OK);
+  assert_int_equal(trl_lanes_convert(payload, ref, 256, 128, 5, 1), TRELLIS_OK);
+  assert_memory_equal(out, ref, sizeof payload);
 }
 
 static void test_repack_host(void **state) {
@@ -142,6 +173,7 @@ int main(void) {
       cmocka_unit_test(test_round_trip),
       cmocka_unit_test(test_states_from_lanes),
       cmocka_unit_test(test_repack_host),
+      cmocka_unit_test(test_repack_host_half),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,6 +122,59 @@ static void test_glm_preset(void **state) {
   step_model_close(&m);
 }
 
+/* `bench --model preset:glm-tp4 --bits 3.36 --codebook mul1`: ExLlamaV3
+ * 1.6's half steps, K 3 and 3.5 layers (payload k n K / 8), and the same
+ * step from a directory synth wrote. */
+static void test_glm_preset_half(void **state) {
+  (void)state;
+  step_preset_options po = preset_opts(3.36, 0, 6);
+  po.codebook = TRELLIS_CB_MUL1;
+  po.head_bits = 2;
+  po.head_half = 1;
+  step_model m;
+  assert_int_equal(step_model_open("preset:glm-tp4", &po, &m), CLI_OK);
+  double w = 0, kb = 0;
+  int k3 = 0, k3p5 = 0;
+  for (size_t i = 0; i < m.count; i++) {
+    const step_layer *l = &m.layers[i];
+    const double k = l->bits + 0.5 * l->half;
+    assert_int_equal(l->payload_bytes, (size_t)((double)(l->k * l->n) * k / 8));
+    if (l->role == SYNTH_ROLE_HEAD) {
+      assert_true(k == 2.5);
+      continue;
+    }
+    k3 += k == 3.0;
+    k3p5 += k == 3.5;
+    w += (double)(l->k * l->n);
+    kb += (double)(l->k * l->n) * k;
+  }
+  assert_true(k3 > 0 && k3p5 > 0);
+  assert_int_equal(k3 + k3p5, 78 * 3);
+  assert_true(fabs(kb / w - 3.36) < 1e-3);
+  step_model_close(&m);
+
+  char *dir =
+      tu_write_synth("step-half", "glm-tp4", 2, 3.36, 4, TRELLIS_CB_MUL1, -1);
+  step_model a, b;
+  assert_int_equal(step_model_open(dir, NULL, &a), CLI_OK);
+  po = preset_opts(3.36, 2, 4);
+  po.codebook = TRELLIS_CB_MUL1;
+  po.vocab = 256;
+  assert_int_equal(step_model_open("preset:glm-tp4", &po, &b), CLI_OK);
+  assert_int_equal(a.count, b.count);
+  int half = 0;
+  for (size_t i = 0; i < a.count; i++) {
+    assert_int_equal(a.layers[i].bits, b.layers[i].bits);
+    assert_int_equal(a.layers[i].half, b.layers[i].half);
+    half += a.layers[i].half;
+  }
+  assert_true(half > 0);
+  assert_true(a.weight_bytes == b.weight_bytes);
+  step_model_close(&a);
+  step_model_close(&b);
+  free(dir);
+}
+
 /* A directory written by synth lists the same step as the preset. */
 static void test_dir_matches_preset(void **state) {
   (void)state;
@@ -332,6 +385,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_preset),
       cmocka_unit_test(test_glm_preset),
+      cmocka_unit_test(test_glm_preset_half),
       cmocka_unit_test(test_dir_matches_preset),
       cmocka_unit_test(test_mixed_codebooks),
       cmocka_unit_test(test_bad_models),

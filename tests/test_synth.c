@@ -246,6 +246,71 @@ static void test_bits_rule(void **state) {
   synth_model_free(&m);
 }
 
+/* MUL1 takes ExLlamaV3 1.6's half steps below 4 (1, 1.5, 2, 2.5, 3, 3.5,
+ * 4, 5, ..): each layer gets one of the two steps around the asked bits;
+ * other codebooks keep the integers. */
+static void test_bits_rule_half(void **state) {
+  (void)state;
+  static const struct {
+    double asked;
+    int lo, hi; /* half-bits */
+  } cases[] = {{1.25, 2, 3}, {2.25, 4, 5}, {3.36, 6, 7}, {3.5, 7, 7},
+               {3.75, 7, 8}, {4.5, 8, 10}, {7.9, 14, 16}};
+  for (size_t p = 0; p < synth_preset_count(); p++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      synth_options o;
+      synth_options_init(&o);
+      o.preset = synth_preset_at(p)->name;
+      o.bits = cases[c].asked;
+      o.codebook = TRELLIS_CB_MUL1;
+      synth_model m;
+      plan_or_fail(&o, &m);
+      double bits = 0.0, weights = 0.0;
+      int seen_lo = 0, seen_hi = 0;
+      for (size_t i = 0; i < m.module_count; i++) {
+        const synth_module *mod = &m.modules[i];
+        if (mod->kind != SYNTH_LINEAR || mod->block < 0)
+          continue;
+        const int h = 2 * mod->bits + mod->half;
+        if (h != cases[c].lo && h != cases[c].hi)
+          fail_msg("%s: K%g at bits %g", mod->name, h / 2.0, cases[c].asked);
+        seen_lo += h == cases[c].lo;
+        seen_hi += h == cases[c].hi;
+        bits += h / 2.0 * (double)mod->k * (double)mod->n;
+        weights += (double)mod->k * (double)mod->n;
+      }
+      assert_true(seen_lo > 0 && (cases[c].lo == cases[c].hi || seen_hi > 0));
+      assert_true(fabs(bits / weights - m.bits) < 1e-9);
+      if (!(fabs(m.bits - cases[c].asked) <= 0.001))
+        fail_msg("%s --bits %g mul1: achieved %.5f", o.preset, cases[c].asked,
+                 m.bits);
+      synth_model_free(&m);
+    }
+  /* mcg at 3.36: K 3 and 4 only */
+  synth_options o;
+  synth_options_init(&o);
+  o.preset = "glm-tp4";
+  o.bits = 3.36;
+  synth_model m;
+  plan_or_fail(&o, &m);
+  for (size_t i = 0; i < m.module_count; i++)
+    assert_int_equal(m.modules[i].half, 0);
+  synth_model_free(&m);
+  /* a half-rate head with mul1 only */
+  synth_options_init(&o);
+  o.codebook = TRELLIS_CB_MUL1;
+  o.head_bits = 3;
+  o.head_half = 1;
+  plan_or_fail(&o, &m);
+  assert_int_equal(find_module(&m, "lm_head")->half, 1);
+  synth_model_free(&m);
+  o.codebook = TRELLIS_CB_MCG;
+  trellis_clear_error();
+  tu_assert_status(synth_model_plan(&o, &m), TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("head bits 3.5 is not a rate of codebook mcg");
+  synth_model_free(&m);
+}
+
 static void test_shard_plan(void **state) {
   (void)state;
   synth_options o;
@@ -413,8 +478,9 @@ static void check_info(const synth_model *m, const char *dir) {
   char line[256];
   snprintf(line, sizeof line,
            "quant_method exl3, version trellis-synth %s, bits %.2f, "
-           "head_bits %d, codebook %s, out_scales always",
+           "head_bits %d%s, codebook %s, out_scales always",
            TRELLIS_VERSION_STRING, m->bits, m->opt.head_bits,
+           m->opt.head_half ? ".5" : "",
            trellis_codebook_name(m->opt.codebook));
   if (!strstr(r.out, line))
     fail_msg("info lacks '%s':\n%s", line, r.out);
@@ -436,7 +502,9 @@ static void check_info(const synth_model *m, const char *dir) {
         5);
     assert_int_equal(k, mod->k);
     assert_int_equal(n, mod->n);
-    assert_int_equal(atoi(bits), mod->bits);
+    char want[16];
+    snprintf(want, sizeof want, mod->half ? "%d.5" : "%d", mod->bits);
+    assert_string_equal(bits, want);
     assert_string_equal(cb, trellis_codebook_name(m->opt.codebook));
   }
   tu_run_free(&r);
@@ -460,7 +528,7 @@ static void check_decode(const synth_model *m, const char *dir,
 
   synth_layer l;
   tu_assert_status(synth_layer_init(&l, mod->k, mod->n, mod->bits,
-                                    m->opt.codebook, 0,
+                                    m->opt.codebook, mod->half ? SYNTH_HALF : 0,
                                     synth_module_seed(m->opt.seed, layer)),
                    TRELLIS_OK);
   const size_t count = (size_t)mod->k * (size_t)mod->n;
@@ -503,6 +571,41 @@ static void test_round_trip_glm(void **state) {
   check_info(&m, dir);
   check_decode(&m, dir, "model.layers.1.mlp.down_proj");
   check_decode(&m, dir, "lm_head");
+  check_model_bytes(&m, dir);
+  synth_model_free(&m);
+  free(dir);
+}
+
+/* `trellis synth glm-tp4 --bits 3.36 --codebook mul1` as ExLlamaV3 1.6
+ * would allocate it: K 3 and 3.5 layers, a 2.5-bit head, stored, listed
+ * and decoded bit for bit. */
+static void test_round_trip_half(void **state) {
+  (void)state;
+  static const char *const opts[] = {
+      "glm-tp4", "--blocks", "2",          "--vocab", "128",
+      "--bits",  "3.36",     "--codebook", "mul1",    "--head-bits",
+      "2.5",     "--seed",   "5",          NULL};
+  char *dir = synth_cli("glm-half", opts);
+  synth_options o;
+  synth_options_init(&o);
+  o.preset = "glm-tp4";
+  o.blocks = 2;
+  o.vocab = 128;
+  o.bits = 3.36;
+  o.codebook = TRELLIS_CB_MUL1;
+  o.head_bits = 2;
+  o.head_half = 1;
+  o.seed = 5;
+  synth_model m;
+  plan_or_fail(&o, &m);
+  int half = 0;
+  for (size_t i = 0; i < m.module_count; i++)
+    half += m.modules[i].kind == SYNTH_LINEAR && m.modules[i].half;
+  assert_true(half >= 2);
+  check_info(&m, dir);
+  for (size_t i = 0; i < m.module_count; i++)
+    if (m.modules[i].kind == SYNTH_LINEAR && m.modules[i].half)
+      check_decode(&m, dir, m.modules[i].name);
   check_model_bytes(&m, dir);
   synth_model_free(&m);
   free(dir);
@@ -966,9 +1069,11 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
       cmocka_unit_test(test_bits_rule),
+      cmocka_unit_test(test_bits_rule_half),
       cmocka_unit_test(test_shard_plan),
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_round_trip_glm),
+      cmocka_unit_test(test_round_trip_half),
       cmocka_unit_test(test_round_trip_llama),
       cmocka_unit_test(test_shards_and_index),
       cmocka_unit_test(test_activations_stay_o1),

@@ -3,6 +3,7 @@
 #include "testutil.h"
 
 #include "core/sha256.h"
+#include "format/codebooks.h"
 #include "tools/synth_model.h"
 
 #include <dirent.h>
@@ -135,6 +136,16 @@ static void copy_field(char *dst, size_t cap, json_t *obj, const char *key) {
   memcpy(dst, json_string_value(v), json_string_length(v) + 1);
 }
 
+/* "bits": an integer K, or a half-integer K (1.5 -> 1, half). */
+static void rate_field(json_t *obj, int *bits, int *half) {
+  json_t *v = json_object_get(obj, "bits");
+  const double x = json_number_value(v);
+  if (!json_is_number(v) || x < 1 || x > 8 || 2 * x != (double)(int)(2 * x))
+    fail_msg("manifest: case field 'bits' is not a rate");
+  *bits = (int)x;
+  *half = (int)(2 * x) % 2;
+}
+
 static int64_t int_field(json_t *obj, const char *key) {
   json_t *v = json_object_get(obj, key);
   if (!json_is_integer(v))
@@ -150,18 +161,37 @@ static int bool_field(json_t *obj, const char *key) {
 }
 
 static trellis_codebook codebook_of(const char *s) {
-  if (!strcmp(s, "3inst"))
-    return TRELLIS_CB_3INST;
-  if (!strcmp(s, "mcg"))
-    return TRELLIS_CB_MCG;
-  if (!strcmp(s, "mul1"))
-    return TRELLIS_CB_MUL1;
-  fail_msg("manifest: unknown codebook '%s'", s);
-  return TRELLIS_CB_3INST;
+  trellis_codebook cb = TRELLIS_CB_3INST;
+  if (!trl_codebook_parse(s, &cb))
+    fail_msg("manifest: unknown codebook '%s'", s);
+  return cb;
 }
 
 size_t tv_load_manifest(tv_case **cases) {
-  char *path = tu_tv_path("manifest.json");
+  return tv_load_manifest_set("", cases);
+}
+
+size_t tv_load_all(tv_case **cases) {
+  static const char *const sets[] = {"", TU_TV_HALF, TU_TV_REAL};
+  size_t total = 0;
+  tv_case *all = NULL;
+  for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+    tv_case *part = NULL;
+    const size_t n = tv_load_manifest_set(sets[s], &part);
+    all = realloc(all, (total + n) * sizeof *all);
+    assert_non_null(all);
+    memcpy(all + total, part, n * sizeof *all);
+    total += n;
+    free(part);
+  }
+  *cases = all;
+  return total;
+}
+
+size_t tv_load_manifest_set(const char *set, tv_case **cases) {
+  char where[64];
+  snprintf(where, sizeof where, "%s%smanifest.json", set, set[0] ? "/" : "");
+  char *path = tu_tv_path(where);
   json_error_t err;
   json_t *root = json_load_file(path, 0, &err);
   if (!root)
@@ -176,6 +206,7 @@ size_t tv_load_manifest(tv_case **cases) {
   for (size_t i = 0; i < n; i++) {
     json_t *c = json_array_get(list, i);
     char cb[16];
+    snprintf(cs[i].set, sizeof cs[i].set, "%s", set);
     copy_field(cs[i].name, sizeof cs[i].name, c, "name");
     copy_field(cs[i].layer, sizeof cs[i].layer, c, "layer");
     copy_field(cb, sizeof cb, c, "codebook");
@@ -183,7 +214,7 @@ size_t tv_load_manifest(tv_case **cases) {
     cs[i].k = int_field(c, "k");
     cs[i].n = int_field(c, "n");
     cs[i].m = int_field(c, "m");
-    cs[i].bits = (int)int_field(c, "bits");
+    rate_field(c, &cs[i].bits, &cs[i].half);
     cs[i].legacy_signs = bool_field(c, "legacy_signs");
     cs[i].bias = bool_field(c, "bias");
   }
@@ -200,8 +231,9 @@ static void find_ref(trellis_file *f, const char *name, trellis_tensor *t) {
 
 void tv_open(const tv_case *c, tv_loaded *out) {
   memset(out, 0, sizeof *out);
-  char stem[160];
-  snprintf(stem, sizeof stem, "%s.safetensors", c->name);
+  char stem[200];
+  const char *slash = c->set[0] ? "/" : "";
+  snprintf(stem, sizeof stem, "%s%s%s.safetensors", c->set, slash, c->name);
   char *path = tu_tv_path(stem);
   trellis_status st = trellis_model_open(path, &out->model);
   free(path);
@@ -210,7 +242,7 @@ void tv_open(const tv_case *c, tv_loaded *out) {
   st = trellis_model_find_layer(out->model, c->layer, &out->layer);
   if (st != TRELLIS_OK)
     fail_msg("%s: %s", c->name, trellis_last_error());
-  snprintf(stem, sizeof stem, "%s.ref.safetensors", c->name);
+  snprintf(stem, sizeof stem, "%s%s%s.ref.safetensors", c->set, slash, c->name);
   path = tu_tv_path(stem);
   st = trellis_file_open(path, &out->ref);
   free(path);
@@ -218,8 +250,11 @@ void tv_open(const tv_case *c, tv_loaded *out) {
     fail_msg("%s: %s", c->name, trellis_last_error());
   find_ref(out->ref, "x", &out->x);
   find_ref(out->ref, "w_hat", &out->w_hat);
-  find_ref(out->ref, "w_dense", &out->w_dense);
-  find_ref(out->ref, "y", &out->y);
+  if (trellis_file_find(out->ref, "w_dense", &out->w_dense) != TRELLIS_OK)
+    memset(&out->w_dense, 0, sizeof out->w_dense);
+  if (trellis_file_find(out->ref, "y_exact", &out->y) != TRELLIS_OK)
+    find_ref(out->ref, "y", &out->y);
+  trellis_clear_error();
 }
 
 void tv_close(tv_loaded *t) {

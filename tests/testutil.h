@@ -34,6 +34,11 @@ extern "C" {
 
 #define TU_TV_DIR TRELLIS_TEST_DATA "/testvectors"
 #define TU_TOY_MODEL TU_TV_DIR "/toy-exl3-model"
+/* ExLlamaV3 1.6's half-integer rates (EXL3-1.6 §1) and its toy model */
+#define TU_TV_HALF "half"
+#define TU_TOY16_MODEL TU_TV_DIR "/half/toy-exl3-1.6-model"
+/* six layers ExLlamaV3 1.6.5's own quantizer wrote (y_exact references) */
+#define TU_TV_REAL "exl3-real"
 
 /* ------------------------------------------------------------- paths -- */
 
@@ -62,16 +67,22 @@ char *tu_read_text(const char *path);
 /* ------------------------------------------------------ test vectors -- */
 
 typedef struct tv_case {
+  char set[32];    /* "" (testvectors/), TU_TV_HALF or TU_TV_REAL */
   char name[96];   /* file stem: NAME.safetensors, NAME.ref.safetensors */
   char layer[128]; /* layer prefix inside NAME.safetensors */
   int64_t k, n, m;
   int bits;
+  int half; /* 1: K = bits + 1/2 (the manifest says e.g. 2.5) */
   trellis_codebook codebook;
   int legacy_signs, bias; /* 0 or 1 */
 } tv_case;
 
 /* Loads testvectors/manifest.json; *cases is malloc'd. Asserts on failure. */
 size_t tv_load_manifest(tv_case **cases);
+/* The same for the set testvectors/SET/manifest.json ("" is the top). */
+size_t tv_load_manifest_set(const char *set, tv_case **cases);
+/* Every case of the three sets (top, half, exl3-real), malloc'd. */
+size_t tv_load_all(tv_case **cases);
 
 typedef struct tv_loaded {
   trellis_model *model;   /* NAME.safetensors */
@@ -79,8 +90,9 @@ typedef struct tv_loaded {
   trellis_file *ref;      /* NAME.ref.safetensors */
   trellis_tensor x;       /* F16 [m, k] */
   trellis_tensor w_hat;   /* F16 [k, n] */
-  trellis_tensor w_dense; /* F32 [k, n] */
-  trellis_tensor y;       /* F32 [m, n] */
+  trellis_tensor w_dense; /* F32 [k, n]; nbytes 0 when the set has none */
+  trellis_tensor y;       /* F32 [m, n]: y, or y_exact where the set has it
+                             (exl3-real: ExLlamaV3's own y is not exact) */
 } tv_loaded;
 
 /* Opens one case (asserts on failure, printing trellis_last_error()). */

@@ -40,6 +40,7 @@ size_t cli_layer_payload_bytes(const trellis_layer_info *l) {
   w.k = l->k;
   w.n = l->n;
   w.bits = l->bits;
+  w.half = l->half;
   w.codebook = l->codebook;
   w.pair = l->pair;
   w.rate_axis = l->rate_axis;

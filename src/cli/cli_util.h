@@ -29,7 +29,7 @@ int cli_info_plan(const char *path, const char *max_m_text);
 int cli_open_layer(const char *path, const char *layer_name,
                    trellis_model **model, trellis_layer *layer);
 /* Sizes from a layer's header description alone (`info` and `info --plan`
- * never read payloads): the trellis payload, k*n*bits/8 or a pair's two
+ * never read payloads): the trellis payload, k*n*K/8 or a pair's two
  * records; and all its tensors, payload, scales or signs and bias (what
  * the checkpoint holds and an upload copies). */
 size_t cli_layer_payload_bytes(const trellis_layer_info *l);

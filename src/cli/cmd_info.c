@@ -9,8 +9,10 @@ static const char usage[] =
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
     "model.safetensors or model.safetensors.index.json shards). Prints the\n"
     "quantization_config, one row per layer (name, k, n, K or pair kind/rate\n"
-    "axis, codebook, payload bits per weight, MB, sign form, bias) and "
-    "totals.\n"
+    "axis, codebook, payload bits per weight, MB, sign form, bias), a row per\n"
+    "Linear kept unquantized (K fp16), the quantized token embeddings and\n"
+    "n-gram table ExLlamaV3 1.6 can write, and totals: the bits per weight\n"
+    "over every linear layer, scales and fp16 layers included.\n"
     "\n"
     "--plan prints instead, per layer, the GPU path and the caller buffers'\n"
     "bytes (rotated, input_f16, output_f16, workspace) at m = 1, 8, 16, 32,\n"
@@ -35,8 +37,15 @@ static void print_config(const trellis_quant_config *q) {
     printf(", version %s", SHOWN(q->version, buf));
   if (q->bits > 0)
     printf(", bits %.2f", q->bits);
+  char rate[16];
   if (q->head_bits > 0)
-    printf(", head_bits %d", q->head_bits);
+    printf(", head_bits %s",
+           cli_rate_text(q->head_bits, q->head_half, rate, sizeof rate));
+  if (q->mtp_bits > 0)
+    printf(", mtp_bits %s",
+           cli_rate_text(q->mtp_bits, q->mtp_half, rate, sizeof rate));
+  if (q->vision_bits > 0)
+    printf(", vision_bits %d", q->vision_bits);
   if (q->codebook[0])
     printf(", codebook %s", SHOWN(q->codebook, buf));
   if (q->out_scales[0])
@@ -44,7 +53,121 @@ static void print_config(const trellis_quant_config *q) {
   if (q->calibration_rows > 0 || q->calibration_cols > 0)
     printf(", calibration %lldx%lld", (long long)q->calibration_rows,
            (long long)q->calibration_cols);
+  if (q->tie_word_embeddings >= 0)
+    printf(", tie_word_embeddings %s",
+           q->tie_word_embeddings ? "true" : "false");
   printf("\n");
+}
+
+/* Sizes of the rows of the table that are not EXL3 layers. */
+typedef struct extra_totals {
+  size_t bytes;   /* fp16 linears: weight and bias */
+  double weights; /* their k * n */
+  size_t count;
+} extra_totals;
+
+static int ends_with(const char *s, const char *suffix) {
+  const size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* One row per Linear an EXL3 model keeps unquantized (`<p>.weight`
+ * [out, in] and its bias): K "fp16", its bytes counted in the totals. */
+static void print_fp16_linears(const trellis_model *model, int width,
+                               extra_totals *t) {
+  const size_t count = trellis_model_other_count(model);
+  for (size_t i = 0; i < count; i++) {
+    trellis_other_kind kind;
+    trellis_tensor w, b;
+    char name[1024], shown[4 * 1024 + 1];
+    if (trellis_model_other_kind(model, i, &kind) != TRELLIS_OK ||
+        kind != TRELLIS_OTHER_FP16_LINEAR ||
+        trellis_model_other(model, i, &w) != TRELLIS_OK ||
+        !ends_with(w.name, ".weight") ||
+        strlen(w.name) - strlen(".weight") >= sizeof name - 8)
+      continue;
+    const size_t plen = strlen(w.name) - strlen(".weight");
+    memcpy(name, w.name, plen);
+    strcpy(name + plen, ".bias");
+    const int bias = trellis_model_find_tensor(model, name, &b) == TRELLIS_OK;
+    name[plen] = '\0';
+    const size_t bytes = w.nbytes + (bias ? b.nbytes : 0);
+    const double kn = (double)w.shape[0] * (double)w.shape[1];
+    printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
+           SHOWN(name, shown), (long long)w.shape[1], (long long)w.shape[0],
+           "fp16", trellis_tensor_dtype_name(w.dtype),
+           kn > 0 ? 8.0 * (double)w.nbytes / kn : 0.0, (double)bytes / 1e6, "-",
+           bias ? "yes" : "no");
+    t->bytes += bytes;
+    t->weights += kn;
+    t->count++;
+  }
+  trellis_clear_error();
+}
+
+/* ExLlamaV3 1.6's ring tables, listed by name (never linear layers): a
+ * quantized token embedding (`<key>.trellis` [vocab, G (1 + 16 K)] with
+ * `<key>.signs` [G, 256]) and the n-gram file's shards ([rows, 1 + 10 K]). */
+static void print_ring_tables(const trellis_model *model) {
+  const size_t count = trellis_model_other_count(model);
+  char shown[4 * 1024 + 1], key[1024];
+  for (size_t i = 0; i < count; i++) {
+    trellis_other_kind kind;
+    trellis_tensor t, signs;
+    if (trellis_model_other_kind(model, i, &kind) != TRELLIS_OK ||
+        kind != TRELLIS_OTHER_EXL3_EMBEDDING ||
+        trellis_model_other(model, i, &t) != TRELLIS_OK ||
+        !ends_with(t.name, ".trellis") || strlen(t.name) >= sizeof key)
+      continue;
+    /* <key>.trellis or <key>.shard_N.trellis: the signs are <key>.signs */
+    strcpy(key, t.name);
+    key[strlen(key) - strlen(".trellis")] = '\0';
+    char *shard = strrchr(key, '.');
+    if (shard && strncmp(shard, ".shard_", 7) == 0)
+      *shard = '\0';
+    strcat(key, ".signs");
+    const int64_t groups =
+        trellis_model_find_tensor(model, key, &signs) == TRELLIS_OK &&
+                signs.ndim == 2
+            ? signs.shape[0]
+            : 0;
+    const int64_t per = groups > 0 ? t.shape[1] / groups : 0;
+    printf("note: %s is a quantized token embedding (vocab %lld, %lld "
+           "group%s of 256",
+           SHOWN(t.name, shown), (long long)t.shape[0], (long long)groups,
+           groups == 1 ? "" : "s");
+    if (per > 0 && t.shape[1] % groups == 0 && (per - 1) % 16 == 0)
+      printf(", K %lld", (long long)((per - 1) / 16));
+    printf(", %.3f MB), not a linear layer; decode and forward do not "
+           "read it\n",
+           (double)t.nbytes / 1e6);
+  }
+  const trellis_file *ngram = trellis_model_ngram_file(model);
+  const size_t n = ngram ? trellis_file_tensor_count(ngram) : 0;
+  size_t bytes = 0, shards = 0;
+  int64_t rows = 0, width = 0;
+  for (size_t i = 0; i < n; i++) {
+    trellis_tensor t;
+    if (trellis_file_tensor(ngram, i, &t) != TRELLIS_OK)
+      continue;
+    bytes += t.nbytes;
+    if (ends_with(t.name, ".trellis") && t.ndim == 2) {
+      shards++;
+      rows += t.shape[0];
+      width = t.shape[1];
+    }
+  }
+  if (ngram) {
+    printf("note: ngram_embedding.safetensors is a hashed n-gram table (%zu "
+           "tensors, %zu ring shard%s, %lld rows",
+           n, shards, shards == 1 ? "" : "s", (long long)rows);
+    if (width > 1 && (width - 1) % 10 == 0)
+      printf(" of K %lld", (long long)((width - 1) / 10));
+    printf(", %.3f MB), outside the index; decode and forward do not read "
+           "it\n",
+           (double)bytes / 1e6);
+  }
+  trellis_clear_error();
 }
 
 /* A b12x research layer's rank-16 correction is listed, not applied. */
@@ -95,6 +218,16 @@ int cmd_info(int argc, char **argv) {
         (int)strlen(SHOWN(l.name, shown)) > width)
       width = (int)strlen(shown);
   }
+  for (size_t i = 0; i < trellis_model_other_count(model); i++) {
+    trellis_other_kind kind;
+    trellis_tensor t;
+    if (trellis_model_other_kind(model, i, &kind) == TRELLIS_OK &&
+        kind == TRELLIS_OTHER_FP16_LINEAR &&
+        trellis_model_other(model, i, &t) == TRELLIS_OK &&
+        (int)strlen(SHOWN(t.name, shown)) > width)
+      width = (int)strlen(shown);
+  }
+  trellis_clear_error();
 
   printf("%s\n", SHOWN(pos[0], shown));
   print_config(trellis_model_quant_config(model));
@@ -122,7 +255,7 @@ int cmd_info(int argc, char **argv) {
       snprintf(bits, sizeof bits, "%s/%s", trellis_pair_kind_name(l.pair),
                trellis_rate_axis_name(l.rate_axis));
     else
-      snprintf(bits, sizeof bits, "%d", l.bits);
+      cli_rate_text(l.bits, l.half, bits, sizeof bits);
     printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
            SHOWN(l.name, shown), (long long)l.k, (long long)l.n, bits,
            trellis_codebook_name(l.codebook),
@@ -131,14 +264,24 @@ int cmd_info(int argc, char **argv) {
            (double)bytes / 1e6, legacy ? "legacy su/sv" : "suh/svh",
            l.has_bias ? "yes" : "no");
   }
+  extra_totals fp16 = {0, 0.0, 0};
+  print_fp16_linears(model, width, &fp16);
   print_corrections(model, count);
+  print_ring_tables(model);
 
-  printf("\ntotals: %zu EXL3 layer%s, %zu bytes (%.3f MB)", count,
-         count == 1 ? "" : "s", total_bytes, (double)total_bytes / 1e6);
-  if (weights > 0)
-    printf(", %.3f bits per weight (%.3f trellis payload only)",
-           8.0 * (double)total_bytes / weights,
-           8.0 * (double)payload_bytes / weights);
+  printf("\ntotals: %zu EXL3 layer%s", count, count == 1 ? "" : "s");
+  if (fp16.count > 0)
+    printf(" and %zu fp16 linear layer%s", fp16.count,
+           fp16.count == 1 ? "" : "s");
+  const size_t all_bytes = total_bytes + fp16.bytes;
+  const double all_weights = weights + fp16.weights;
+  printf(", %zu bytes (%.3f MB)", all_bytes, (double)all_bytes / 1e6);
+  if (all_weights > 0)
+    printf(", %.3f bits per weight (EXL3 layers %.3f, their trellis "
+           "payload %.3f)",
+           8.0 * (double)all_bytes / all_weights,
+           weights > 0 ? 8.0 * (double)total_bytes / weights : 0.0,
+           weights > 0 ? 8.0 * (double)payload_bytes / weights : 0.0);
   printf(", %zu other tensors\n", trellis_model_other_count(model));
   trellis_model_close(model);
   return CLI_OK;

@@ -13,7 +13,7 @@
 
 static const char usage[] =
     "usage: trellis synth PRESET OUT_DIR [--bits B] [--head-bits H]\n"
-    "          [--codebook mcg|mul1|3inst] [--blocks N] [--vocab N]\n"
+    "          [--codebook 3inst|mcg|mul1] [--blocks N] [--vocab N]\n"
     "          [--seed S] [--shard-size MB] [--force]\n"
     "\n"
     "Writes a synthetic EXL3 model directory laid out like ExLlamaV3's\n"
@@ -31,9 +31,11 @@ static const char usage[] =
     "                 mlp.down_proj 512x6144, vocab 37888 (a quarter)\n"
     "\n"
     "  --bits B        average K of the blocks' linear layers, 1..8, weighted\n"
-    "                  by size; each layer gets floor(B) or floor(B)+1\n"
-    "                  (default 4)\n"
-    "  --head-bits H   lm_head: 1..8 (EXL3) or 16 (fp16) (default 6)\n"
+    "                  by size; each layer gets one of the two rates around\n"
+    "                  B, from 1, 2, .., 8 and, with mul1, 1.5, 2.5, 3.5\n"
+    "                  (ExLlamaV3 1.6's steps; default 4)\n"
+    "  --head-bits H   lm_head: 1..8 (EXL3), 1.5, 2.5, 3.5 (mul1) or 16\n"
+    "                  (fp16) (default 6)\n"
     "  --codebook C    every EXL3 layer's codebook (default mcg)\n"
     "  --blocks N      the first N blocks only (default: all)\n"
     "  --vocab N       vocabulary size, a multiple of 128 (default: the\n"
@@ -89,41 +91,34 @@ static int parse_bits(const char *text, double *out) {
   return CLI_OK;
 }
 
-static int parse_codebook(const char *text, trellis_codebook *out) {
-  static const trellis_codebook cbs[] = {TRELLIS_CB_MCG, TRELLIS_CB_MUL1,
-                                         TRELLIS_CB_3INST};
-  for (size_t i = 0; i < 3; i++)
-    if (strcmp(text, trellis_codebook_name(cbs[i])) == 0) {
-      *out = cbs[i];
-      return CLI_OK;
-    }
-  cli_error("--codebook: expected mcg, mul1 or 3inst, got '%s'", text);
-  return CLI_USAGE;
-}
-
 static void print_summary(const synth_model *m, const char *dir) {
-  int count[TRELLIS_MAX_BITS + 1] = {0};
-  int head_bits = 16;
+  int count[2 * TRELLIS_MAX_BITS + 1] = {0}; /* by rate in half-bits */
+  int head_bits = 16, head_half = 0;
+  char rate[16];
   for (size_t i = 0; i < m->module_count; i++) {
     const synth_module *mod = &m->modules[i];
     if (mod->kind == SYNTH_LINEAR && mod->block >= 0)
-      count[mod->bits]++;
-    if (mod->role == SYNTH_ROLE_HEAD)
+      count[2 * mod->bits + mod->half]++;
+    if (mod->role == SYNTH_ROLE_HEAD) {
       head_bits = mod->bits;
+      head_half = mod->half;
+    }
   }
   printf("%s: %s, %d block%s, vocab %lld, codebook %s\n", dir, m->preset->name,
          m->opt.blocks, m->opt.blocks == 1 ? "" : "s", (long long)m->opt.vocab,
          trellis_codebook_name(m->opt.codebook));
   printf("  EXL3 layers: %lld (", (long long)m->linear_count);
-  for (int k = 1, first = 1; k <= TRELLIS_MAX_BITS; k++)
-    if (count[k]) {
-      printf("%sK%d: %d", first ? "" : ", ", k, count[k]);
+  for (int h = 2, first = 1; h <= 2 * TRELLIS_MAX_BITS; h++)
+    if (count[h]) {
+      printf("%sK%s: %d", first ? "" : ", ",
+             cli_rate_text(h / 2, h % 2, rate, sizeof rate), count[h]);
       first = 0;
     }
   if (head_bits == 16)
     printf("; lm_head fp16)\n");
   else
-    printf("; lm_head K%d)\n", head_bits);
+    printf("; lm_head K%s)\n",
+           cli_rate_text(head_bits, head_half, rate, sizeof rate));
   printf("  average K of the blocks: %.4f (asked %g)\n", m->bits, m->opt.bits);
   printf("  %d shard%s, %llu bytes of tensors (%.3f GB)\n", m->shard_count,
          m->shard_count == 1 ? "" : "s", (unsigned long long)m->total_bytes,
@@ -158,18 +153,23 @@ int cmd_synth(int argc, char **argv) {
   }
   if (bits && (r = parse_bits(bits, &o.bits)) != CLI_OK)
     return r;
+  if (codebook &&
+      (r = cli_parse_codebook("--codebook", codebook, CLI_CODEBOOKS_EXL3,
+                              &o.codebook)) != CLI_OK)
+    return r;
   if (head_bits) {
-    if ((r = cli_parse_int("--head-bits", head_bits, 1, 16, &v)) != CLI_OK)
+    if ((r = cli_parse_rate("--head-bits", head_bits, 1, 16, &o.head_bits,
+                            &o.head_half)) != CLI_OK)
       return r;
-    if (v > TRELLIS_MAX_BITS && v != 16) {
-      cli_error("--head-bits: expected 1..8 (EXL3) or 16 (fp16), got '%s'",
-                head_bits);
+    if ((o.head_bits > TRELLIS_MAX_BITS || o.head_half) &&
+        !(o.head_bits == 16 && !o.head_half) &&
+        !trellis_codebook_rate_valid(o.codebook, o.head_bits, o.head_half)) {
+      cli_error("--head-bits: expected 1..8 (EXL3), 16 (fp16), or with "
+                "mul1 1.5, 2.5, 3.5; got '%s' (codebook %s)",
+                head_bits, trellis_codebook_name(o.codebook));
       return CLI_USAGE;
     }
-    o.head_bits = (int)v;
   }
-  if (codebook && (r = parse_codebook(codebook, &o.codebook)) != CLI_OK)
-    return r;
   if (blocks) {
     const int most = synth_preset_find(o.preset)->blocks;
     if ((r = cli_parse_int("--blocks", blocks, 1, most, &v)) != CLI_OK)

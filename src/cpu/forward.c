@@ -191,8 +191,9 @@ static void gemm_columns(const gemm_share *s) {
     for (int64_t kt = 0; kt < tiles_k; kt++) {
       for (int64_t nt = g0; nt < g1; nt++) {
         const int r = trl_weight_record_of(w, kt, nt);
-        trl_tile_decode_f32(trl_record_tile(&s->rec[r], kt, nt), s->rec[r].bits,
-                            s->table[r], tile);
+        trl_tile_decode_f32_rate(trl_record_tile(&s->rec[r], kt, nt),
+                                 trl_record_rate(&s->rec[r]), s->table[r],
+                                 tile);
         accumulate_tile(tile, s->rotated + (size_t)(16 * kt), k,
                         s->z + (size_t)(16 * nt), n, s->m);
       }

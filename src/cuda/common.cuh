@@ -3,6 +3,7 @@
 #define TRL_CUDA_COMMON_CUH
 
 #include "cuda/kernels.h"
+#include "format/codebooks.h"
 #include "format/constants.h"
 #include "format/sqg.h"
 
@@ -70,16 +71,12 @@ __device__ __forceinline__ uint32_t f16lo_to_bf16lo(uint32_t v) {
 }
 
 /* ------------------------------------------------- SQG codebooks -- */
-/* Whether the kernels decode codebook CB at K bits: the SQG codebooks
- * exist at their K range only (format/codebook.h), EXL3's at every K. */
+/* Whether the kernels decode codebook CB at K bits: the codebook's
+ * integer K range (format/codebooks.h, the one table). */
 template <int CB, int K> constexpr bool codebook_has_bits() {
-  return CB == TRELLIS_CB_SQG_E4M3   ? K >= 2 && K <= 6
-         : CB == TRELLIS_CB_SQG_FP16 ? K == 5 || K == 6
-                                     : true;
+  return trl_codebook_rate_valid(CB, K, 0) != 0;
 }
-constexpr bool is_sqg(int cb) {
-  return cb == TRELLIS_CB_SQG_E4M3 || cb == TRELLIS_CB_SQG_FP16;
-}
+constexpr bool is_sqg(int cb) { return trl_codebook_is_sqg(cb) != 0; }
 
 /* The SQG tables in shared memory, one copy per CTA (sqg_stage): T12 as
  * fp16 bits (bf16 bits for BF16 compute: E4M3 values are exact in both)

@@ -578,8 +578,8 @@ constexpr bool pair_bits(int k0, int k1) {
 /* The decode-GEMM family (see dispatch.cuh). Its variants are spread over
  * eight translation units by bitrate (gemm_k1.cu .. gemm_k8.cu, units 0..7)
  * so that they compile in parallel. The last axis is a pair's record1 K
- * (0: uniform); pairs exist for MCG and SQG_E4M3, SQG codebooks at their K
- * range only. */
+ * (0: uniform); pairs exist for the codebooks that pair, every codebook at
+ * its K range only (format/codebooks.h). */
 struct Gemm {
   static constexpr const char *kName = "decode-GEMM";
   using Axes = dispatch::Axes<dispatch::BitsAxis, dispatch::CodebookAxis,
@@ -598,8 +598,7 @@ struct Gemm {
     if constexpr (K1 == 0)
       return codebook_has_bits<CB, K>();
     else
-      return (CB == TRELLIS_CB_MCG || CB == TRELLIS_CB_SQG_E4M3) &&
-             pair_bits(K, K1);
+      return trl_codebook_pairs(CB) && pair_bits(K, K1);
   }
   template <int K, int CB, int DT, int MB, int K1> static auto kernel() {
     return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16, K1>;

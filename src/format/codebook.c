@@ -9,27 +9,82 @@
 
 #include <pthread.h>
 
-#define CB_COUNT 3
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
 
 const char *trellis_codebook_name(trellis_codebook cb) {
-  switch (cb) {
-  case TRELLIS_CB_3INST:
-    return "3inst";
-  case TRELLIS_CB_MCG:
-    return "mcg";
-  case TRELLIS_CB_MUL1:
-    return "mul1";
-  case TRELLIS_CB_SQG_E4M3:
-    return "sqg_e4m3";
-  case TRELLIS_CB_SQG_FP16:
-    return "sqg_fp16";
-  }
-  return "invalid";
+  return trl_codebook_name_of((int)cb);
 }
 
 int trellis_codebook_bits_valid(trellis_codebook cb, int bits) {
-  const int lo = trl_codebook_min_bits(cb);
-  return lo > 0 && bits >= lo && bits <= trl_codebook_max_bits(cb);
+  return trl_codebook_rate_valid((int)cb, bits, 0);
+}
+
+int trellis_codebook_rate_valid(trellis_codebook cb, int bits, int half) {
+  return trl_codebook_rate_valid((int)cb, bits, half);
+}
+
+int trl_codebook_parse(const char *name, trellis_codebook *out) {
+  if (name == NULL || name[0] == '\0')
+    return 0;
+  for (int cb = 0; cb < TRL_CB_COUNT; cb++) {
+    const char *alias = trl_codebook_alias(cb);
+    if (!strcasecmp(name, trl_codebook_name_of(cb)) ||
+        (alias[0] && !strcasecmp(name, alias))) {
+      *out = (trellis_codebook)cb;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+const char *trl_codebook_list(int (*pred)(int cb), char *buf, size_t cap) {
+  size_t used = 0;
+  if (cap == 0)
+    return buf;
+  buf[0] = '\0';
+  for (int cb = 0; cb < TRL_CB_COUNT; cb++) {
+    if (!pred(cb))
+      continue;
+    int r = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+                     trl_codebook_name_of(cb));
+    if (r < 0 || (size_t)r >= cap - used)
+      break;
+    used += (size_t)r;
+  }
+  return buf;
+}
+
+const char *trl_rate_text(int bits, int half, char *buf, size_t cap) {
+  snprintf(buf, cap, half ? "%d.5" : "%d", bits);
+  return buf;
+}
+
+trellis_status trl_codebook_check_rate(trellis_codebook cb, int bits, int half,
+                                       const char *what) {
+  const int c = (int)cb;
+  if (trl_codebook_rate_valid(c, bits, half))
+    return TRELLIS_OK;
+  const char *name = trl_codebook_name_of(c);
+  if (!half)
+    return trl_fail(
+        TRELLIS_ERR_SHAPE, "%s: codebook %s is defined for K %d..%d%s, got %d",
+        what, name, trl_codebook_min_bits(c), trl_codebook_max_bits(c),
+        trl_codebook_has_half(c) ? " (and the half rates)" : "", bits);
+  if (!trl_codebook_has_half(c)) {
+    char with_half[96];
+    trl_codebook_list(trl_codebook_has_half, with_half, sizeof with_half);
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "%s: K = %d.5 is a half-integer rate, which only %s "
+                    "take%s; codebook %s has integer K %d..%d",
+                    what, bits, with_half, strchr(with_half, ',') ? "" : "s",
+                    name, trl_codebook_min_bits(c), trl_codebook_max_bits(c));
+  }
+  return trl_fail(TRELLIS_ERR_SHAPE,
+                  "%s: K = %d.5 is not a half-integer rate of %s (K %d.5 .. "
+                  "%d.5)",
+                  what, bits, name, TRL_HALF_MIN_BITS, TRL_HALF_MAX_BITS);
 }
 
 /* Both fp16 halves lie in [0.125, 2) with exponents at most 3 apart, so the
@@ -70,12 +125,15 @@ uint16_t trellis_codebook_value(trellis_codebook cb, uint32_t state) {
   return 0x7E00u; /* invalid codebook: fp16 NaN */
 }
 
-static uint16_t table_f16[CB_COUNT][TRL_CODEBOOK_STATES];
-static float table_f32[CB_COUNT][TRL_CODEBOOK_STATES];
+/* One table per codebook row; the SQG rows stay empty (sqg.c has theirs). */
+static uint16_t table_f16[TRL_CB_COUNT][TRL_CODEBOOK_STATES];
+static float table_f32[TRL_CB_COUNT][TRL_CODEBOOK_STATES];
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void build_tables(void) {
-  for (int cb = 0; cb < CB_COUNT; cb++) {
+  for (int cb = 0; cb < TRL_CB_COUNT; cb++) {
+    if (trl_codebook_is_sqg(cb))
+      continue;
     for (uint32_t s = 0; s < TRL_CODEBOOK_STATES; s++) {
       uint16_t v = trellis_codebook_value((trellis_codebook)cb, s);
       table_f16[cb][s] = v;
@@ -86,7 +144,7 @@ static void build_tables(void) {
 
 /* The K-independent codebooks (3INST, MCG, MUL1). */
 static int valid_codebook(trellis_codebook cb) {
-  return (unsigned)cb < CB_COUNT;
+  return trl_codebook_known((int)cb) && !trl_codebook_is_sqg((int)cb);
 }
 
 const uint16_t *trellis_codebook_table(trellis_codebook cb) {

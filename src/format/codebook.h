@@ -1,5 +1,5 @@
 /* Internal codebook tables (the public ones live in trellis.h) and the
- * (codebook, K) rules, header-only so the loader shares them. */
+ * (codebook, K) rules of the table, which the loader shares. */
 #ifndef TRL_FORMAT_CODEBOOK_H
 #define TRL_FORMAT_CODEBOOK_H
 
@@ -15,38 +15,8 @@ const float *trl_codebook_table_f32(trellis_codebook cb);
  * their checks (trl_sqg_tables_status says why). */
 const float *trl_codebook_table_f32_bits(trellis_codebook cb, int bits);
 
-/* K range of each codebook (FORMAT.md §8, §9.3, §9.4): 3INST, MCG and MUL1
- * 1..8; sqg_e4m3 2..6 (5 and 6 a b12x branch's extension); sqg_fp16 5..6.
- * 0 for an unknown codebook. */
-static inline int trl_codebook_min_bits(trellis_codebook cb) {
-  switch (cb) {
-  case TRELLIS_CB_3INST:
-  case TRELLIS_CB_MCG:
-  case TRELLIS_CB_MUL1:
-    return TRELLIS_MIN_BITS;
-  case TRELLIS_CB_SQG_E4M3:
-    return 2;
-  case TRELLIS_CB_SQG_FP16:
-    return 5;
-  }
-  return 0;
-}
-
-static inline int trl_codebook_max_bits(trellis_codebook cb) {
-  switch (cb) {
-  case TRELLIS_CB_3INST:
-  case TRELLIS_CB_MCG:
-  case TRELLIS_CB_MUL1:
-    return TRELLIS_MAX_BITS;
-  case TRELLIS_CB_SQG_E4M3:
-  case TRELLIS_CB_SQG_FP16:
-    return 6;
-  }
-  return 0;
-}
-
-static inline int trl_codebook_is_sqg(trellis_codebook cb) {
-  return cb == TRELLIS_CB_SQG_E4M3 || cb == TRELLIS_CB_SQG_FP16;
-}
+/* The (codebook, K) rules: names, K ranges, half rates, markers, kinds
+ * (format/codebooks.h, the one table). */
+#include "format/codebooks.h"
 
 #endif

@@ -12,7 +12,8 @@
 #define TRL_CODEBOOK_STATES 65536
 
 /* Codebook multipliers (FORMAT.md §4.1): the state times the
- * multiplier (plus the increment for 3INST), modulo 2^32. */
+ * multiplier (plus the increment for 3INST), modulo 2^32. The `mcg` and
+ * `mul1` marker tensors hold theirs (format/codebooks.h). */
 #define TRL_MUL_3INST 89226354u
 #define TRL_ADD_3INST 64248484u
 #define TRL_MUL_MCG 0xCBAC1FEDu
@@ -28,11 +29,6 @@
 #define TRL_MUL1_ACC 0x6400u
 #define TRL_MUL1_K_INV 0x1EEEu /* 887/131072 */
 #define TRL_MUL1_BIAS 0xC931u  /* -1329/128 */
-
-/* The multipliers the `mcg` / `mul1` marker tensors of a layer hold
- * (FORMAT.md §2.3): the codebook's own. */
-#define TRL_MCG_MARKER TRL_MUL_MCG
-#define TRL_MUL1_MARKER TRL_MUL_MUL1
 
 /* r_scale = 1/sqrt(128) rounded to fp32 (bits and value): the H128 rotation
  * is the Sylvester Hadamard matrix times r_scale. */

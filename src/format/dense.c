@@ -31,8 +31,8 @@ static int decode_into(const trellis_weight *w, float *dense) {
       return 0;
     for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
       for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
-        trl_tile_decode_f32(trl_record_tile(&rec[r], kt, nt), rec[r].bits,
-                            table, tile_values);
+        trl_tile_decode_f32_rate(trl_record_tile(&rec[r], kt, nt),
+                                 trl_record_rate(&rec[r]), table, tile_values);
         float *corner = dense + (size_t)(16 * kt) * n + (size_t)(16 * nt);
         for (int row = 0; row < 16; row++)
           for (int c = 0; c < 16; c++)

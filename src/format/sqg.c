@@ -11,10 +11,11 @@
 #include <string.h>
 
 #define STATES 65536
-#define E4M3_MIN_BITS 2
-#define E4M3_TABLES 5 /* K 2..6 */
-#define FP16_MIN_BITS 5
-#define FP16_TABLES 2 /* K 5..6 */
+/* One table per K of the codebook's range (format/codebooks.h). */
+#define E4M3_MIN_BITS TRL_CB_MIN_BITS_SQG_E4M3
+#define E4M3_TABLES (TRL_CB_MAX_BITS_SQG_E4M3 - E4M3_MIN_BITS + 1)
+#define FP16_MIN_BITS TRL_CB_MIN_BITS_SQG_FP16
+#define FP16_TABLES (TRL_CB_MAX_BITS_SQG_FP16 - FP16_MIN_BITS + 1)
 
 /* §9.3: the 77 positive-half offsets where the E4M3 magnitude code steps up
  * (frozen constants of the format; the count of entries <= off is the

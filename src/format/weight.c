@@ -86,13 +86,14 @@ static trellis_status check_sign_pair(const char *scaled, const void *h,
   return TRELLIS_OK;
 }
 
-/* k*n*bits/8 without overflow; 0 if it does not fit in size_t. */
-static size_t payload_bytes(int64_t k, int64_t n, int bits) {
+/* k*n*h/16 (h: the rate in half-bits) without overflow; 0 if it does not
+ * fit in size_t. */
+static size_t payload_bytes(int64_t k, int64_t n, int h) {
   size_t kn, total;
   if (!trl_mul_size((size_t)k, (size_t)n, &kn) ||
-      !trl_mul_size(kn, (size_t)bits, &total))
+      !trl_mul_size(kn, (size_t)h, &total))
     return 0;
-  return total / 8;
+  return total / 16;
 }
 
 /* FORMAT.md §9.5, §9.6: a known kind and axis, 256 channels on the rate axis,
@@ -111,11 +112,20 @@ static trellis_status check_pair(const trellis_weight *w) {
                     "weight.rate_axis: expected TRELLIS_RATE_AXIS_N or "
                     "TRELLIS_RATE_AXIS_K, got %d",
                     (int)w->rate_axis);
-  if (w->codebook != TRELLIS_CB_MCG && w->codebook != TRELLIS_CB_SQG_E4M3)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight: pair %s needs the mcg or sqg_e4m3 codebook, "
-                    "got %s",
-                    kind, trellis_codebook_name(w->codebook));
+  if (!trl_codebook_pairs((int)w->codebook)) {
+    char pairing[96];
+    return trl_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "weight: pair %s needs a codebook that pairs (%s), got "
+        "%s",
+        kind, trl_codebook_list(trl_codebook_pairs, pairing, sizeof pairing),
+        trellis_codebook_name(w->codebook));
+  }
+  if (w->half != 0)
+    return trl_fail(TRELLIS_ERR_SHAPE,
+                    "weight.half: pair %s has integer record rates, got "
+                    "half = %d",
+                    kind, w->half);
   const int k0 = trl_pair_bits0(w->pair), k1 = trl_pair_bits1(w->pair);
   if (w->bits != k0 || w->bits1 != k1)
     return trl_fail(TRELLIS_ERR_SHAPE,
@@ -170,23 +180,24 @@ static trellis_status validate_full(const trellis_weight *w) {
   if (w->bits < TRELLIS_MIN_BITS || w->bits > TRELLIS_MAX_BITS)
     return trl_fail(TRELLIS_ERR_SHAPE, "weight.bits: expected %d..%d, got %d",
                     TRELLIS_MIN_BITS, TRELLIS_MAX_BITS, w->bits);
-  if (payload_bytes(w->k, w->n, w->bits) == 0)
+  if (w->half != 0 && w->half != 1)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight.half: expected 0 (K = bits) or 1 (K = bits + "
+                    "1/2), got %d",
+                    w->half);
+  if (payload_bytes(w->k, w->n, trl_rate_h(w->bits, w->half)) == 0)
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "weight: k = %lld, n = %lld, bits = %d: payload size "
                     "overflows size_t",
                     (long long)w->k, (long long)w->n, w->bits);
-  if ((unsigned)w->codebook > (unsigned)TRELLIS_CB_SQG_FP16)
+  if (!trl_codebook_known((int)w->codebook))
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight.codebook: expected 0 (3inst), 1 (mcg), 2 "
-                    "(mul1), 3 (sqg_e4m3) or 4 (sqg_fp16), got %d",
+                    "weight.codebook: expected 0..%d (in order:%s), got %d",
+                    TRL_CB_COUNT - 1, TRL_CODEBOOK_NAMES_TEXT,
                     (int)w->codebook);
-  if (!trellis_codebook_bits_valid(w->codebook, w->bits))
-    return trl_fail(TRELLIS_ERR_SHAPE,
-                    "weight.bits: codebook %s is defined for K %d..%d, "
-                    "got %d",
-                    trellis_codebook_name(w->codebook),
-                    trl_codebook_min_bits(w->codebook),
-                    trl_codebook_max_bits(w->codebook), w->bits);
+  if ((st = trl_codebook_check_rate(w->codebook, w->bits, w->half,
+                                    "weight.bits")) != TRELLIS_OK)
+    return st;
   if (w->trellis == NULL)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "weight.trellis: expected a [k/16][n/16][16*bits] "
@@ -200,11 +211,6 @@ static trellis_status validate_full(const trellis_weight *w) {
                     "weight.layout: expected TRELLIS_LAYOUT_CHECKPOINT (0) "
                     "or TRELLIS_LAYOUT_LANES (1), got %d",
                     (int)w->layout);
-  if (w->half != 0)
-    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
-                    "weight.half: half-integer rates are not supported by "
-                    "this build, got %d",
-                    w->half);
   if (w->pair != TRELLIS_PAIR_NONE)
     return check_pair(w);
   return check_uniform(w);
@@ -296,15 +302,16 @@ size_t trellis_weight_payload_bytes(const trellis_weight *w) {
   trellis_weight full;
   copy_weight(w, &full);
   if (full.k <= 0 || full.n <= 0 || full.bits < TRELLIS_MIN_BITS ||
-      full.bits > TRELLIS_MAX_BITS)
+      full.bits > TRELLIS_MAX_BITS || (full.half != 0 && full.half != 1))
     return 0;
   if (full.pair == TRELLIS_PAIR_NONE)
-    return payload_bytes(full.k, full.n, full.bits);
-  if (!trl_pair_kind_known(full.pair))
+    return payload_bytes(full.k, full.n, trl_rate_h(full.bits, full.half));
+  if (!trl_pair_kind_known(full.pair) || full.half != 0)
     return 0;
   /* record r holds k*n/2 weights at K_r */
-  return payload_bytes(full.k, full.n,
-                       trl_pair_bits0(full.pair) + trl_pair_bits1(full.pair)) /
+  return payload_bytes(
+             full.k, full.n,
+             2 * (trl_pair_bits0(full.pair) + trl_pair_bits1(full.pair))) /
          2;
 }
 
@@ -312,6 +319,7 @@ int trl_weight_records(const trellis_weight *w, trl_record rec[2]) {
   memset(rec, 0, 2 * sizeof *rec);
   rec[0].trellis = w->trellis;
   rec[0].bits = w->bits;
+  rec[0].half = w->half;
   rec[0].k = w->k;
   rec[0].n = w->n;
   if (w->pair == TRELLIS_PAIR_NONE)
@@ -393,7 +401,8 @@ trellis_status trellis_decode_weight(const trellis_weight *w, uint16_t *w_hat) {
       return trl_sqg_tables_status();
     for (int64_t kt = rec[r].kt0; kt < rec[r].kt0 + rec[r].k / 16; kt++) {
       for (int64_t nt = rec[r].nt0; nt < rec[r].nt0 + rec[r].n / 16; nt++) {
-        trl_tile_states(trl_record_tile(&rec[r], kt, nt), rec[r].bits, states);
+        trl_tile_states_rate(trl_record_tile(&rec[r], kt, nt),
+                             trl_record_rate(&rec[r]), states);
         uint16_t *corner =
             w_hat + (size_t)(16 * kt) * (size_t)full.n + (size_t)(16 * nt);
         for (int i = 0; i < 256; i++) {

@@ -2,6 +2,7 @@
 #ifndef TRL_FORMAT_WEIGHT_H
 #define TRL_FORMAT_WEIGHT_H
 
+#include "format/codebooks.h"
 #include "trellis.h"
 
 /* A caller's weight (any accepted struct_size) as a full-size copy: the
@@ -29,11 +30,17 @@ size_t trl_f16_first_nonfinite(const void *bytes, size_t count);
 /* One ordinary tile array of a weight: a uniform layer is one record, a pair
  * two (see format/pair.h). */
 typedef struct trl_record {
-  const int16_t *trellis; /* [k/16][n/16][16*bits] */
+  const int16_t *trellis; /* [k/16][n/16][16*K] */
   int bits;
+  int half;         /* K = bits + half/2 */
   int64_t k, n;     /* the record's own shape */
   int64_t kt0, nt0; /* its first tile row and column in W_hat */
 } trl_record;
+
+/* The record's rate in half-bits (format/codebooks.h). */
+static inline int trl_record_rate(const trl_record *r) {
+  return trl_rate_h(r->bits, r->half);
+}
 
 /* The records of a full-size, valid weight; returns their count (1 or 2). */
 int trl_weight_records(const trellis_weight *w, trl_record rec[2]);
@@ -51,7 +58,7 @@ static inline const int16_t *trl_record_tile(const trl_record *r, int64_t kt,
                                              int64_t nt) {
   return r->trellis +
          ((size_t)(kt - r->kt0) * (size_t)(r->n / 16) + (size_t)(nt - r->nt0)) *
-             16u * (size_t)r->bits;
+             (size_t)trl_rate_tile_words(trl_record_rate(r));
 }
 
 #endif

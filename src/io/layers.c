@@ -37,10 +37,23 @@ enum { PAYLOAD_EXL3, PAYLOAD_QSRT_TRELLIS, PAYLOAD_QSRT_PAIR, PAYLOAD_KINDS };
  * has its qsrt_trellis/qsrt_pair in `trellis` and qsrt_suh/qsrt_svh in
  * suh/svh. */
 typedef struct group {
-  const trellis_tensor *trellis, *suh, *su, *svh, *sv, *mcg, *mul1, *bias,
-      *scale;
+  const trellis_tensor *trellis, *suh, *su, *svh, *sv, *bias, *scale;
+  /* `<p>.<marker>` of each codebook with a marker (format/codebooks.h) */
+  const trellis_tensor *marker[TRL_CB_COUNT];
   int qsrt; /* 0: EXL3, else a payload suffix index (PAYLOAD_QSRT_*) */
 } group;
+
+/* The group's one marker and its codebook (the first, when several are
+ * present: check_members rejects that). */
+static const trellis_tensor *group_marker(const group *g,
+                                          trellis_codebook *cb) {
+  for (int c = 0; c < TRL_CB_COUNT; c++)
+    if (g->marker[c]) {
+      *cb = (trellis_codebook)c;
+      return g->marker[c];
+    }
+  return NULL;
+}
 
 static const trellis_tensor *find(const trellis_tensor *ts, size_t n, char *key,
                                   size_t plen, const char *suffix) {
@@ -129,9 +142,13 @@ static trellis_status check_vector(const char *label, const char *prefix,
   return TRELLIS_OK;
 }
 
+/* A marker is I32 with shape [] (as ExLlamaV3 writes it; [1] is accepted
+ * too) and holds exactly its codebook's value (EXL3-1.6 §3). */
 static trellis_status check_marker(const char *label, const char *prefix,
-                                   const trellis_tensor *t, const char *what,
-                                   uint32_t expected) {
+                                   const trellis_tensor *t,
+                                   trellis_codebook cb) {
+  const char *what = trl_codebook_marker((int)cb);
+  const uint32_t expected = trl_codebook_marker_value((int)cb);
   if (t->dtype != TRELLIS_T_I32)
     return trl_fail(TRELLIS_ERR_DTYPE,
                     "%s: layer '%s': %s marker has dtype %s, expected I32",
@@ -156,6 +173,20 @@ static trellis_status check_marker(const char *label, const char *prefix,
   return TRELLIS_OK;
 }
 
+/* At most one codebook marker. */
+static trellis_status check_one_marker(const char *label, const char *prefix,
+                                       const group *g) {
+  for (int a = 0; a < TRL_CB_COUNT; a++)
+    for (int b = a + 1; b < TRL_CB_COUNT; b++)
+      if (g->marker[a] && g->marker[b])
+        return trl_fail(TRELLIS_ERR_FORMAT,
+                        "%s: layer '%s': both %s and %s codebook markers "
+                        "are present",
+                        label, prefix, trl_codebook_marker(a),
+                        trl_codebook_marker(b));
+  return TRELLIS_OK;
+}
+
 /* Exclusive pairs, the required members, and the scale leftover. */
 static trellis_status check_members(const char *label, const char *prefix,
                                     const group *g) {
@@ -164,11 +195,9 @@ static trellis_status check_members(const char *label, const char *prefix,
                     "%s: layer '%s': tensor '%s' is present, but scale is "
                     "no longer used",
                     label, prefix, g->scale->name);
-  if (g->mcg && g->mul1)
-    return trl_fail(TRELLIS_ERR_FORMAT,
-                    "%s: layer '%s': both mcg and mul1 codebook markers "
-                    "are present",
-                    label, prefix);
+  trellis_status st = check_one_marker(label, prefix, g);
+  if (st != TRELLIS_OK)
+    return st;
   if (g->suh && g->su)
     return trl_fail(TRELLIS_ERR_FORMAT,
                     "%s: layer '%s': both suh and legacy su are present", label,
@@ -190,7 +219,10 @@ static trellis_status check_members(const char *label, const char *prefix,
   return TRELLIS_OK;
 }
 
-/* trellis: I16 [k/16, n/16, 16*K], K in 1..8, k and n multiples of 128. */
+/* trellis: I16 [k/16, n/16, 16*K], k and n multiples of 128; K in 1..8
+ * (16*K = 16, 32, .., 128), or a half-integer K 1.5, 2.5, 3.5 of
+ * ExLlamaV3 1.6 (16*K = 24, 40, 56: a width with remainder 8 mod 16,
+ * EXL3-1.6 §1.5). */
 static trellis_status check_trellis(const char *label, const char *prefix,
                                     const trellis_tensor *t,
                                     trellis_weight *w) {
@@ -205,12 +237,15 @@ static trellis_status check_trellis(const char *label, const char *prefix,
                     "%s: layer '%s': trellis has shape %s, expected 3 "
                     "dimensions [k/16, n/16, 16*K]",
                     label, prefix, sh);
-  int64_t last = t->shape[2];
-  if (last % 16 != 0 || last / 16 < TRELLIS_MIN_BITS ||
-      last / 16 > TRELLIS_MAX_BITS)
+  const int64_t last = t->shape[2];
+  const int half = last % 16 == 8;
+  const int64_t bits = last / 16;
+  if (!(last % 16 == 0 && bits >= TRELLIS_MIN_BITS &&
+        bits <= TRELLIS_MAX_BITS) &&
+      !(half && bits >= TRL_HALF_MIN_BITS && bits <= TRL_HALF_MAX_BITS))
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "%s: layer '%s': trellis last dim %lld is not 16*K "
-                    "for K in 1..8",
+                    "for K in 1..8 or K 1.5, 2.5, 3.5 (widths 24, 40, 56)",
                     label, prefix, (long long)last);
   const int64_t limit = INT64_MAX / TRELLIS_TILE;
   for (int d = 0; d < 2; d++) {
@@ -226,7 +261,8 @@ static trellis_status check_trellis(const char *label, const char *prefix,
   }
   w->k = t->shape[0] * TRELLIS_TILE;
   w->n = t->shape[1] * TRELLIS_TILE;
-  w->bits = (int)(last / 16);
+  w->bits = (int)bits;
+  w->half = half;
   return TRELLIS_OK;
 }
 
@@ -332,8 +368,14 @@ static const uint16_t *bias_f16(trl_layer_set *s, const trellis_tensor *b) {
 static trellis_status attach(trl_layer_set *s, const char *label,
                              const char *prefix, const group *g,
                              trellis_layer *L, trl_layer_extra *x) {
-  const trellis_tensor *m[TRL_MEMBER_COUNT] = {
-      g->trellis, g->suh, g->su, g->svh, g->sv, g->bias, g->mcg, g->mul1};
+  trellis_codebook marker_cb;
+  const trellis_tensor *m[TRL_MEMBER_COUNT] = {g->trellis,
+                                               g->suh,
+                                               g->su,
+                                               g->svh,
+                                               g->sv,
+                                               g->bias,
+                                               group_marker(g, &marker_cb)};
   memcpy(x->member, m, sizeof m);
   x->input_legacy = g->su != NULL;
   x->output_legacy = g->sv != NULL;
@@ -372,24 +414,29 @@ static trellis_status build_layer(trl_layer_set *s, const char *label,
   memset(x, 0, sizeof *x);
   trellis_weight *w = &L->weight;
   w->struct_size = sizeof *w;
+  /* no marker: 3INST (FORMAT.md §2.3) */
+  trellis_codebook cb = TRELLIS_CB_3INST;
+  const trellis_tensor *marker = group_marker(g, &cb);
   trellis_status st = check_members(label, prefix, g);
   if (st == TRELLIS_OK)
     st = check_trellis(label, prefix, g->trellis, w);
   if (st == TRELLIS_OK)
     st = check_signs(label, prefix, g, w);
-  if (st == TRELLIS_OK && g->mcg)
-    st = check_marker(label, prefix, g->mcg, "mcg", TRL_MCG_MARKER);
-  if (st == TRELLIS_OK && g->mul1)
-    st = check_marker(label, prefix, g->mul1, "mul1", TRL_MUL1_MARKER);
+  if (st == TRELLIS_OK && marker)
+    st = check_marker(label, prefix, marker, cb);
+  if (st == TRELLIS_OK && !trl_codebook_rate_valid((int)cb, w->bits, w->half))
+    st = trl_fail_prefix(
+        trl_codebook_check_rate(cb, w->bits, w->half, "trellis"),
+        "%s: layer '%s' (trellis width %lld%s)", label, prefix,
+        (long long)g->trellis->shape[2],
+        marker ? "" : ", no codebook marker: 3inst");
   if (st == TRELLIS_OK && g->bias)
     st = check_bias(label, prefix, g->bias, w->n);
   if (st == TRELLIS_OK)
     st = check_values(label, prefix, g);
   if (st != TRELLIS_OK)
     return st;
-  w->codebook = g->mcg    ? TRELLIS_CB_MCG
-                : g->mul1 ? TRELLIS_CB_MUL1
-                          : TRELLIS_CB_3INST;
+  w->codebook = cb;
   return attach(s, label, prefix, g, L, x);
 }
 
@@ -404,16 +451,16 @@ static trellis_status build_qsrt_layer(trl_layer_set *s, const char *label,
   memset(x, 0, sizeof *x);
   trellis_weight *w = &L->weight;
   w->struct_size = sizeof *w;
-  const trl_qsrt_group q = {.payload = g->trellis,
-                            .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
-                            .suh = g->suh,
-                            .svh = g->svh,
-                            .mcg = g->mcg,
-                            .mul1 = g->mul1};
-  trellis_status st =
-      trl_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
-  if (st == TRELLIS_OK && g->mcg)
-    st = check_marker(label, prefix, g->mcg, "mcg", TRL_MCG_MARKER);
+  trl_qsrt_group q = {.payload = g->trellis,
+                      .is_pair = g->qsrt == PAYLOAD_QSRT_PAIR,
+                      .suh = g->suh,
+                      .svh = g->svh};
+  q.marker = group_marker(g, &q.marker_codebook);
+  trellis_status st = check_one_marker(label, prefix, g);
+  if (st == TRELLIS_OK)
+    st = trl_qsrt_describe(label, prefix, &q, meta, model_codebook, w);
+  if (st == TRELLIS_OK && q.marker)
+    st = check_marker(label, prefix, q.marker, q.marker_codebook);
   if (st == TRELLIS_OK)
     st = check_values(label, prefix, g);
   if (st == TRELLIS_OK)
@@ -509,13 +556,25 @@ static trellis_status find_layers(trl_layer_set *s, const trellis_tensor *ts,
       g.sv = find(ts, n, key, plen, ".sv");
       g.bias = find(ts, n, key, plen, ".bias");
       g.scale = find(ts, n, key, plen, ".scale");
+      /* A 2-D trellis without scales is a ring table (a quantized token
+       * embedding or an n-gram table, EXL3-1.6 §7, §8), not a Linear:
+       * 1.6 takes a Linear only where trellis, suh|su and svh|sv exist. */
+      if (ts[i].ndim == 2 && !g.suh && !g.su && !g.svh && !g.sv) {
+        free(key);
+        continue;
+      }
     } else {
       g.suh = find(ts, n, key, plen, ".qsrt_suh");
       g.svh = find(ts, n, key, plen, ".qsrt_svh");
       st = check_one_payload(ts, n, key, plen, kind, label);
     }
-    g.mcg = find(ts, n, key, plen, ".mcg");
-    g.mul1 = find(ts, n, key, plen, ".mul1");
+    for (int c = 0; c < TRL_CB_COUNT; c++) {
+      char suffix[16];
+      if (trl_codebook_marker(c)[0] &&
+          snprintf(suffix, sizeof suffix, ".%s", trl_codebook_marker(c)) <
+              (int)sizeof suffix)
+        g.marker[c] = find(ts, n, key, plen, suffix);
+    }
     key[plen] = '\0';
     if (st == TRELLIS_OK && kind == PAYLOAD_EXL3)
       st = build_layer(s, label, key, &g, &s->layers[s->count],
@@ -531,12 +590,112 @@ static trellis_status find_layers(trl_layer_set *s, const trellis_tensor *ts,
     if (st != TRELLIS_OK)
       return st;
     s->count++;
-    const trellis_tensor *members[] = {g.trellis, g.suh, g.su,   g.svh,
-                                       g.sv,      g.mcg, g.mul1, g.bias};
+    const trellis_tensor *members[] = {g.trellis, g.suh, g.su,
+                                       g.svh,     g.sv,  g.bias};
     for (size_t j = 0; j < sizeof members / sizeof *members; j++)
       claim(ts, members[j], claimed);
+    for (int c = 0; c < TRL_CB_COUNT; c++)
+      claim(ts, g.marker[c], claimed);
   }
   return TRELLIS_OK;
+}
+
+/* ------------------------------------------------------------- others -- */
+
+/* Length of the module part of `name` before its last component. */
+static size_t parent_len(const char *name, size_t len) {
+  while (len > 0 && name[len - 1] != '.')
+    len--;
+  return len > 0 ? len - 1 : 0;
+}
+
+/* An EXL3 layer whose parent module is name[0..plen) (a sibling). */
+static int has_layer_child(const trl_layer_set *s, const char *name,
+                           size_t plen) {
+  size_t lo = 0, hi = s->count; /* the first layer name >= the parent */
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    if (strncmp(s->layers[mid].name, name, plen) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  for (; lo < s->count && strncmp(s->layers[lo].name, name, plen) == 0; lo++) {
+    const char *ln = s->layers[lo].name;
+    if ((plen == 0 || ln[plen] == '.') &&
+        strchr(ln + plen + (plen ? 1 : 0), '.') == NULL)
+      return 1;
+  }
+  return 0;
+}
+
+static const trellis_tensor *find_other(const trl_layer_set *s,
+                                        const char *name) {
+  size_t lo = 0, hi = s->other_count;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const int c = strcmp(name, s->others[mid].name);
+    if (c == 0)
+      return &s->others[mid];
+    if (c < 0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return NULL;
+}
+
+static int ends_with(const char *s, size_t len, const char *suffix) {
+  const size_t b = strlen(suffix);
+  return len >= b && memcmp(s + len - b, suffix, b) == 0;
+}
+
+/* `<key>.signs` of a ring table `<key>.trellis` or `<key>.shard_N.trellis`
+ * (EXL3-1.6 §7), or NULL. */
+static const trellis_tensor *embedding_signs(const trl_layer_set *s,
+                                             const char *name, size_t len) {
+  char buf[1100];
+  size_t key = len - strlen(".trellis");
+  const size_t shard = parent_len(name, key);
+  if (shard > 0 && strncmp(name + shard, ".shard_", 7) == 0 &&
+      name[shard + 7] != '\0' &&
+      strspn(name + shard + 7, "0123456789") == key - shard - 7)
+    key = shard;
+  if (key + sizeof ".signs" > sizeof buf)
+    return NULL;
+  memcpy(buf, name, key);
+  memcpy(buf + key, ".signs", sizeof ".signs");
+  return find_other(s, buf);
+}
+
+/* The kinds of the other tensors (trellis_other_kind). */
+static void classify_others(trl_layer_set *s) {
+  for (size_t i = 0; i < s->other_count; i++) {
+    const trellis_tensor *t = &s->others[i];
+    const size_t len = strlen(t->name);
+    if (ends_with(t->name, len, ".trellis") && t->ndim == 2 &&
+        t->dtype == TRELLIS_T_I16) {
+      const trellis_tensor *signs = embedding_signs(s, t->name, len);
+      if (signs) {
+        s->other_kind[i] = TRELLIS_OTHER_EXL3_EMBEDDING;
+        s->other_kind[signs - s->others] = TRELLIS_OTHER_EXL3_EMBEDDING;
+      }
+    } else if (ends_with(t->name, len, ".weight") && t->ndim == 2 &&
+               has_layer_child(s, t->name,
+                               parent_len(t->name, parent_len(t->name, len)))) {
+      /* `<p>.weight` of a Linear beside EXL3 layers (EXL3-1.6 §6) */
+      char bias[1100];
+      const size_t p = len - strlen(".weight");
+      s->other_kind[i] = TRELLIS_OTHER_FP16_LINEAR;
+      if (p + sizeof ".bias" <= sizeof bias) {
+        memcpy(bias, t->name, p);
+        memcpy(bias + p, ".bias", sizeof ".bias");
+        const trellis_tensor *b = find_other(s, bias);
+        if (b)
+          s->other_kind[b - s->others] = TRELLIS_OTHER_FP16_LINEAR;
+      }
+    }
+  }
 }
 
 trellis_status trl_layers_discover(const trellis_tensor *tensors, size_t count,
@@ -574,6 +733,12 @@ trellis_status trl_layers_discover_hinted(const trellis_tensor *tensors,
     if (!claimed[i])
       out->others[out->other_count++] = tensors[i];
   free(claimed);
+  if (!(out->other_kind = calloc(alloc, 1))) {
+    trl_layers_free(out);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "%s: cannot allocate the layer index", label);
+  }
+  classify_others(out);
   return TRELLIS_OK;
 }
 
@@ -607,5 +772,6 @@ void trl_layers_free(trl_layer_set *s) {
   free(s->layers);
   free(s->extra);
   free(s->others);
+  free(s->other_kind);
   memset(s, 0, sizeof *s);
 }

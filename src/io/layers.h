@@ -3,7 +3,7 @@
 #define TRL_IO_LAYERS_H
 
 #include "core/internal.h"
-#include "format/constants.h" /* the marker multipliers */
+#include "format/codebooks.h" /* the markers */
 #include "io/safetensors.h"
 
 #ifdef __cplusplus
@@ -18,8 +18,7 @@ enum {
   TRL_MEMBER_SVH,
   TRL_MEMBER_SV,
   TRL_MEMBER_BIAS,
-  TRL_MEMBER_MCG,
-  TRL_MEMBER_MUL1,
+  TRL_MEMBER_MARKER, /* the codebook's marker (format/codebooks.h) */
   TRL_MEMBER_COUNT
 };
 
@@ -38,15 +37,21 @@ typedef struct trl_layer_set {
   size_t count;
   trellis_tensor *others; /* tensors of no layer, sorted by name */
   size_t other_count;
-  void **owned; /* layer names, converted/realigned copies */
+  unsigned char *other_kind; /* trellis_other_kind of each other tensor */
+  void **owned;              /* layer names, converted/realigned copies */
   size_t owned_count, owned_cap;
   size_t copied_bytes; /* tensor data copied so far (realigned, converted) */
 } trl_layer_set;
 
 /* Groups `tensors` (sorted by name with strcmp, names unique) into EXL3
- * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ `mcg|mul1`, `bias`)
+ * layers: `<p>.trellis` + `<p>.suh|su` + `<p>.svh|sv` (+ a codebook
+ * marker `mcg|mul1`, `bias`)
  * and b12x layers (trl_layers_discover_hinted).
- * Every other tensor is an "other". Layer pointers point into the tensors'
+ * Every other tensor is an "other", with a kind (other_kind): a body
+ * Linear stored unquantized (`<p>.weight`, 2-D, beside EXL3 layers of the
+ * same module, and its `<p>.bias`), a quantized token embedding
+ * (`<key>.trellis` 2-D with `<key>.signs` and no scales: EXL3-1.6 §7,
+ * never a layer), or plain. Layer pointers point into the tensors'
  * data. A tensor misaligned for its element type is not copied here: its
  * pointer stays NULL and its bit is set in extra[i].pending until
  * trl_layers_realign(), so discovery reads O(k + n) bytes per layer

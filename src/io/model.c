@@ -49,6 +49,8 @@ struct trellis_model {
   int closed;
   /* the text files read at open (trellis_model_file_path), or NULL */
   char *index_path, *config_path;
+  /* a directory's ngram_embedding.safetensors (EXL3-1.6 §8), or NULL */
+  trellis_file *ngram;
 };
 
 static char *dup_str(const char *s) {
@@ -112,6 +114,52 @@ static trellis_status get_int(const char *label, json_t *obj, const char *path,
   return TRELLIS_OK;
 }
 
+/* A K field of 1.6 (head_bits, mtp_bits): a non-negative integer, or a
+ * half-integer rate 1.5 / 2.5 / 3.5 written as a float; an integer-valued
+ * float is that integer (EXL3-1.6 §2). */
+static trellis_status get_rate(const char *label, json_t *obj,
+                               const char *field, int *bits, int *half) {
+  json_t *v = json_object_get(obj, field);
+  *bits = 0;
+  *half = 0;
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (json_is_integer(v)) {
+    const json_int_t x = json_integer_value(v);
+    if (x < 0 || x > INT_MAX)
+      return trl_fail(TRELLIS_ERR_FORMAT,
+                      "%s: quantization_config.%s = %lld is out of range",
+                      label, field, (long long)x);
+    *bits = (int)x;
+    return TRELLIS_OK;
+  }
+  const double x = json_is_real(v) ? json_real_value(v) : -1.0;
+  const double twice = 2.0 * x;
+  if (!(x >= 0.0 && x <= 1e6) || twice != (double)(long long)twice ||
+      ((long long)twice % 2 == 1 &&
+       !(x > TRL_HALF_MIN_BITS && x < TRL_HALF_MAX_BITS + 1)))
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: quantization_config.%s is not an integer or a "
+                    "half-integer rate %d.5 .. %d.5",
+                    label, field, TRL_HALF_MIN_BITS, TRL_HALF_MAX_BITS);
+  *bits = (int)(x);
+  *half = (long long)twice % 2 == 1;
+  return TRELLIS_OK;
+}
+
+/* config.json's top-level tie_word_embeddings: a boolean or absent. */
+static trellis_status get_tie(const char *label, json_t *root, int *out) {
+  json_t *v = json_object_get(root, "tie_word_embeddings");
+  *out = -1;
+  if (!v || json_is_null(v))
+    return TRELLIS_OK;
+  if (!json_is_boolean(v))
+    return trl_fail(TRELLIS_ERR_FORMAT,
+                    "%s: tie_word_embeddings is not true or false", label);
+  *out = json_is_true(v);
+  return TRELLIS_OK;
+}
+
 static trellis_status parse_qc(const char *label, json_t *qc,
                                trellis_quant_config *out) {
   static const char *const path = "quantization_config";
@@ -136,11 +184,15 @@ static trellis_status parse_qc(const char *label, json_t *qc,
                       path);
     out->bits = json_number_value(bits);
   }
-  int64_t head = 0;
-  st = get_int(label, qc, path, "head_bits", INT_MAX, &head);
+  st = get_rate(label, qc, "head_bits", &out->head_bits, &out->head_half);
+  if (st == TRELLIS_OK)
+    st = get_rate(label, qc, "mtp_bits", &out->mtp_bits, &out->mtp_half);
+  int64_t vision = 0;
+  if (st == TRELLIS_OK)
+    st = get_int(label, qc, path, "vision_bits", INT_MAX, &vision);
   if (st != TRELLIS_OK)
     return st;
-  out->head_bits = (int)head;
+  out->vision_bits = (int)vision;
   json_t *cal = json_object_get(qc, "calibration");
   if (!cal || json_is_null(cal))
     return TRELLIS_OK;
@@ -192,8 +244,9 @@ trellis_status trl_quant_config_parse(const char *json, size_t len,
   trellis_status st = load_json(json, len, label, &root);
   if (st != TRELLIS_OK)
     return st;
+  st = get_tie(label, root, &out->tie_word_embeddings);
   json_t *qc = json_object_get(root, "quantization_config");
-  if (qc && !json_is_null(qc)) {
+  if (st == TRELLIS_OK && qc && !json_is_null(qc)) {
     if (!json_is_object(qc))
       st = trl_fail(TRELLIS_ERR_FORMAT,
                     "%s: quantization_config is not an object", label);
@@ -357,6 +410,7 @@ static void model_free(trellis_model *m) {
   free(m->tensor_meta);
   free(m->index_path);
   free(m->config_path);
+  trellis_file_close(m->ngram);
   free(m->label);
   free(m);
 }
@@ -539,6 +593,20 @@ static char *dir_of(const char *path) {
   return d;
 }
 
+/* ExLlamaV3 1.6's n-gram table: a separate file that no index lists
+ * (EXL3-1.6 §8), opened (strictly, like any safetensors file) only to be
+ * listed; its tensors are not model tensors. */
+static trellis_status open_ngram(trellis_model *m, const char *dir) {
+  char *path = join(dir, "ngram_embedding.safetensors");
+  if (!path)
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", dir);
+  trellis_status st = TRELLIS_OK;
+  if (trl_path_entry_exists(path))
+    st = trellis_file_open(path, &m->ngram);
+  free(path);
+  return st;
+}
+
 /* Directory: model.safetensors first (as transformers does), then the
  * index; config.json is read in directory form and beside an index given
  * by its path (a lone .safetensors file has none). */
@@ -561,6 +629,8 @@ static trellis_status open_dir(trellis_model *m, const char *dir) {
   free(index);
   if (st == TRELLIS_OK)
     st = open_config(m, dir);
+  if (st == TRELLIS_OK)
+    st = open_ngram(m, dir);
   return st;
 }
 
@@ -639,6 +709,7 @@ trellis_status trellis_model_open(const char *path, trellis_model **out) {
     free(m);
     return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
+  m->qc.tie_word_embeddings = -1; /* until a config.json says */
   trellis_status st = open_any(m, path);
   trl_layer_hints hints = {0};
   if (st == TRELLIS_OK)
@@ -668,8 +739,9 @@ const char *trellis_model_file_path(const trellis_model *m, size_t index) {
   if (index < m->file_count)
     return m->files[index]->label;
   index -= m->file_count;
-  const char *text[2] = {m->index_path, m->config_path};
-  for (size_t i = 0; i < 2; i++) {
+  const char *text[3] = {m->index_path, m->config_path,
+                         m->ngram ? m->ngram->label : NULL};
+  for (size_t i = 0; i < 3; i++) {
     if (!text[i])
       continue;
     if (index == 0)
@@ -685,6 +757,35 @@ size_t trellis_model_layer_count(const trellis_model *m) {
 
 size_t trellis_model_other_count(const trellis_model *m) {
   return m ? m->set.other_count : 0;
+}
+
+const char *trellis_other_kind_name(trellis_other_kind kind) {
+  switch (kind) {
+  case TRELLIS_OTHER_PLAIN:
+    return "plain";
+  case TRELLIS_OTHER_FP16_LINEAR:
+    return "fp16_linear";
+  case TRELLIS_OTHER_EXL3_EMBEDDING:
+    return "exl3_embedding";
+  }
+  return "invalid";
+}
+
+trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
+                                        trellis_other_kind *out) {
+  if (!m || !out)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
+                    m ? "out" : "m");
+  if (index >= m->set.other_count)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: other-tensor index %zu out of range (%zu)", m->label,
+                    index, m->set.other_count);
+  *out = (trellis_other_kind)m->set.other_kind[index];
+  return TRELLIS_OK;
+}
+
+const trellis_file *trellis_model_ngram_file(const trellis_model *m) {
+  return m ? m->ngram : NULL;
 }
 
 /* The file whose data region holds `p` (NULL if none does). */
@@ -778,6 +879,7 @@ trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
   out->has_bias = L->has_bias;
   out->pair = L->weight.pair;
   out->rate_axis = L->weight.rate_axis;
+  out->half = L->weight.half;
   return TRELLIS_OK;
 }
 

@@ -6,8 +6,9 @@
  *     tensor alone selects MCG. No source is an error: EXL3's "no marker
  *     means 3INST" does not apply to these names.
  *   - Names are case-insensitive; the aliases sqg_xor_cheb_t12 and
- *     sqg_fp16_d3l are accepted. 3inst and mul1 are not b12x codebooks, and
- *     a mul1 marker is rejected.
+ *     sqg_fp16_d3l are accepted. 3inst and mul1 are not b12x codebooks
+ *     (the b12x column of format/codebooks.h), and a mul1 marker is
+ *     rejected.
  *   - Uniform layers have K 2..6 (b12x's dense range) and a K the codebook
  *     defines; a metadata "bits" must equal it. A pair's "bits", when
  *     present, must be its bits per weight, (K0 + K1) / 2 ("3" for P24,
@@ -60,23 +61,13 @@ static trellis_status check_finite(const char *label, const char *prefix,
   return TRELLIS_OK;
 }
 
-/* The codebooks a b12x layer can name (this file does not link format/). */
-static const char *codebook_name(trellis_codebook cb) {
-  return cb == TRELLIS_CB_MCG        ? "mcg"
-         : cb == TRELLIS_CB_SQG_E4M3 ? "sqg_e4m3"
-                                     : "sqg_fp16";
+/* "mcg, sqg_e4m3, sqg_fp16": the codebooks a b12x layer can name. */
+static const char *b12x_codebooks(char *buf, size_t cap) {
+  return trl_codebook_list(trl_codebook_b12x, buf, cap);
 }
 
 static int parse_codebook(const char *s, trellis_codebook *out) {
-  if (!strcasecmp(s, "mcg"))
-    *out = TRELLIS_CB_MCG;
-  else if (!strcasecmp(s, "sqg_e4m3") || !strcasecmp(s, "sqg_xor_cheb_t12"))
-    *out = TRELLIS_CB_SQG_E4M3;
-  else if (!strcasecmp(s, "sqg_fp16") || !strcasecmp(s, "sqg_fp16_d3l"))
-    *out = TRELLIS_CB_SQG_FP16;
-  else
-    return 0;
-  return 1;
+  return trl_codebook_parse(s, out) && trl_codebook_b12x((int)*out);
 }
 
 static trellis_status pick_codebook(const char *label, const char *prefix,
@@ -84,11 +75,13 @@ static trellis_status pick_codebook(const char *label, const char *prefix,
                                     const trl_st_meta *meta,
                                     const char *model_codebook,
                                     trellis_codebook *out) {
-  if (g->mul1)
+  char names[96];
+  if (g->marker && !trl_codebook_b12x((int)g->marker_codebook))
     return trl_fail(TRELLIS_ERR_FORMAT,
-                    "%s: layer '%s': a mul1 marker is not allowed in a "
-                    "b12x layer (codebooks: mcg, sqg_e4m3, sqg_fp16)",
-                    label, prefix);
+                    "%s: layer '%s': a %s marker is not allowed in a "
+                    "b12x layer (codebooks: %s)",
+                    label, prefix, trellis_codebook_name(g->marker_codebook),
+                    b12x_codebooks(names, sizeof names));
   const char *name = trl_st_meta_get(meta, "codebook");
   const char *source = "__metadata__ codebook";
   if (name == NULL && model_codebook != NULL && model_codebook[0]) {
@@ -96,8 +89,8 @@ static trellis_status pick_codebook(const char *label, const char *prefix,
     source = "config.json quantization_config.codebook";
   }
   if (name == NULL) {
-    if (g->mcg) {
-      *out = TRELLIS_CB_MCG;
+    if (g->marker) {
+      *out = g->marker_codebook;
       return TRELLIS_OK;
     }
     return trl_fail(TRELLIS_ERR_FORMAT,
@@ -108,14 +101,14 @@ static trellis_status pick_codebook(const char *label, const char *prefix,
   }
   if (!parse_codebook(name, out))
     return trl_fail(TRELLIS_ERR_FORMAT,
-                    "%s: layer '%s': %s '%.40s' is not mcg, sqg_e4m3 or "
-                    "sqg_fp16",
-                    label, prefix, source, name);
-  if (g->mcg && *out != TRELLIS_CB_MCG)
+                    "%s: layer '%s': %s '%.40s' is not one of %s", label,
+                    prefix, source, name, b12x_codebooks(names, sizeof names));
+  if (g->marker && *out != g->marker_codebook)
     return trl_fail(TRELLIS_ERR_FORMAT,
-                    "%s: layer '%s': an mcg marker disagrees with %s "
+                    "%s: layer '%s': the %s marker disagrees with %s "
                     "'%.40s'",
-                    label, prefix, source, name);
+                    label, prefix, trellis_codebook_name(g->marker_codebook),
+                    source, name);
   return TRELLIS_OK;
 }
 
@@ -141,7 +134,7 @@ static trellis_status describe_uniform(const char *label, const char *prefix,
         TRELLIS_ERR_SHAPE,
         "%s: layer '%s': codebook %s is defined for K %d..%d; qsrt_trellis "
         "shape %s gives K = %lld",
-        label, prefix, codebook_name(w->codebook),
+        label, prefix, trellis_codebook_name(w->codebook),
         trl_codebook_min_bits(w->codebook), trl_codebook_max_bits(w->codebook),
         sh, (long long)bits);
   if (bits < QSRT_MIN_BITS || bits > QSRT_MAX_BITS)
@@ -266,11 +259,15 @@ static trellis_status describe_pair(const char *label, const char *prefix,
                     "not n or k",
                     label, prefix, axis ? "'" : "", axis ? axis : "(absent)",
                     axis ? "'" : "");
-  if (w->codebook != TRELLIS_CB_MCG && w->codebook != TRELLIS_CB_SQG_E4M3)
+  if (!trl_codebook_pairs((int)w->codebook)) {
+    char pairing[96];
+    trl_codebook_list(trl_codebook_pairs, pairing, sizeof pairing);
     return trl_fail(TRELLIS_ERR_FORMAT,
-                    "%s: layer '%s': pair %s needs the mcg or sqg_e4m3 "
-                    "codebook, got %s",
-                    label, prefix, kind, codebook_name(w->codebook));
+                    "%s: layer '%s': pair %s needs a codebook that pairs "
+                    "(%s), got %s",
+                    label, prefix, kind, pairing,
+                    trellis_codebook_name(w->codebook));
+  }
   const int axis_n = w->rate_axis == TRELLIS_RATE_AXIS_N;
   const int64_t rate = axis_n ? svh_len : suh_len;
   const int64_t orth = axis_n ? suh_len : svh_len;

@@ -17,7 +17,9 @@ extern "C" {
 typedef struct trl_qsrt_group {
   const trellis_tensor *payload; /* .qsrt_trellis or .qsrt_pair */
   int is_pair;                   /* payload is .qsrt_pair */
-  const trellis_tensor *suh, *svh, *mcg, *mul1;
+  const trellis_tensor *suh, *svh;
+  const trellis_tensor *marker;     /* a codebook marker (checked), or NULL */
+  trellis_codebook marker_codebook; /* the codebook it selects */
 } trl_qsrt_group;
 
 /* Checks the group against FORMAT.md §9.6 and §9.7 and fills w's k, n,

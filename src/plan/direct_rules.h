@@ -5,6 +5,7 @@
 #ifndef TRL_PLAN_DIRECT_RULES_H
 #define TRL_PLAN_DIRECT_RULES_H
 
+#include "format/codebooks.h"
 #include "trellis.h"
 
 #include <stddef.h>
@@ -38,11 +39,12 @@ extern "C" {
 #define TRL_DIRECT_PAIR_SMEM (113 * 1024)
 #define TRL_DIRECT_MAX_SMEM (227 * 1024)
 
-/* Whether the kernel has the variant: half rates only with MUL1, the
- * halves only for 3INST/MCG, the affine and int8 forms only for MUL1, int8
- * with one block of (at most 4) tokens. */
+/* Whether the kernel has the variant: a rate the codebook takes (half
+ * rates only with MUL1: format/codebooks.h), the halves only for
+ * 3INST/MCG, the affine and int8 forms only for MUL1, int8 with one block
+ * of (at most 4) tokens. */
 TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
-  return (h % 2 == 0 || cb == TRELLIS_CB_MUL1) &&
+  return trl_codebook_rate_valid(cb, h / 2, h % 2) &&
          (var == TRL_DIRECT_HALVES
               ? cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG
               : cb == TRELLIS_CB_MUL1) &&

@@ -2,10 +2,12 @@
  * has and the fused kernel's limits. The plan's rules (plan/layout.h,
  * plan/gate.c) read it; src/cuda includes it for the kernels' template
  * parameters and the dispatch axes (cuda/dispatch.cuh). Pure C macros, no
- * CUDA: the plan side stays compilable without nvcc. */
+ * CUDA: the plan side stays compilable without nvcc. The codebook facts come
+ * from the one table, format/codebooks.h (C and CUDA alike). */
 #ifndef TRL_PLAN_KERNEL_CONFIG_H
 #define TRL_PLAN_KERNEL_CONFIG_H
 
+#include "format/codebooks.h"
 #include "trellis.h"
 
 #ifdef __cplusplus
@@ -18,9 +20,9 @@ extern "C" {
  * every kernel family that has the axis (cuda/dispatch.cuh); a value asked
  * for at run time that is not listed is TRELLIS_ERR_UNSUPPORTED. */
 #define TRL_GPU_BITS 1, 2, 3, 4, 5, 6, 7, 8
-#define TRL_GPU_CODEBOOKS                                                      \
-  TRELLIS_CB_3INST, TRELLIS_CB_MCG, TRELLIS_CB_MUL1, TRELLIS_CB_SQG_E4M3,      \
-      TRELLIS_CB_SQG_FP16
+/* every codebook of the table (format/codebooks.h); a family's exists()
+ * narrows it to the K each defines */
+#define TRL_GPU_CODEBOOKS TRL_CODEBOOK_ENUMS
 /* K of a pair's record1 the decode-GEMM is compiled for (0: a uniform
  * layer); the pair kinds themselves are format/pair.h's. */
 #define TRL_GPU_BITS1 0, 2, 3, 4

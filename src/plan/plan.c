@@ -130,13 +130,12 @@ static trellis_status plan_direct(trellis_plan *p) {
   const trellis_codebook cb = p->w.codebook;
   p->lp.codebook = cb;
   p->lp.rate = trl_lanes_rate(p->w.bits, p->w.half);
-  p->lp.direct = p->fused_image && p->desc.compute_dtype == TRELLIS_F16 &&
-                 !p->desc.h128 && p->desc.split_k == 0 &&
-                 !(p->desc.flags & (TRELLIS_PLAN_LEGACY_KERNELS |
-                                    TRELLIS_PLAN_EXACT_WEIGHTS)) &&
-                 (cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG ||
-                  cb == TRELLIS_CB_MUL1) &&
-                 p->w.pair == TRELLIS_PAIR_NONE;
+  p->lp.direct =
+      p->fused_image && p->desc.compute_dtype == TRELLIS_F16 && !p->desc.h128 &&
+      p->desc.split_k == 0 &&
+      !(p->desc.flags &
+        (TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_EXACT_WEIGHTS)) &&
+      !trl_codebook_is_sqg((int)cb) && p->w.pair == TRELLIS_PAIR_NONE;
   if (!p->lp.direct)
     return TRELLIS_OK;
   p->lp.direct_max_cluster =
@@ -194,6 +193,12 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_LANES, "plan_create");
   if (st != TRELLIS_OK)
     return st;
+  /* Until the kernels decode them: the CPU functions do. */
+  if (full.half)
+    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
+                    "plan_create: K = %d.5 (a half-integer rate) has no GPU "
+                    "kernels in this build (trellis_cpu_forward runs it)",
+                    full.bits);
   device_w = &full;
   if (trl_codebook_is_sqg(full.codebook) &&
       (st = trl_sqg_tables_status()) != TRELLIS_OK)

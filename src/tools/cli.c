@@ -1,6 +1,7 @@
 /* Command-line support: one-line errors and the option parser (see cli.h). */
 #include "tools/cli.h"
 #include "core/internal.h"
+#include "format/codebooks.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -146,6 +147,88 @@ int cli_parse_exit(int parse_result) {
 int cli_plain_number(const char *text) {
   const char *digits = text + (text[0] == '-');
   return digits[0] >= '0' && digits[0] <= '9';
+}
+
+static int codebook_in(int which, int cb) {
+  return trl_codebook_known(cb) &&
+         (which != CLI_CODEBOOKS_EXL3 || !trl_codebook_is_sqg(cb));
+}
+
+const char *cli_codebook_names(int which, char *buf, size_t cap) {
+  size_t used = 0;
+  if (cap > 0)
+    buf[0] = '\0';
+  for (int cb = 0; cb < TRL_CB_COUNT && used < cap; cb++) {
+    if (!codebook_in(which, cb))
+      continue;
+    const int r = snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
+                           trl_codebook_name_of(cb));
+    if (r < 0)
+      break;
+    used += (size_t)r;
+  }
+  return buf;
+}
+
+int cli_codebook_lookup(const char *text, int which, trellis_codebook *out) {
+  for (int cb = 0; cb < TRL_CB_COUNT; cb++) {
+    const char *alias = trl_codebook_alias(cb);
+    if (codebook_in(which, cb) &&
+        (strcmp(text, trl_codebook_name_of(cb)) == 0 ||
+         (alias[0] && strcmp(text, alias) == 0))) {
+      *out = (trellis_codebook)cb;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int cli_parse_codebook(const char *option, const char *text, int which,
+                       trellis_codebook *out) {
+  if (cli_codebook_lookup(text, which, out))
+    return CLI_OK;
+  char names[128];
+  cli_error("%s: expected one of %s, got '%s'", option,
+            cli_codebook_names(which, names, sizeof names), text);
+  return CLI_USAGE;
+}
+
+int cli_codebook_count(void) { return TRL_CB_COUNT; }
+
+int cli_codebook_is_sqg(trellis_codebook cb) {
+  return trl_codebook_is_sqg((int)cb);
+}
+
+int cli_codebook_pairs(trellis_codebook cb) {
+  return trl_codebook_pairs((int)cb);
+}
+
+int cli_parse_rate(const char *option, const char *text, int min, int max,
+                   int *bits, int *half) {
+  char *end = NULL;
+  errno = 0;
+  const long v = strtol(text, &end, 10);
+  int h = 0;
+  if (end != text && strcmp(end, ".5") == 0)
+    h = 1;
+  else if (end != text && (strcmp(end, ".0") == 0 || *end == '\0'))
+    h = 0;
+  else
+    end = NULL;
+  if (errno != 0 || end == NULL || !cli_plain_number(text) || text[0] == '-' ||
+      v < min || v > max) {
+    cli_error("%s: expected a rate N or N.5 with N in [%d, %d], got '%s'",
+              option, min, max, text);
+    return CLI_USAGE;
+  }
+  *bits = (int)v;
+  *half = h;
+  return CLI_OK;
+}
+
+const char *cli_rate_text(int bits, int half, char *buf, size_t cap) {
+  snprintf(buf, cap, half ? "%d.5" : "%d", bits);
+  return buf;
 }
 
 int cli_parse_int(const char *option, const char *text, long min, long max,

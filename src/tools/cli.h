@@ -80,4 +80,34 @@ int cli_plain_number(const char *text);
 int cli_parse_int(const char *option, const char *text, long min, long max,
                   long *out);
 
+/* ---- codebooks and rates (the one table, format/codebooks.h) ----------- */
+
+/* Which codebooks a parser takes: all, or the EXL3 ones (no SQG). */
+#define CLI_CODEBOOKS_ALL 0
+#define CLI_CODEBOOKS_EXL3 1
+
+/* "mcg, mul1, ..." : the names of `which`, in table order, into buf. */
+const char *cli_codebook_names(int which, char *buf, size_t cap);
+/* The codebook named `text` (a name of the table, or a b12x alias) among
+ * `which` into *out: 1, or 0 (nothing printed) when none has the name. */
+int cli_codebook_lookup(const char *text, int which, trellis_codebook *out);
+/* cli_codebook_lookup, printing "<option>: expected one of ..., got '...'"
+ * when it fails. */
+int cli_parse_codebook(const char *option, const char *text, int which,
+                       trellis_codebook *out);
+/* The number of codebooks of the table; codebook i (0 <= i < count) is
+ * (trellis_codebook)i. */
+int cli_codebook_count(void);
+/* 1 for a codebook whose value depends on K (SQG). */
+int cli_codebook_is_sqg(trellis_codebook cb);
+/* 1 for a codebook b12x pairs use. */
+int cli_codebook_pairs(trellis_codebook cb);
+/* A rate K = "3" or "2.5": *bits its integer part, *half 1 for a
+ * half-integer K. Only the forms N and N.5 (N in min..max); whether the
+ * codebook takes it is trellis_codebook_rate_valid's. */
+int cli_parse_rate(const char *option, const char *text, int min, int max,
+                   int *bits, int *half);
+/* "3" or "2.5" into buf (at least 8 bytes); returns buf. */
+const char *cli_rate_text(int bits, int half, char *buf, size_t cap);
+
 #endif

@@ -78,12 +78,15 @@ trellis_status synth_layer_init(synth_layer *l, int64_t k, int64_t n, int bits,
   l->w.k = k;
   l->w.n = n;
   l->w.bits = bits;
+  l->w.half = (flags & SYNTH_HALF) != 0;
   l->w.codebook = cb;
   if (k <= 0 || n <= 0 || bits <= 0) /* validate names the bad field */
     return trellis_weight_validate(&l->w);
   synth_rng r;
   synth_seed(&r, seed);
-  const size_t words = (size_t)(k / 16) * (size_t)(n / 16) * 16 * (size_t)bits;
+  /* 16 K words per tile: 16 bits, or 16 bits + 8 at a half rate */
+  const size_t words = (size_t)(k / 16) * (size_t)(n / 16) *
+                       (16 * (size_t)bits + (l->w.half ? 8u : 0u));
   const int legacy = (flags & SYNTH_LEGACY_SIGNS) != 0;
   l->trellis = malloc(words * sizeof *l->trellis);
   if (legacy) {

@@ -43,6 +43,7 @@ void synth_fill_normal(synth_rng *r, void *dst, trellis_dtype dt, size_t count);
 /* Flags of synth_layer_init. */
 #define SYNTH_BIAS 1u         /* an fp16 bias uniform in [-0.5, 0.5) */
 #define SYNTH_LEGACY_SIGNS 2u /* packed su/sv signs instead of suh/svh */
+#define SYNTH_HALF 4u         /* K = bits + 1/2 (a half-integer rate) */
 
 /* A random layer and the host arrays it owns (unused ones NULL). */
 typedef struct synth_layer {

@@ -3,6 +3,7 @@
 #include "tools/synth.h"
 
 #include "core/internal.h"
+#include "format/codebooks.h"
 #include "io/posix_file.h"
 
 #include <dirent.h>
@@ -16,10 +17,6 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
-
-/* The codebook markers' values (FORMAT.md §2.3). */
-#define MARKER_MCG 0xCBAC1FEDu
-#define MARKER_MUL1 0x83DCD12Du
 
 /* Mean square of the |N(1, 0.1)| magnitudes of synth_scales. */
 #define SCALE_MEAN_SQUARE 1.01
@@ -120,6 +117,10 @@ synth_role synth_role_of(const char *name, int *block) {
 
 /* ------------------------------------------------------------ options -- */
 
+int synth_exl3_codebook(int cb) {
+  return trl_codebook_known(cb) && !trl_codebook_is_sqg(cb);
+}
+
 void synth_options_init(synth_options *o) {
   memset(o, 0, sizeof *o);
   o->preset = "llama-3.1-8b";
@@ -147,25 +148,30 @@ static trellis_status check_options(const synth_options *o,
   if (!(o->bits >= TRELLIS_MIN_BITS && o->bits <= TRELLIS_MAX_BITS))
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "bits %g is outside %d..%d",
                     o->bits, TRELLIS_MIN_BITS, TRELLIS_MAX_BITS);
-  if (!(o->head_bits == 16 ||
-        (o->head_bits >= TRELLIS_MIN_BITS && o->head_bits <= TRELLIS_MAX_BITS)))
+  char names[96];
+  trl_codebook_list(synth_exl3_codebook, names, sizeof names);
+  if (!synth_exl3_codebook((int)o->codebook))
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "head bits %d is not 1..8 (an EXL3 head) or 16 (fp16)",
-                    o->head_bits);
-  if (o->codebook != TRELLIS_CB_3INST && o->codebook != TRELLIS_CB_MCG &&
-      o->codebook != TRELLIS_CB_MUL1)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "codebook %s is not an EXL3 codebook (mcg, mul1, 3inst)",
-                    trellis_codebook_name(o->codebook));
+                    "codebook %s is not an EXL3 codebook (%s)",
+                    trellis_codebook_name(o->codebook), names);
   if (o->odd_block_codebook != -1 &&
-      o->odd_block_codebook != TRELLIS_CB_3INST &&
-      o->odd_block_codebook != TRELLIS_CB_MCG &&
-      o->odd_block_codebook != TRELLIS_CB_MUL1)
+      !synth_exl3_codebook(o->odd_block_codebook))
     return trl_fail(
         TRELLIS_ERR_INVALID_ARGUMENT,
-        "odd-block codebook %s is not an EXL3 codebook (mcg, mul1, "
-        "3inst)",
-        trellis_codebook_name((trellis_codebook)o->odd_block_codebook));
+        "odd-block codebook %s is not an EXL3 codebook (%s)",
+        trellis_codebook_name((trellis_codebook)o->odd_block_codebook), names);
+  if (!(o->head_bits == 16 && !o->head_half) &&
+      !(trl_codebook_rate_valid((int)o->codebook, o->head_bits, o->head_half) &&
+        o->head_bits >= TRELLIS_MIN_BITS))
+    return trl_fail(
+        TRELLIS_ERR_INVALID_ARGUMENT,
+        "head bits %d%s is not a rate of codebook %s (K %d..%d%s) "
+        "or 16 (fp16)",
+        o->head_bits, o->head_half ? ".5" : "",
+        trellis_codebook_name(o->codebook),
+        trl_codebook_min_bits((int)o->codebook),
+        trl_codebook_max_bits((int)o->codebook),
+        trl_codebook_has_half((int)o->codebook) ? ", or 1.5, 2.5, 3.5" : "");
   if (o->blocks < 0 || o->blocks > (*preset)->blocks)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "blocks %d is outside 1..%d (%s)", o->blocks,
@@ -182,6 +188,16 @@ static trellis_status check_options(const synth_options *o,
 }
 
 /* --------------------------------------------------------------- plan -- */
+
+/* A module's rate in half-bits (format/codebooks.h). */
+static int module_rate(const synth_module *mod) {
+  return trl_rate_h(mod->bits, mod->half);
+}
+
+/* The trellis words of a LINEAR module: k n K / 16 = k n h / 32. */
+static uint64_t linear_words(const synth_module *mod) {
+  return (uint64_t)mod->k * (uint64_t)mod->n / 32 * (uint64_t)module_rate(mod);
+}
 
 typedef struct builder {
   synth_model *m;
@@ -295,18 +311,23 @@ static trellis_status add_tensors(builder *b, size_t i) {
     st = add_tensor(b, mod->name, ".weight", TRELLIS_T_F16, 2, mod->n, mod->k,
                     0);
     break;
-  case SYNTH_LINEAR:
-    if ((st = add_tensor(b, mod->name, ".trellis", TRELLIS_T_I16, 3,
-                         mod->k / 16, mod->n / 16, 16 * mod->bits)) ||
+  case SYNTH_LINEAR: {
+    char marker[16];
+    if ((st =
+             add_tensor(b, mod->name, ".trellis", TRELLIS_T_I16, 3, mod->k / 16,
+                        mod->n / 16, trl_rate_tile_words(module_rate(mod)))) ||
         (st = add_tensor(b, mod->name, ".suh", TRELLIS_T_F16, 1, mod->k, 0,
                          0)) ||
         (st = add_tensor(b, mod->name, ".svh", TRELLIS_T_F16, 1, mod->n, 0, 0)))
       break;
-    if (mod->codebook == TRELLIS_CB_MCG)
-      st = add_tensor(b, mod->name, ".mcg", TRELLIS_T_I32, 0, 0, 0, 0);
-    else if (mod->codebook == TRELLIS_CB_MUL1)
-      st = add_tensor(b, mod->name, ".mul1", TRELLIS_T_I32, 0, 0, 0, 0);
+    /* the codebook's marker, I32 0-dim (3INST has none) */
+    if (trl_codebook_marker((int)mod->codebook)[0]) {
+      snprintf(marker, sizeof marker, ".%s",
+               trl_codebook_marker((int)mod->codebook));
+      st = add_tensor(b, mod->name, marker, TRELLIS_T_I32, 0, 0, 0, 0);
+    }
     break;
+  }
   }
   m = b->m; /* add_tensor may have moved the arrays */
   mod = &m->modules[i];
@@ -348,10 +369,41 @@ static void search(size_class *classes, int nclass, int at, int *choice,
   }
 }
 
+/* 1 when every linear layer's codebook takes rate h (half-bits). */
+static int rate_allowed(const synth_options *o, int h) {
+  const int bits = trl_rate_bits(h), half = trl_rate_half(h);
+  return trl_codebook_rate_valid((int)o->codebook, bits, half) &&
+         (o->odd_block_codebook < 0 ||
+          trl_codebook_rate_valid(o->odd_block_codebook, bits, half));
+}
+
+/* The steps of the bitrate rule around `bits`, in half-bits: the largest
+ * rate at most `bits` every layer's codebook takes, and the next one (equal
+ * at the top). With MUL1 the steps are 1, 1.5, 2, 2.5, 3, 3.5, 4, 5, 6,
+ * 7, 8, as ExLlamaV3 1.6's allocator's (half steps below 4, EXL3-1.6
+ * §1.1); otherwise the integers. */
+static void rate_steps(const synth_options *o, double bits, int *lo, int *hi) {
+  *lo = 2 * TRELLIS_MIN_BITS;
+  for (int h = 2 * TRELLIS_MIN_BITS; h <= 2 * TRELLIS_MAX_BITS; h++)
+    if (rate_allowed(o, h) && h <= 2.0 * bits)
+      *lo = h;
+  *hi = *lo;
+  for (int h = *lo + 1; h <= 2 * TRELLIS_MAX_BITS && *hi == *lo; h++)
+    if (rate_allowed(o, h))
+      *hi = h;
+}
+
+static void set_rate(synth_module *mod, int h) {
+  mod->bits = trl_rate_bits(h);
+  mod->half = trl_rate_half(h);
+}
+
 /* The bitrate rule (synth_model.h). */
 static trellis_status assign_bits(synth_model *m) {
   const double bits = m->opt.bits;
-  const int lo = (int)floor(bits);
+  int lo, hi; /* the two rates, in half-bits */
+  rate_steps(&m->opt, bits, &lo, &hi);
+  const double k_lo = lo / 2.0, k_step = (hi - lo) / 2.0;
   enum { MOST_CLASSES = 8 };
   size_class classes[MOST_CLASSES];
   int nclass = 0, choice[MOST_CLASSES];
@@ -360,7 +412,7 @@ static trellis_status assign_bits(synth_model *m) {
     synth_module *mod = &m->modules[i];
     if (mod->kind != SYNTH_LINEAR || mod->block < 0)
       continue;
-    mod->bits = lo;
+    set_rate(mod, lo);
     const double w = (double)mod->k * (double)mod->n;
     total += w;
     int c = 0;
@@ -376,9 +428,10 @@ static trellis_status assign_bits(synth_model *m) {
   }
   for (int c = 0; c + 1 < nclass; c++)
     tries *= classes[c].count + 1;
-  if (lo < TRELLIS_MAX_BITS && nclass > 0 && tries <= 5e7) {
+  if (hi > lo && nclass > 0 && tries <= 5e7) {
     double best = INFINITY;
-    search(classes, nclass, 0, choice, 0.0, (bits - lo) * total, &best);
+    search(classes, nclass, 0, choice, 0.0, (bits - k_lo) / k_step * total,
+           &best);
   }
   /* within a class, spread the higher K evenly over the depth */
   double high = 0.0;
@@ -393,11 +446,11 @@ static trellis_status assign_bits(synth_model *m) {
       c++;
     const long j = seen[c]++, h = classes[c].high, n = classes[c].count;
     if ((j + 1) * h / n > j * h / n) {
-      mod->bits = lo + 1;
+      set_rate(mod, hi);
       high += w;
     }
   }
-  m->bits = total > 0 ? lo + high / total : bits;
+  m->bits = total > 0 ? k_lo + k_step * high / total : bits;
   return TRELLIS_OK;
 }
 
@@ -466,6 +519,7 @@ trellis_status synth_model_plan(const synth_options *o, synth_model *out) {
     return st;
   synth_module *head = &out->modules[out->module_count - 1];
   head->bits = o->head_bits;
+  head->half = o->head_bits == 16 ? 0 : o->head_half;
   for (size_t i = 0; i < out->module_count; i++) {
     synth_module *mod = &out->modules[i];
     mod->codebook = o->codebook;
@@ -582,8 +636,7 @@ trellis_status synth_linear_scales(const synth_model *m, size_t index,
   linear_scales(m, mod, &in_scale, &out_scale);
   synth_rng r;
   synth_seed(&r, synth_module_seed(m->opt.seed, mod->name));
-  synth_skip(&r, (uint64_t)mod->k * (uint64_t)mod->n / 16 *
-                     (uint64_t)mod->bits / 4); /* four words per draw */
+  synth_skip(&r, linear_words(mod) / 4); /* four words per draw */
   synth_scales(&r, suh, (size_t)mod->k, in_scale);
   synth_scales(&r, svh, (size_t)mod->n, out_scale);
   return TRELLIS_OK;
@@ -615,17 +668,16 @@ trellis_status synth_module_emit(const synth_model *m, size_t index, void *buf,
   /* the order of synth_layer_init: words, suh, svh */
   double in_scale, out_scale;
   linear_scales(m, mod, &in_scale, &out_scale);
-  if ((st = fill(&r, FILL_WORDS, k * n / 16 * (uint64_t)mod->bits, 0.0, buf,
-                 cap, sink, ctx)) != TRELLIS_OK ||
+  if ((st = fill(&r, FILL_WORDS, linear_words(mod), 0.0, buf, cap, sink,
+                 ctx)) != TRELLIS_OK ||
       (st = fill(&r, FILL_SCALES, k, in_scale, buf, cap, sink, ctx)) !=
           TRELLIS_OK ||
       (st = fill(&r, FILL_SCALES, n, out_scale, buf, cap, sink, ctx)) !=
           TRELLIS_OK)
     return st;
-  if (mod->codebook == TRELLIS_CB_3INST)
+  if (!trl_codebook_marker((int)mod->codebook)[0])
     return TRELLIS_OK;
-  const uint32_t marker =
-      mod->codebook == TRELLIS_CB_MCG ? MARKER_MCG : MARKER_MUL1;
+  const uint32_t marker = trl_codebook_marker_value((int)mod->codebook);
   uint8_t *b = buf;
   for (int i = 0; i < 4; i++)
     b[i] = (uint8_t)(marker >> (8 * i)); /* little-endian I32 */
@@ -680,10 +732,15 @@ char *synth_shard_header(const synth_model *m, int shard, size_t *len) {
 char *synth_config_json(const synth_model *m) {
   const synth_preset *p = m->preset;
   const synth_options *o = &m->opt;
+  /* head_bits: an integer, or 1.5 / 2.5 / 3.5 as ExLlamaV3 1.6 writes a
+   * half rate (EXL3-1.6 §2) */
+  json_t *head = o->head_half && o->head_bits != 16
+                     ? json_real(o->head_bits + 0.5)
+                     : json_integer(o->head_bits);
   json_t *q =
-      json_pack("{s:s, s:s, s:f, s:i, s:{s:i, s:i}, s:s, s:s}", "quant_method",
+      json_pack("{s:s, s:s, s:f, s:o, s:{s:i, s:i}, s:s, s:s}", "quant_method",
                 "exl3", "version", "trellis-synth " TRELLIS_VERSION_STRING,
-                "bits", round(m->bits * 1e4) / 1e4, "head_bits", o->head_bits,
+                "bits", round(m->bits * 1e4) / 1e4, "head_bits", head,
                 "calibration", "rows", 0, "cols", 0, "out_scales", "always",
                 "codebook", trellis_codebook_name(o->codebook));
   json_t *synth = json_pack("{s:s, s:I, s:f, s:i, s:i, s:s}", "preset", p->name,

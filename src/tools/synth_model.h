@@ -27,7 +27,10 @@
  *
  * Bitrates: --bits B (1..8) is the average K over the blocks' linear
  * layers weighted by their size (k * n), which is also their payload bits
- * per weight. Each layer gets floor(B) or floor(B) + 1. How many layers of
+ * per weight. Each layer gets one of the two rates around B among the steps
+ * 1, 2, .., 8, with MUL1 also 1.5, 2.5 and 3.5 as ExLlamaV3 1.6's
+ * allocator (its half-integer rates, below 4: EXL3-1.6 §1.1), so B = 3.36
+ * mixes K 3 and 3.5 and B = 4.5 mixes 4 and 5. How many layers of
  * each size get the higher K is searched exhaustively (over every count
  * per size) for the average nearest B; within a size the higher K goes to
  * layers spread evenly over the depth (Bresenham over model order). The
@@ -116,6 +119,7 @@ typedef struct synth_options {
   const char *preset;        /* a preset's name */
   double bits;               /* 1..8: average K of the blocks' linear layers */
   int head_bits;             /* 1..8: an EXL3 lm_head; 16: fp16 */
+  int head_half;             /* 1: the head's K is head_bits + 1/2 */
   trellis_codebook codebook; /* 3INST, MCG or MUL1, every linear layer */
   /* -1 (the default), or a second EXL3 codebook for the linear layers of
    * odd-numbered blocks (a model of mixed codebooks; config.json names
@@ -131,6 +135,9 @@ typedef struct synth_options {
 /* Defaults: bits 4, head_bits 6, MCG (no second codebook), the preset's
  * blocks and vocab, seed 0, shards of 8192 MiB (ExLlamaV3's default). */
 void synth_options_init(synth_options *o);
+/* 1 for a codebook a synthetic EXL3 model can use: the table's EXL3 kind
+ * (format/codebooks.h), not SQG. */
+int synth_exl3_codebook(int cb);
 
 #define SYNTH_NAME_MAX 96
 
@@ -150,7 +157,8 @@ typedef struct synth_module {
   int block;    /* -1 outside the blocks */
   int64_t k, n; /* LINEAR, DENSE: in, out features; EMBED: k = hidden,
                    n = vocab; NORM: k = n = its length */
-  int bits;     /* LINEAR: K; else 16 */
+  int bits;     /* LINEAR: K (its integer part); else 16 */
+  int half;     /* LINEAR: 1 when K = bits + 1/2 (EXL3-1.6 §1) */
   trellis_codebook codebook; /* LINEAR: its codebook */
   int shard;                 /* 0-based */
   size_t tensor;             /* its first tensor in synth_model.tensors */

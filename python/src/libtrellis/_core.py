@@ -301,7 +301,7 @@ class Model:
             "quant_method": _lib.text(q.quant_method),
             "version": _lib.text(q.version),
             "bits": q.bits,
-            "head_bits": q.head_bits,
+            "head_bits": q.head_bits + 0.5 if _lib.HAS_HALF and q.head_half else q.head_bits,
             "codebook": _lib.text(q.codebook),
             "out_scales": _lib.text(q.out_scales),
             "calibration_rows": q.calibration_rows,
@@ -309,6 +309,12 @@ class Model:
         }
         if _lib.HAS_PAIRS:
             out["descriptor_sha256"] = _lib.text(q.descriptor_sha256)
+        if _lib.HAS_HALF:
+            # ExLlamaV3 1.6: 0 (or None for the tie) where config.json has none
+            out["mtp_bits"] = q.mtp_bits + 0.5 if q.mtp_half else q.mtp_bits
+            out["vision_bits"] = q.vision_bits
+            tie = q.tie_word_embeddings
+            out["tie_word_embeddings"] = None if tie < 0 else bool(tie)
         return out
 
     def layer_info(self) -> List[Dict[str, Any]]:
@@ -333,7 +339,7 @@ class Model:
                     "name": _lib.text(info.name),
                     "k": info.k,
                     "n": info.n,
-                    "bits": info.bits,
+                    "bits": info.bits + 0.5 if _lib.HAS_HALF and info.half else info.bits,
                     "codebook": CODEBOOKS.get(info.codebook, "invalid"),
                     "signs": "legacy" if legacy else "scaled",
                     "bias": bool(info.has_bias),
@@ -452,7 +458,8 @@ def _byte_order_hint(dtype):
 class Layer:
     """One EXL3 linear layer in host memory (a model's mapping or arrays).
 
-    Attributes: name, k (in_features), n (out_features), bits, codebook
+    Attributes: name, k (in_features), n (out_features), bits (K: an int,
+    or 1.5 / 2.5 / 3.5 for ExLlamaV3 1.6's half-integer rates), codebook
     (name), signs ("scaled" or "legacy"), has_bias; pair, rate_axis and
     bits1 (a pair's record1 K) are None for a uniform layer.
     """
@@ -464,6 +471,8 @@ class Layer:
         self.k = int(weight.k)
         self.n = int(weight.n)
         self.bits = int(weight.bits)
+        if _lib.weight_has_pair_fields(weight) and _lib.HAS_HALF and weight.half:
+            self.bits += 0.5
         self.codebook = CODEBOOKS.get(weight.codebook, "invalid")
         self.signs = "legacy" if (weight.su or weight.sv) else "scaled"
         self.has_bias = bool(weight.bias)
@@ -489,18 +498,20 @@ class Layer:
         name="layer",
     ):
         """A layer from numpy arrays laid out as a checkpoint stores them:
-        trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su
+        trellis int16 [k/16, n/16, 16*K] (K = 1.5 / 2.5 / 3.5: widths 24, 40,
+        56), suh fp16 [k] (or legacy su
         int16 [k/16]), svh fp16 [n] (or sv int16 [n/16]), bias fp16 [n] or
         None. The arrays are kept (contiguous copies where needed)."""
         _refuse_tensor(trellis, "trellis")
         t = np.ascontiguousarray(trellis)
-        if t.dtype != np.int16 or t.ndim != 3 or t.shape[2] % 16:
+        if t.dtype != np.int16 or t.ndim != 3 or _lib.rate_of_width(t.shape[2]) is None:
             raise error(
                 "TRELLIS_ERR_SHAPE" if t.dtype == np.int16 else "TRELLIS_ERR_DTYPE",
                 "trellis: expected int16 [k/16, n/16, 16*bits], got %s %s%s"
                 % (_checks.dtype_text(t.dtype), list(t.shape), _byte_order_hint(t.dtype)),
             )
-        k, n, bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
+        k, n = t.shape[0] * 16, t.shape[1] * 16
+        bits, half = _lib.rate_of_width(t.shape[2])
         arrays = {
             "trellis": t,
             "suh": _host_vector("suh", suh, np.float16, k),
@@ -511,6 +522,8 @@ class Layer:
         }
         w = _lib.Weight()
         lib.trellis_weight_init(byref(w))
+        if half:
+            w.half = 1
         w.codebook = codebook_id(codebook)
         w.k = _checks.integer("trellis: k", k, "int64_t")
         w.n = _checks.integer("trellis: n", n, "int64_t")

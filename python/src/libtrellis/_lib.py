@@ -92,8 +92,7 @@ class Weight(Structure):
         ("rate_axis", c_int),
         ("bits1", c_int),
         ("trellis1", POINTER(c_int16)),
-        # half-integer rates and the payload layout (zero: integer K, the
-        # checkpoint layout)
+        # 0.4: a half-integer rate (K = bits + 1/2) and the payload layout
         ("half", c_int),
         ("layout", c_int),
     ]
@@ -130,6 +129,12 @@ class QuantConfig(Structure):
         ("calibration_rows", c_int64),
         ("calibration_cols", c_int64),
         ("descriptor_sha256", c_char * 65),
+        # 0.4: ExLlamaV3 1.6's fields (head_bits + 1/2 where head_half)
+        ("head_half", c_int),
+        ("mtp_bits", c_int),
+        ("mtp_half", c_int),
+        ("vision_bits", c_int),
+        ("tie_word_embeddings", c_int),
     ]
 
 
@@ -158,6 +163,7 @@ class LayerInfo(Structure):
         ("has_bias", c_int),
         ("pair", c_int),
         ("rate_axis", c_int),
+        ("half", c_int),  # 0.4: K = bits + 1/2
     ]
 
 
@@ -349,6 +355,19 @@ def text(ptr):
 
 # Pair fields are read only from weights whose struct_size covers them.
 HAS_PAIRS = has("trellis_pair_kind_name")
+# 0.4: half-integer rates and ExLlamaV3 1.6's config fields
+HAS_HALF = has("trellis_decode_tile_rate")
+
+
+def rate_of_width(width):
+    """(bits, half) of a trellis tensor's last dimension: 16 K int16, so
+    16 bits, or 16 bits + 8 for a half-integer K = bits + 1/2; None when
+    the width is neither."""
+    if width % 16 == 0:
+        return width // 16, 0
+    if width % 16 == 8 and HAS_HALF:
+        return width // 16, 1
+    return None
 
 
 def weight_has_pair_fields(w):

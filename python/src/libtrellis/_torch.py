@@ -332,14 +332,15 @@ class DeviceWeight:
                 )
             tensors[field] = t
         t = tensors["trellis"]
-        if t.dim() != 3 or t.shape[2] % 16:
+        if t.dim() != 3 or _lib.rate_of_width(t.shape[2]) is None:
             raise error(
                 "TRELLIS_ERR_SHAPE",
-                "trellis: expected [k/16, n/16, 16*bits], got %s" % list(t.shape),
+                "trellis: expected [k/16, n/16, 16*K], got %s" % list(t.shape),
             )
         meta = _lib.Weight()
         lib.trellis_weight_init(byref(meta))
-        meta.k, meta.n, meta.bits = t.shape[0] * 16, t.shape[1] * 16, t.shape[2] // 16
+        meta.k, meta.n = t.shape[0] * 16, t.shape[1] * 16
+        meta.bits, meta.half = _lib.rate_of_width(t.shape[2])
         meta.codebook = _core.codebook_id(codebook)
         weight = cls(meta, tensors, device, name)
         call(lib.trellis_weight_validate, weight._view)
@@ -557,7 +558,7 @@ class Plan:
     def _kind(self) -> tuple:
         w = self.weight._struct
         paired = _lib.weight_has_pair_fields(w)
-        pair = (int(w.pair), int(w.rate_axis), int(w.bits1)) if paired else ()
+        pair = (int(w.pair), int(w.rate_axis), int(w.bits1), int(w.half)) if paired else ()
         return (
             int(w.k),
             int(w.n),
