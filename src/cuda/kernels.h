@@ -155,6 +155,9 @@ typedef struct trl_reconstruct_args {
 } trl_reconstruct_args;
 int trl_launch_reconstruct(trl_recon_form form, const trl_reconstruct_args *a,
                            void *stream);
+/* The plain form for a half-integer rate (K = bits + 1/2, MUL1) from the
+ * lane layout (reconstruct_rate.cu). */
+int trl_launch_reconstruct_rate(const trl_reconstruct_args *a, void *stream);
 /* Checks the images and sets the attributes of the reconstruct kernels of
  * (bits, codebook), every form and dst dtype. */
 int trl_reconstruct_prepare(int bits, trellis_codebook codebook);

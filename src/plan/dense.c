@@ -30,7 +30,7 @@ static cudaDataType_t cuda_type(trellis_dtype t) {
 
 int trl_dense_direct(const trellis_plan *p) {
   const trellis_dtype o = p->desc.output_dtype, c = p->desc.compute_dtype;
-  if (p->desc.h128)
+  if (p->desc.h128 || p->w.half) /* plain W_hat: a rotation after */
     return 0;
   if (p->w.bias) /* the bias is fp16: only an fp16 output takes it as is */
     return o == TRELLIS_F16 && c == TRELLIS_F16;
@@ -38,7 +38,8 @@ int trl_dense_direct(const trellis_plan *p) {
 }
 
 int trl_dense_fold_input(const trellis_plan *p) {
-  return !p->desc.h128 && p->desc.input_dtype == p->desc.compute_dtype;
+  return !p->desc.h128 && !p->w.half &&
+         p->desc.input_dtype == p->desc.compute_dtype;
 }
 
 /* The matmul descriptor of this plan's dense GEMM; `bias` is the epilogue's
@@ -173,6 +174,8 @@ static int reconstruct(const trellis_plan *p, trl_recon_form form, int64_t n0,
   a.post = p->s_out;
   a.dst = what;
   a.dst_dtype = p->desc.compute_dtype;
+  if (p->w.half) /* plain W_hat; the run rotates before and after */
+    return trl_launch_reconstruct_rate(&a, stream);
   if (p->w.pair == TRELLIS_PAIR_NONE)
     return trl_launch_reconstruct(form, &a, stream);
   const int64_t rec = TRL_PAIR_RECORD;
@@ -221,9 +224,9 @@ trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    const trl_recon_form form = p->desc.h128 ? TRL_RECON_PLAIN
-                                : fold_input ? TRL_RECON_FULL
-                                             : TRL_RECON_HAD;
+    const trl_recon_form form = p->desc.h128 || p->w.half ? TRL_RECON_PLAIN
+                                : fold_input              ? TRL_RECON_FULL
+                                                          : TRL_RECON_HAD;
     const int err = reconstruct(p, form, n0, cols, what, stream);
     if (err)
       return trl_cuda_fail(err, "W_hat reconstruction");

@@ -109,6 +109,10 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
     return TRELLIS_PATH_DENSE;
   if (!(plan->desc.flags & TRELLIS_PLAN_FORCE_DECODE) && m >= plan->dense_min_m)
     return TRELLIS_PATH_DENSE;
+  /* a half-integer rate: the register-direct kernel, else W_hat and
+   * cuBLASLt (the split-K decode-GEMM has integer rates only) */
+  if (plan->w.half && !trl_layout_direct(&plan->lp, TRELLIS_PATH_GENERIC, m))
+    return TRELLIS_PATH_DENSE;
   return TRELLIS_PATH_GENERIC;
 }
 
@@ -193,12 +197,6 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_LANES, "plan_create");
   if (st != TRELLIS_OK)
     return st;
-  /* Until the kernels decode them: the CPU functions do. */
-  if (full.half)
-    return trl_fail(TRELLIS_ERR_UNSUPPORTED,
-                    "plan_create: K = %d.5 (a half-integer rate) has no GPU "
-                    "kernels in this build (trellis_cpu_forward runs it)",
-                    full.bits);
   device_w = &full;
   if (trl_codebook_is_sqg(full.codebook) &&
       (st = trl_sqg_tables_status()) != TRELLIS_OK)
@@ -723,6 +721,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                         m, y, s);
     if (st != TRELLIS_OK || plan->lp.dense_direct)
       return st;
+    if (plan->w.half) /* plain W_hat: the generic output stage */
+      return output_stage(plan, &lay, ws, m, y, s);
     if (!plan->desc.h128) { /* rotation folded into W': bias and dtype */
       err = trl_launch_bias_convert((const float *)(ws + lay.partial_off),
                                     plan->w.bias, y, plan->desc.output_dtype, m,
