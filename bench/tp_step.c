@@ -274,11 +274,12 @@ static void print_tp(const tp_shared *sh, const step_ref *ref, int have_ref) {
   const tp_rank *t0 = &sh->rank[0];
   int version = 0;
   ncclGetVersion(&version);
-  printf("tensor parallel: %d ranks on devices 0..%d, NCCL %d.%d.%d, "
-         "all-reduce (fp16 sum) after o and down, inside the FULL and "
-         "PIECEWISE graphs; %s\n",
+  const char *nvls = getenv("NCCL_NVLS_ENABLE");
+  printf("tensor parallel: %d ranks on devices 0..%d, NCCL %d.%d.%d "
+         "(NCCL_NVLS_ENABLE=%s), all-reduce (fp16 sum) after o and down, "
+         "inside the FULL and PIECEWISE graphs; %s\n",
          sh->ranks, sh->ranks - 1, version / 10000, version / 100 % 100,
-         version % 100,
+         version % 100, nvls ? nvls : "unset",
          t0->model.presharded
              ? "each rank a preset of its own (one rank of the model each)"
              : "column-parallel q/k/v/gate/up/head, row-parallel o/down "
