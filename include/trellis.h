@@ -346,7 +346,9 @@ TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
  * is read, so a model's layer (host pointers into files the kernel maps
  * lazily, trellis_model_layer) sharded, then uploaded or run on the CPU,
  * touches only the pages holding the rank's payload, besides the scale and
- * bias vectors trellis_model_open already read to validate them. */
+ * bias vectors trellis_model_open already read to validate them (a tensor
+ * the model realigns, in a file whose header length is not a multiple of
+ * 8, is copied whole when its layer is fetched). */
 typedef enum trellis_split {
   TRELLIS_SPLIT_N = 0, /* column-parallel: output features */
   TRELLIS_SPLIT_K = 1  /* row-parallel: input features */
