@@ -56,8 +56,9 @@ done:
 
 /* Layer i of a preset, copy `copy`: one device allocation holding the
  * payload (the words tools/synth_model writes, generated on the device; a
- * rank's shard: its part of them), suh and svh (the host's synth scales of
- * the whole layer, `suh`/`svh`; a shard's slice of them). */
+ * rank's shard: its part of them; then repacked in place into the lane
+ * layout plans read), suh and svh (the host's synth scales of the whole
+ * layer, `suh`/`svh`; a shard's slice of them). */
 static int upload_preset(step_engine *e, size_t i, int copy,
                          const uint16_t *suh, const uint16_t *svh,
                          cudaStream_t stream) {
@@ -96,6 +97,9 @@ static int upload_preset(step_engine *e, size_t i, int copy,
   v->trellis = (const int16_t *)base;
   v->suh = (const uint16_t *)(base + payload);
   v->svh = (const uint16_t *)(base + payload + 2 * (size_t)l->k);
+  /* generated as a file stores it; plans read the lane layout */
+  BENCH_TRELLIS(trellis_weight_repack(v, (int16_t *)base, NULL, stream));
+  v->layout = TRELLIS_LAYOUT_LANES;
   r = CLI_OK;
 done:
   return r;

@@ -338,7 +338,10 @@ TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
  * scales (a word holds 16 features). A pair (FORMAT.md §9.5) split on its
  * rate axis gives each rank one record as a uniform layer (a view); split
  * on the other axis it stays a pair whose two records are sliced (views
- * for k, copied one after the other for n).
+ * for k, copied one after the other for n). Either payload layout: a shard
+ * keeps its source's (a 128-block of a tile row is one group of the lane
+ * layout, which a shard moves whole), so the row shard of an uploaded
+ * weight's view is a device weight a plan takes as it is.
  *
  * What it reads: a view is pointer arithmetic only (so the source may be
  * device memory); a copy reads the rank's payload runs with memcpy (host
@@ -384,7 +387,8 @@ TRELLIS_API trellis_status trellis_shard_range(int64_t length,
 TRELLIS_API trellis_status trellis_weight_shard_bytes(
     const trellis_weight *w, const trellis_shard_desc *d, size_t *bytes);
 /* Writes the shard of `w` into *out (whose struct_size must be set, e.g. by
- * trellis_weight_init; TRELLIS_WEIGHT_SIZE_V1 only takes uniform shards).
+ * trellis_weight_init; TRELLIS_WEIGHT_SIZE_V1 only takes uniform shards,
+ * V1 and V2 only checkpoint-layout integer-rate ones).
  * `memory` receives the copied payload: NULL with 0 bytes for a view,
  * else 16-byte aligned host memory of at least trellis_weight_shard_bytes;
  * the shard points into it and into `w`'s memory, both of which must

@@ -4,9 +4,10 @@
  * column shards' outputs are the full output's columns bit for bit, and the
  * row shards' partials sum to the full output (§7.2's 2e-3 relative L2,
  * and 1e-5, what fp32 reassociation leaves); bias on rank 0 only; legacy
- * signs and pairs; a shard and its forward touch only the rank's pages of
- * the payload (the others are made inaccessible), also in a model's
- * mapping; the split rule and bad arguments. */
+ * signs and pairs; the lane layout cuts alike; a shard and its forward
+ * touch only the rank's pages of the payload (the others are made
+ * inaccessible), also in a model's mapping; the split rule and bad
+ * arguments. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS: payloads with inaccessible pages */
 #include "testutil.h"
 
@@ -452,6 +453,56 @@ static void test_views_and_copies(void **state) {
   synth_layer_free(&l);
 }
 
+/* The lane layout cuts alike: the shard of the repacked layer is the
+ * repacked shard, byte for byte, and keeps the layout. */
+static void test_lane_layout(void **state) {
+  (void)state;
+  synth_layer l;
+  tu_assert_status(
+      synth_layer_init(&l, 640, 768, 5, TRELLIS_CB_MCG, SYNTH_BIAS, 0x1A5Eu),
+      TRELLIS_OK);
+  const size_t bytes = trellis_weight_payload_bytes(&l.w);
+  int16_t *lanes = checked_malloc(bytes);
+  tu_assert_status(trellis_weight_repack_host(&l.w, lanes, NULL), TRELLIS_OK);
+  trellis_weight wl = l.w;
+  wl.trellis = lanes;
+  wl.layout = TRELLIS_LAYOUT_LANES;
+  for (int split = 0; split < 2; split++)
+    for (int ranks = 2; ranks <= 4; ranks++)
+      for (int rank = 0; rank < ranks; rank++) {
+        const trellis_shard_desc d =
+            make_desc((trellis_split)split, ranks, rank, NULL);
+        trellis_weight s, sl;
+        void *ms, *msl;
+        take_shard(&l.w, &d, &s, &ms);
+        take_shard(&wl, &d, &sl, &msl);
+        assert_int_equal(sl.layout, TRELLIS_LAYOUT_LANES);
+        const size_t sb = trellis_weight_payload_bytes(&s);
+        int16_t *want = checked_malloc(sb);
+        tu_assert_status(trellis_weight_repack_host(&s, want, NULL),
+                         TRELLIS_OK);
+        if (memcmp(want, sl.trellis, sb) != 0)
+          fail_msg("split %s, rank %d of %d: the lane layout's shard is not "
+                   "the shard repacked",
+                   trellis_split_name((trellis_split)split), rank, ranks);
+        /* a weight without the layout field cannot hold it */
+        trellis_weight v2;
+        trellis_weight_init(&v2);
+        v2.struct_size = TRELLIS_WEIGHT_SIZE_V2;
+        size_t need;
+        tu_assert_status(trellis_weight_shard_bytes(&wl, &d, &need),
+                         TRELLIS_OK);
+        tu_assert_status(trellis_weight_shard(&wl, &d, msl, need, &v2),
+                         TRELLIS_ERR_INVALID_ARGUMENT);
+        tu_assert_error_has("lane layout");
+        free(want);
+        free(ms);
+        free(msl);
+      }
+  free(lanes);
+  synth_layer_free(&l);
+}
+
 /* ------------------------------------------------------ rank's pages -- */
 
 /* Makes every page of [base, base + size) that holds none of the rank's
@@ -709,6 +760,7 @@ int main(void) {
       cmocka_unit_test(test_explicit_points),
       cmocka_unit_test(test_pairs),
       cmocka_unit_test(test_views_and_copies),
+      cmocka_unit_test(test_lane_layout),
       cmocka_unit_test(test_rank_pages_only),
       cmocka_unit_test(test_rank_pages_of_a_model),
       cmocka_unit_test(test_bad_arguments),

@@ -5,7 +5,11 @@
  * axis, if any, becomes a record of the shard. Along k that part is a run
  * of whole tile rows, contiguous in [k/16][n/16][16K], so it is a view; along
  * n it is a copy (k/16 runs, one per tile row) unless the record's whole
- * width is the rank's. One record left makes a uniform shard, two a pair. */
+ * width is the rank's. One record left makes a uniform shard, two a pair.
+ * Both payload layouts cut alike: the lane layout permutes bytes only
+ * inside a group of 8 tiles of one tile row (format/lanes.h), which a
+ * boundary at a multiple of 128 never splits, so a shard moves whole groups
+ * and keeps the layout of its source. */
 #include "core/internal.h"
 #include "format/weight.h"
 
@@ -33,9 +37,12 @@ void trellis_shard_desc_init(trellis_shard_desc *d) {
   d->ranks = 1;
 }
 
-/* Bytes of one tile of a record: 16 K int16 words (FORMAT.md §3.1). The one
- * place that knows a tile's size, so other tile sizes change it alone. */
-static size_t tile_bytes(const trl_record *r) { return 32u * (size_t)r->bits; }
+/* Bytes of one tile of a record at K = bits (+ 1/2 when `half`): 16 K int16
+ * words (FORMAT.md §3.1), 16 H bytes at H = 2K half-bits per weight. The
+ * one place that knows a tile's size. */
+static size_t tile_bytes(const trl_record *r, int half) {
+  return 16u * (size_t)(2 * r->bits + (half ? 1 : 0));
+}
 
 static trellis_status check_desc(const trellis_shard_desc *d) {
   TRL_CHECK_STRUCT(d, trellis_shard_desc, "shard desc");
@@ -126,8 +133,9 @@ typedef struct shard_plan {
 } shard_plan;
 
 /* The part of record `r` in [begin, end) of the split axis, if any. */
-static int plan_record(const trl_record *r, trellis_split split, int64_t begin,
-                       int64_t end, shard_record *out, size_t *bytes) {
+static int plan_record(const trl_record *r, int half, trellis_split split,
+                       int64_t begin, int64_t end, shard_record *out,
+                       size_t *bytes) {
   const int along_k = split == TRELLIS_SPLIT_K;
   const int64_t first = 16 * (along_k ? r->kt0 : r->nt0);
   const int64_t length = along_k ? r->k : r->n;
@@ -136,7 +144,7 @@ static int plan_record(const trl_record *r, trellis_split split, int64_t begin,
   if (lo >= hi)
     return 0;
   const int64_t l0 = lo - first, width = hi - lo;
-  const size_t tile = tile_bytes(r);
+  const size_t tile = tile_bytes(r, half);
   const uint8_t *base = (const uint8_t *)r->trellis;
   memset(out, 0, sizeof *out);
   out->rec = *r;
@@ -181,8 +189,8 @@ static trellis_status plan_shard(const trellis_weight *w,
   trl_record recs[2];
   const int count = trl_weight_records(f, recs);
   for (int r = 0; r < count; r++)
-    p->count += plan_record(&recs[r], d->split, begin, end, &p->rec[p->count],
-                            &p->bytes);
+    p->count += plan_record(&recs[r], f->half, d->split, begin, end,
+                            &p->rec[p->count], &p->bytes);
 
   trellis_weight *o = &p->out;
   *o = *f;
@@ -227,18 +235,28 @@ trellis_status trellis_weight_shard_bytes(const trellis_weight *w,
 }
 
 /* Whether *out (which keeps its own struct_size) can hold the shard. */
-static trellis_status check_out(const trellis_weight *out, int pair) {
+static trellis_status check_out(const trellis_weight *out,
+                                const trellis_weight *shard) {
   const uint32_t size = out->struct_size;
-  if (size != TRELLIS_WEIGHT_SIZE_V1 && size < sizeof *out)
+  if (size != TRELLIS_WEIGHT_SIZE_V1 && size != TRELLIS_WEIGHT_SIZE_V2 &&
+      size < sizeof *out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight_shard: out.struct_size %u is neither %zu nor "
-                    ">= %zu (call trellis_weight_init first)",
+                    "weight_shard: out.struct_size %u is neither %zu, %zu "
+                    "nor >= %zu (call trellis_weight_init first)",
                     (unsigned)size, (size_t)TRELLIS_WEIGHT_SIZE_V1,
-                    sizeof *out);
-  if (size == TRELLIS_WEIGHT_SIZE_V1 && pair)
+                    (size_t)TRELLIS_WEIGHT_SIZE_V2, sizeof *out);
+  if (size == TRELLIS_WEIGHT_SIZE_V1 && shard->pair != TRELLIS_PAIR_NONE)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "weight_shard: the shard is a pair, which an out weight "
                     "of the first version (struct_size %u) cannot hold",
+                    (unsigned)size);
+  if (size < sizeof *out &&
+      (shard->half || shard->layout != TRELLIS_LAYOUT_CHECKPOINT))
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "weight_shard: the shard has a %s, which an out weight "
+                    "without the half and layout fields (struct_size %u) "
+                    "cannot hold",
+                    shard->half ? "half-integer rate" : "lane layout",
                     (unsigned)size);
   return TRELLIS_OK;
 }
@@ -251,7 +269,7 @@ trellis_status trellis_weight_shard(const trellis_weight *w,
   shard_plan p;
   trellis_status st = plan_shard(w, d, &p);
   if (st == TRELLIS_OK)
-    st = check_out(out, p.out.pair != TRELLIS_PAIR_NONE);
+    st = check_out(out, &p.out);
   if (st != TRELLIS_OK)
     return st;
   if (p.bytes > 0 && (memory == NULL || memory_bytes < p.bytes))
