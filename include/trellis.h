@@ -48,8 +48,9 @@ extern "C" {
  * 0.4.0: the lane layout: trellis_weight gains `half` and `layout`
  * (TRELLIS_WEIGHT_SIZE_V2 is the 0.3 struct), plans read device weights in
  * the lane layout only (TRELLIS_ERR_LAYOUT otherwise; trellis_weight_upload
- * produces it, trellis_weight_repack converts framework memory), and the
- * register-direct small-m kernel replaces the persistent one. */
+ * produces it, trellis_weight_repack converts framework memory), the
+ * register-direct small-m kernel replaces the persistent one, and
+ * tensor-parallel shards (trellis_weight_shard, trellis_shard_range). */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
