@@ -364,6 +364,10 @@ typedef int (*bench_enqueue_fn)(void *ctx, int index, cudaStream_t stream);
 /* Warm-up floor of both timers in GPU milliseconds (--warmup-ms; default
  * BENCH_WARMUP_MS): a run-wide setting, set once before any timing. */
 void bench_time_set_warmup_ms(double ms);
+/* At least this many warm-up runs before every timing (0: the timers' own
+ * minimum). The tensor-parallel step sets the floor to 0 and a count, so
+ * that every rank issues the same number of collectives. */
+void bench_time_set_warmup_runs(int runs);
 /* Captures launches 0..launches-1 on `stream` into *exec; a failed launch
  * ends the capture and drops the partial graph (*exec stays NULL). */
 int bench_capture(bench_enqueue_fn fn, void *ctx, int launches,

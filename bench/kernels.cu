@@ -70,6 +70,14 @@ __global__ void standin_kernel(const __half *__restrict__ q,
     out[i] = __hmul(q[i], __float2half(0.5f));
 }
 
+// dst = fp16(float(dst) + float(src)), grid-stride.
+__global__ void add_kernel(__half *__restrict__ dst,
+                           const __half *__restrict__ src, size_t count) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = __float2half_rn(__half2float(dst[i]) + __half2float(src[i]));
+}
+
 __global__ void digest_kernel(const uint16_t *__restrict__ p, size_t count,
                               unsigned long long *__restrict__ out) {
   const size_t stride = (size_t)gridDim.x * blockDim.x;
@@ -134,6 +142,18 @@ extern "C" int bench_attention_standin(const uint16_t *q, uint16_t *out,
     blocks = 132;
   standin_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
       (const __half *)q, (__half *)out, count);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int bench_add_f16(uint16_t *dst, const uint16_t *src, size_t count,
+                             void *stream) {
+  if (count == 0)
+    return 0;
+  size_t blocks = (count + 255) / 256;
+  if (blocks > 1024)
+    blocks = 1024;
+  add_kernel<<<(unsigned)blocks, 256, 0, (cudaStream_t)stream>>>(
+      (__half *)dst, (const __half *)src, count);
   return (int)cudaGetLastError();
 }
 

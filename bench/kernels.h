@@ -38,6 +38,12 @@ int bench_fill(uint16_t *dst, size_t count, uint64_t seed, int mode,
 int bench_attention_standin(const uint16_t *q, uint16_t *out, size_t count,
                             void *stream);
 
+/* dst[i] = fp16(dst[i] + src[i]) (the sum in fp32, one rounding) for
+ * `count` fp16 values: the tensor-parallel step's all-reduce when every
+ * rank runs on one GPU (its reference). */
+int bench_add_f16(uint16_t *dst, const uint16_t *src, size_t count,
+                  void *stream);
+
 /* Adds a digest of `count` fp16 words at p to out[0..2] (zeroed by the
  * caller): out[0] += sum of a 64-bit mix of (index, word) (order-free, so
  * equal words give equal digests whatever the schedule), out[1] += the

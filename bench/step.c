@@ -7,6 +7,7 @@
 #include "bench.h"
 #include "kernels.h"
 #include "tools/device.h"
+#include "tools/synth.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,38 @@ const char *step_mode_name(step_mode mode) {
 
 /* ---- weights ------------------------------------------------------------ */
 
+/* The payload words of a rank's shard of a preset layer, generated where
+ * they lie in the whole layer: bench_fill's words are the host RNG's draws
+ * (four words each), so a run starting at word w of the layer starts from
+ * the seed advanced by w / 4 draws (w is a multiple of 16). */
+static int fill_shard(uint16_t *dst, const step_layer *l, uint64_t seed,
+                      cudaStream_t stream) {
+  const size_t tile = 16u * (size_t)l->bits; /* words */
+  const size_t tiles_n = (size_t)(l->full_n / 16);
+  const int along_k = l->split == TRELLIS_SPLIT_K;
+  const size_t rows = along_k ? 1 : (size_t)(l->k / 16);
+  const size_t run =
+      along_k ? l->payload_bytes / 2 : (size_t)(l->n / 16) * tile;
+  int r = CLI_FAIL;
+  for (size_t row = 0; row < rows; row++) {
+    const size_t first = along_k
+                             ? (size_t)(l->begin / 16) * tiles_n * tile
+                             : (row * tiles_n + (size_t)(l->begin / 16)) * tile;
+    synth_rng rng;
+    synth_seed(&rng, seed);
+    synth_skip(&rng, first / 4);
+    BENCH_KERNEL(bench_fill(dst + row * run, run, rng.state, 3, stream));
+  }
+  r = CLI_OK;
+done:
+  return r;
+}
+
 /* Layer i of a preset, copy `copy`: one device allocation holding the
- * payload (the words tools/synth_model writes, generated on the device),
- * suh and svh (the host's synth scales, `suh`/`svh`). */
+ * payload (the words tools/synth_model writes, generated on the device; a
+ * rank's shard: its part of them; then repacked in place into the lane
+ * layout plans read), suh and svh (the host's synth scales of the whole
+ * layer, `suh`/`svh`; a shard's slice of them). */
 static int upload_preset(step_engine *e, size_t i, int copy,
                          const uint16_t *suh, const uint16_t *svh,
                          cudaStream_t stream) {
@@ -44,7 +74,16 @@ static int upload_preset(step_engine *e, size_t i, int copy,
   e->weight_bytes += bytes;
   uint8_t *base = alloc;
   const uint64_t seed = synth_module_seed(m->synth.opt.seed, l->name);
-  BENCH_KERNEL(bench_fill((uint16_t *)base, payload / 2, seed, 3, stream));
+  if (l->sharded) {
+    if (fill_shard((uint16_t *)base, l, seed, stream) != CLI_OK)
+      goto done;
+    if (l->split == TRELLIS_SPLIT_K)
+      suh += l->begin;
+    else
+      svh += l->begin;
+  } else {
+    BENCH_KERNEL(bench_fill((uint16_t *)base, payload / 2, seed, 3, stream));
+  }
   BENCH_CUDA(cudaMemcpyAsync(base + payload, suh, 2 * (size_t)l->k,
                              cudaMemcpyHostToDevice, stream));
   BENCH_CUDA(cudaMemcpyAsync(base + payload + 2 * (size_t)l->k, svh,
@@ -67,19 +106,57 @@ done:
   return r;
 }
 
+/* A directory layer, or a rank's shard of it (trellis_weight_shard on the
+ * host: only the rank's pages of the mapped file are read), uploaded. */
+static int upload_dir(step_engine *e, size_t i, const trellis_layer *hl) {
+  const step_layer *l = &e->model->layers[i];
+  trellis_weight w = hl->weight;
+  void *memory = NULL;
+  int r = CLI_FAIL;
+  if (l->sharded) {
+    trellis_shard_desc d;
+    trellis_shard_desc_init(&d);
+    d.split = l->split;
+    d.ranks = e->model->tp_ranks;
+    d.rank = e->model->tp_rank;
+    size_t bytes = 0;
+    BENCH_TRELLIS(trellis_weight_shard_bytes(&hl->weight, &d, &bytes));
+    if (bytes && (memory = aligned_alloc(16, (bytes + 15) / 16 * 16)) == NULL) {
+      cli_error("bench: out of host memory (%s's shard)", l->name);
+      goto done;
+    }
+    trellis_weight_init(&w);
+    BENCH_TRELLIS(trellis_weight_shard(&hl->weight, &d, memory, bytes, &w));
+  }
+  for (int c = 0; c < e->copies; c++) {
+    const size_t slot = (size_t)c * e->model->count + i;
+    BENCH_TRELLIS(trellis_weight_upload(&w, &e->dw[slot]));
+    e->views[slot] = *trellis_device_weight_view(e->dw[slot]);
+    e->weight_bytes += trellis_weight_payload_bytes(&w) +
+                       2 * (size_t)(l->k + l->n) +
+                       (w.bias ? 2 * (size_t)l->n : 0);
+  }
+  r = CLI_OK;
+done:
+  free(memory); /* the upload copied it */
+  return r;
+}
+
 static int upload_all(step_engine *e, cudaStream_t stream) {
   const step_model *m = e->model;
   uint16_t *suh = NULL, *svh = NULL;
   int r = CLI_FAIL;
   for (size_t i = 0; i < m->count; i++) {
     const step_layer *l = &m->layers[i];
+    const int64_t k = l->sharded ? l->full_k : l->k;
+    const int64_t n = l->sharded ? l->full_n : l->n;
     if (m->from_preset) {
       free(suh);
       free(svh);
       suh = NULL;
       svh = NULL;
-      BENCH_ALLOC(suh, l->k);
-      BENCH_ALLOC(svh, l->n);
+      BENCH_ALLOC(suh, k);
+      BENCH_ALLOC(svh, n);
       BENCH_TRELLIS(synth_linear_scales(&m->synth, l->index, suh, svh));
       for (int c = 0; c < e->copies; c++)
         if (upload_preset(e, i, c, suh, svh, stream) != CLI_OK)
@@ -90,14 +167,8 @@ static int upload_all(step_engine *e, cudaStream_t stream) {
     }
     trellis_layer hl;
     BENCH_TRELLIS(trellis_model_layer(m->model, l->index, &hl));
-    for (int c = 0; c < e->copies; c++) {
-      const size_t slot = (size_t)c * m->count + i;
-      BENCH_TRELLIS(trellis_weight_upload(&hl.weight, &e->dw[slot]));
-      e->views[slot] = *trellis_device_weight_view(e->dw[slot]);
-      e->weight_bytes += trellis_weight_payload_bytes(&hl.weight) +
-                         2 * (size_t)(l->k + l->n) +
-                         (hl.weight.bias ? 2 * (size_t)l->n : 0);
-    }
+    if (upload_dir(e, i, &hl) != CLI_OK)
+      goto done;
   }
   BENCH_CUDA(cudaStreamSynchronize(stream));
   r = CLI_OK;
@@ -110,12 +181,13 @@ done:
 /* ---- the step's launches ------------------------------------------------ */
 
 /* The ops of one step: per block its layers in order, the stand-in after
- * the last layer that feeds attention (q, k, v or q_b); the pieces are the
- * runs of layers between stand-ins. */
+ * the last layer that feeds attention (q, k, v or q_b), with tensor
+ * parallelism an all-reduce after o and down; the pieces are the runs of
+ * ops between stand-ins (all-reduces included). */
 static int build_ops(step_engine *e) {
   const step_model *m = e->model;
   int r = CLI_FAIL;
-  BENCH_ALLOC(e->ops, 2 * m->count + 1);
+  BENCH_ALLOC(e->ops, 3 * m->count + 1);
   BENCH_ALLOC(e->piece_first, m->count + 1);
   BENCH_ALLOC(e->piece_end, m->count + 1);
   const void *block_in = e->x0;
@@ -130,7 +202,7 @@ static int build_ops(step_engine *e) {
         m->layers[q_layer].block == l->block &&
         (i == 0 ||
          step_kind_of(m->layers[i - 1].role) < step_kind_of(SYNTH_ROLE_O))) {
-      e->ops[e->nops++] = (step_op){.layer = -1,
+      e->ops[e->nops++] = (step_op){.layer = STEP_OP_STANDIN,
                                     .x = e->y[q_layer],
                                     .y = e->attn,
                                     .count_k = m->layers[q_layer].n};
@@ -138,19 +210,22 @@ static int build_ops(step_engine *e) {
     const void *x =
         l->src == STEP_SRC_LAYER ? (const void *)e->y[l->src_layer] : block_in;
     e->ops[e->nops++] = (step_op){.layer = (int)i, .x = x, .y = e->y[i]};
+    if (m->tp && (l->role == SYNTH_ROLE_O || l->role == SYNTH_ROLE_DOWN))
+      e->ops[e->nops++] = (step_op){
+          .layer = STEP_OP_ALLREDUCE, .reduced = (int)i, .y = e->y[i]};
     if (l->role == SYNTH_ROLE_DOWN)
       block_in = e->y[i];
     if (i + 1 == m->count || m->layers[i + 1].block != l->block)
       q_layer = -1;
   }
-  /* pieces: maximal runs of layer ops */
+  /* pieces: maximal runs of ops between stand-ins */
   e->npieces = 0;
   for (size_t i = 0; i < e->nops; i++) {
-    if (e->ops[i].layer < 0)
+    if (e->ops[i].layer == STEP_OP_STANDIN)
       continue;
-    if (i == 0 || e->ops[i - 1].layer < 0)
+    if (i == 0 || e->ops[i - 1].layer == STEP_OP_STANDIN)
       e->piece_first[e->npieces] = i;
-    if (i + 1 == e->nops || e->ops[i + 1].layer < 0)
+    if (i + 1 == e->nops || e->ops[i + 1].layer == STEP_OP_STANDIN)
       e->piece_end[e->npieces++] = i + 1;
   }
   r = CLI_OK;
@@ -160,6 +235,11 @@ done:
 
 static int run_op(step_engine *e, const step_op *op, int copy, int64_t m,
                   cudaStream_t stream) {
+  if (op->layer == STEP_OP_ALLREDUCE) {
+    const step_tp *tp = e->model->tp;
+    const size_t count = (size_t)m * (size_t)e->model->layers[op->reduced].n;
+    return tp->allreduce(tp->ctx, op->y, count, stream);
+  }
   if (op->layer < 0) {
     int err = bench_attention_standin(op->x, op->y,
                                       (size_t)m * (size_t)op->count_k, stream);
@@ -179,6 +259,11 @@ static int run_op(step_engine *e, const step_op *op, int copy, int64_t m,
     return cli_lib_error(st, e->model->layers[op->layer].name);
   }
   return CLI_OK;
+}
+
+int step_run_op(step_engine *e, size_t i, int copy, int64_t m,
+                cudaStream_t stream) {
+  return run_op(e, &e->ops[i], copy, m, stream);
 }
 
 int step_enqueue(step_engine *e, int copy, int64_t m, cudaStream_t stream) {
@@ -397,7 +482,7 @@ int step_launch(step_engine *e, step_mode mode, int copy, int64_t m,
   }
   int piece = 0;
   for (size_t i = 0; i < e->nops;) {
-    if (e->ops[i].layer < 0) { /* attention stand-in: eager */
+    if (e->ops[i].layer == STEP_OP_STANDIN) { /* eager */
       if (run_op(e, &e->ops[i], copy, m, stream) != CLI_OK)
         goto done;
       i++;

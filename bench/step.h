@@ -30,8 +30,8 @@ typedef enum step_source {
 typedef struct step_layer {
   char name[SYNTH_NAME_MAX];
   synth_role role;
-  int block; /* -1: the head */
-  int64_t k, n;
+  int block;    /* -1: the head */
+  int64_t k, n; /* a tensor-parallel rank's: its shard's */
   int bits;
   int half; /* K = bits + 1/2 */
   trellis_codebook codebook;
@@ -39,7 +39,27 @@ typedef struct step_layer {
   size_t index;         /* the model's layer index, or the synth module */
   step_source src;
   size_t src_layer; /* STEP_SRC_LAYER: its index in step_model.layers */
+  /* a rank's shard (step_model_open_tp): the layer's whole k x n, the axis
+   * it is split on and the rank's features [begin, end) there */
+  int sharded;
+  trellis_split split;
+  int64_t full_k, full_n, begin, end;
 } step_layer;
+
+/* Tensor parallelism (bench/tp_step.c): one rank of `ranks`. The step's
+ * collectives go through these hooks, so that the benchmark library itself
+ * never depends on a collectives library. */
+typedef struct step_tp {
+  int ranks, rank;
+  /* sums `count` fp16 values at `buf` over the ranks, in place, enqueued
+   * on `stream` (capturable): CLI_OK or one line printed and CLI_FAIL */
+  int (*allreduce)(void *ctx, void *buf, size_t count, void *stream);
+  /* the smallest of every rank's `value` (every rank calls it at the same
+   * point): decisions that change the collectives a rank issues (copies,
+   * whether a peer runs) are taken alike on every rank */
+  int (*agree_min)(void *ctx, int value);
+  void *ctx;
+} step_tp;
 
 /* The step of a model directory or of a preset synthesised in memory:
  * metadata only (no payload is read when it is built). */
@@ -56,6 +76,11 @@ typedef struct step_model {
   double weight_bytes; /* payload bytes of one step */
   double block_bytes;  /* payload bytes of block 0 */
   int has_head;
+  /* tensor parallelism (NULL: one GPU): set by the caller after
+   * step_model_open_tp; the engine adds an all-reduce after o and down */
+  const step_tp *tp;
+  int tp_ranks, tp_rank; /* what step_model_open_tp cut (0: nothing) */
+  int presharded;        /* a preset that is one rank already (glm-tp4) */
 } step_model;
 
 /* What a preset step is built from (--bits, --blocks, --head-bits,
@@ -82,6 +107,17 @@ void step_preset_options_init(step_preset_options *o);
 int step_model_open(const char *spec, const step_preset_options *po,
                     step_model *out);
 void step_model_close(step_model *m);
+/* Rank `rank` of `ranks` of the same step: q, k, v, q_b, gate, up, gate_up
+ * and the head split on n (column-parallel), o and down on k (row-parallel,
+ * reading the rank's slice of q's or gate's output), each as
+ * trellis_shard_range's even split (the step's widths line up because o's
+ * k is q's n and down's k gate's n). A preset that is one rank of a
+ * tensor-parallel model already (glm-tp4, tensor_parallel = ranks) is not
+ * cut: rank r is the preset with seed + r, the r-th rank's own weights
+ * (`presharded`). Errors as step_model_open; a layer with fewer 128-blocks
+ * than ranks on its axis is CLI_FAIL naming it. */
+int step_model_open_tp(const char *spec, const step_preset_options *po,
+                       int ranks, int rank, step_model *out);
 
 /* Layer kinds in report order: q, k, v, q_b, o, gate, up, gate_up, down,
  * head. */
@@ -102,6 +138,40 @@ int step_copies(double step_bytes, size_t cold_bytes);
 int step_pool_blocks(int blocks, double block_bytes, double fixed_bytes,
                      size_t free_bytes, size_t headroom, size_t cold_bytes);
 
+/* ---- a tensor-parallel step against the single-GPU step (step_tp.c) ---- */
+
+/* Layers of block b (the head: b = blocks) must be within STEP_REF_TOL x
+ * sqrt(b + 1) (relative L2) of the single-GPU step's: one layer's
+ * tolerance (FORMAT.md §7.2), grown as the independent roundings of the
+ * two steps add up through the blocks. */
+#define STEP_REF_TOL 2e-3
+
+/* One m's comparison. */
+typedef struct step_ref {
+  double worst_ratio; /* the largest rel L2 / tolerance over the layers */
+  int nonfinite;      /* a difference that is not finite (or not compared) */
+  double block0;      /* the worst rel L2 of block 0's layers */
+  double final_rel;   /* the last block's down */
+  char worst[SYNTH_NAME_MAX + 64]; /* the worst layer and its rel L2 */
+  int same_sums; /* every rank holds the same o and down outputs */
+} step_ref;
+
+void step_ref_init(step_ref *r);
+int step_ref_pass(const step_ref *r);
+double step_ref_tol(const step_model *m, const step_layer *l);
+/* got[r][i]: rank r's output of layer i at m rows (ranks[r], cut by
+ * step_model_open_tp) against want[i], the unsharded model `full`'s: the
+ * column layers' slices side by side, the row layers' (all-reduced)
+ * outputs as they are. */
+void step_ref_unsharded(const step_model *const *ranks, int n,
+                        uint16_t *const *const *got, const step_model *full,
+                        uint16_t *const *want, int64_t m, step_ref *res);
+/* The same against want[r][i] of a run of the same ranks elsewhere (the
+ * ranks of a presharded preset run on one GPU). */
+void step_ref_ranks(const step_model *const *ranks, int n,
+                    uint16_t *const *const *got, uint16_t *const *const *want,
+                    int64_t m, step_ref *res);
+
 #ifdef TRELLIS_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -113,10 +183,13 @@ typedef enum step_mode {
 
 const char *step_mode_name(step_mode mode); /* "eager", "FULL", ... */
 
-/* One launch of the step: a layer (plan, x, y) or the attention stand-in
- * of a block. */
+/* One launch of the step: a layer (plan, x, y), the attention stand-in of a
+ * block, or (tensor parallel) the all-reduce of o's or down's output. */
+#define STEP_OP_STANDIN (-1)
+#define STEP_OP_ALLREDUCE (-2)
 typedef struct step_op {
-  int layer; /* index in step_model.layers, -1: the attention stand-in */
+  int layer;   /* index in step_model.layers, or STEP_OP_* */
+  int reduced; /* STEP_OP_ALLREDUCE: the layer whose output it sums */
   const void *x;
   void *y;
   int64_t count_k; /* stand-in: elements per row it reads (q's n) */
@@ -171,6 +244,9 @@ void step_engine_close(step_engine *e);
 
 /* Enqueues one step of copy `copy` at m rows eagerly (every launch). */
 int step_enqueue(step_engine *e, int copy, int64_t m, cudaStream_t stream);
+/* Enqueues op `i` alone (the lockstep of several ranks on one GPU). */
+int step_run_op(step_engine *e, size_t i, int copy, int64_t m,
+                cudaStream_t stream);
 /* Captures the graphs of `mode` (FULL or PIECEWISE) for every copy at m,
  * replacing those of another m. A launch that fails during a capture ends
  * it (the partial graph is dropped, the stream is usable), prints one line
@@ -198,6 +274,14 @@ int step_digest_all(step_engine *e, int64_t m, cudaStream_t stream,
  * differed first. CLI_FAIL only for a failed call. */
 int step_check(step_engine *e, step_mode mode, int64_t m, int replays,
                cudaStream_t stream, int *ok, char *detail, size_t size);
+/* The eager step at m of the engines e[0..n-1] of n ranks on one GPU, op
+ * by op in lockstep (their ops alike: the ranks of one model); at an
+ * all-reduce op rank 0's output becomes the sum over the ranks in rank
+ * order (fp32 add, one rounding each) and the others copies of it. Every
+ * output poisoned first; out[k][i] receives rank k's output of layer i
+ * (malloc'd, m x n fp16). */
+int step_lockstep(step_engine *e, int n, int64_t m, cudaStream_t stream,
+                  uint16_t ***out);
 #endif
 
 #endif

@@ -2,8 +2,7 @@
  * eagerly, FULL and PIECEWISE after each mode's check, per layer kind, and
  * beside the same step built from FP16 cuBLASLt and FP8 W8A8 cuBLASLt
  * layers of the same shapes. Method: bench/README.md. */
-#include "bench.h"
-#include "step.h"
+#include "step_bench.h"
 
 #include "kernels.h"
 
@@ -14,28 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STEP_HEADROOM (2ull << 30) /* device memory a peer leaves free */
-
-/* One m of the run. Times in microseconds per step; NAN: not measured. */
-typedef struct step_row {
-  int64_t m;
-  double us[3]; /* eager, FULL, PIECEWISE */
-  int ok[3];
-  char detail[3][200];
-  double kind_us[STEP_KINDS];
-  double fp16_us, fp8_us;
-  int64_t fp8_m;
-} step_row;
-
-/* A peer's step: FP16 (W[n,k]) or FP8 W8A8 cuBLASLt layers. */
-typedef struct peer_result {
-  int pool;   /* distinct blocks held (blocks: the whole model) */
-  int copies; /* cycled copies of what is held */
-  double weight_bytes;
-  const char *note; /* why not measured, or NULL */
-} peer_result;
-
 #ifdef TRELLIS_HAVE_CUDA
+
+/* A decision that changes the collectives a rank issues, taken alike on
+ * every rank (the smallest value); the value itself on one GPU. */
+static int agree(const step_model *model, int value) {
+  const step_tp *tp = model->tp;
+  return tp && tp->agree_min ? tp->agree_min(tp->ctx, value) : value;
+}
 
 /* ---- timing of a step mode ---------------------------------------------- */
 
@@ -71,17 +56,41 @@ static int kind_unit(void *ctx, int index, cudaStream_t stream) {
              : cli_lib_error(st, c->e->model->layers[op->layer].name);
 }
 
-static int time_ours(const bench_options *o, const step_model *model,
-                     int copies, cudaStream_t stream, step_row *rows,
-                     size_t *mem_used, step_engine *stats) {
+/* Copies every layer's output of the eager step of copy 0 at m (poisoned
+ * first) into dump[0..count-1] (malloc'd, m x n fp16 each). */
+static int dump_outputs(step_engine *e, int64_t m, cudaStream_t stream,
+                        uint16_t **dump) {
+  const step_model *model = e->model;
+  int r = CLI_FAIL;
+  if (step_poison(e, stream) != CLI_OK ||
+      step_enqueue(e, 0, m, stream) != CLI_OK)
+    goto done;
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  for (size_t i = 0; i < model->count; i++) {
+    const size_t count = (size_t)m * (size_t)model->layers[i].n;
+    BENCH_ALLOC(dump[i], count);
+    BENCH_CUDA(cudaMemcpy(dump[i], e->y[i], count * 2, cudaMemcpyDeviceToHost));
+  }
+  r = CLI_OK;
+done:
+  return r;
+}
+
+int step_bench_ours(const bench_options *o, const step_model *model, int copies,
+                    cudaStream_t stream, step_row *rows, size_t *mem_used,
+                    step_engine *stats, uint16_t **dump) {
   step_engine e;
   size_t *kind_ops = NULL;
   size_t free0 = 0, free1 = 0, total = 0;
   int r = CLI_FAIL;
   memset(&e, 0, sizeof e);
-  BENCH_CUDA(cudaMemGetInfo(&free0, &total));
-  if (step_engine_open(&e, model, copies, o->ms, o->nms, o->flags, stream) !=
-      CLI_OK)
+  const cudaError_t info = cudaMemGetInfo(&free0, &total);
+  if (info != cudaSuccess)
+    cli_error("cuda: cudaMemGetInfo: %s", cudaGetErrorString(info));
+  const int opened =
+      info == cudaSuccess && step_engine_open(&e, model, copies, o->ms, o->nms,
+                                              o->flags, stream) == CLI_OK;
+  if (!agree(model, opened)) /* no rank starts the step's collectives alone */
     goto done;
   BENCH_CUDA(cudaMemGetInfo(&free1, &total));
   *mem_used = free0 > free1 ? free0 - free1 : 0;
@@ -91,6 +100,9 @@ static int time_ours(const bench_options *o, const step_model *model,
     const int64_t m = row->m;
     if (step_capture(&e, STEP_FULL, m, stream) != CLI_OK ||
         step_capture(&e, STEP_PIECEWISE, m, stream) != CLI_OK)
+      goto done;
+    if (dump &&
+        dump_outputs(&e, m, stream, dump + (size_t)j * model->count) != CLI_OK)
       goto done;
     for (int md = 0; md < 3; md++) {
       if (step_check(&e, (step_mode)md, m, 1, stream, &row->ok[md],
@@ -195,6 +207,10 @@ static int peer_enqueue(peer_step *p, int copy, int64_t m,
     }
     if (peer_layer(p, copy, i, stream) != CLI_OK)
       return CLI_FAIL;
+    if (model->tp && (l->role == SYNTH_ROLE_O || l->role == SYNTH_ROLE_DOWN) &&
+        model->tp->allreduce(model->tp->ctx, p->y[i], (size_t)m * (size_t)l->n,
+                             stream) != CLI_OK)
+      return CLI_FAIL;
   }
   return CLI_OK;
 }
@@ -297,14 +313,91 @@ done:
   return r;
 }
 
+/* The peer's weights (copies x slots), outputs, inputs, cuBLASLt handle
+ * and per-layer tables, for M up to max_m. */
+static int peer_alloc(peer_step *p, int64_t max_m, int64_t max_k, int64_t max_n,
+                      cudaStream_t stream, peer_result *res) {
+  const step_model *model = p->model;
+  const size_t esize = p->fp8 ? 1 : 2;
+  const float host_one = 1.0f;
+  int r = CLI_FAIL;
+  /* weight slots: every layer, or a pool of blocks and the head */
+  BENCH_ALLOC(p->slot_of, model->count);
+  p->nslots = p->pool == model->blocks
+                  ? model->count
+                  : (size_t)p->pool * model->block_layers + model->has_head;
+  for (size_t i = 0; i < model->count; i++) {
+    const step_layer *l = &model->layers[i];
+    if (p->pool == model->blocks)
+      p->slot_of[i] = i;
+    else if (l->block < 0)
+      p->slot_of[i] = (size_t)p->pool * model->block_layers;
+    else
+      p->slot_of[i] = (size_t)(l->block % p->pool) * model->block_layers +
+                      i % model->block_layers;
+  }
+  BENCH_ALLOC(p->w, (size_t)p->copies * p->nslots);
+  for (int c = 0; c < p->copies; c++)
+    for (size_t i = 0; i < model->count; i++) {
+      const size_t s = (size_t)c * p->nslots + p->slot_of[i];
+      if (p->w[s])
+        continue;
+      const step_layer *l = &model->layers[i];
+      const size_t bytes = (size_t)l->k * (size_t)l->n * esize;
+      BENCH_CUDA(cudaMalloc(&p->w[s], bytes));
+      res->weight_bytes += (double)bytes;
+      BENCH_KERNEL(bench_fill(p->w[s], bytes / 2, 0xfeed0000ull + s,
+                              p->fp8 ? 2 : 1, stream));
+    }
+  BENCH_ALLOC(p->y, model->count);
+  for (size_t i = 0; i < model->count; i++)
+    BENCH_CUDA(
+        cudaMalloc(&p->y[i], (size_t)max_m * (size_t)model->layers[i].n * 2));
+  BENCH_CUDA(cudaMalloc(&p->x0, (size_t)max_m * (size_t)max_k * 2));
+  BENCH_KERNEL(bench_fill(p->x0, (size_t)max_m * (size_t)max_k, 0x5eedull,
+                          p->fp8 ? 2 : 1, stream));
+  /* inputs: FP16 wired as ours (the block input is the last down's
+   * output); FP8 reads x0 everywhere */
+  BENCH_ALLOC(p->x, model->count);
+  const void *block_in = p->x0;
+  for (size_t i = 0; i < model->count; i++) {
+    const step_layer *l = &model->layers[i];
+    p->x[i] = p->fp8
+                  ? p->x0
+                  : (l->src == STEP_SRC_LAYER ? p->y[l->src_layer] : block_in);
+    if (l->role == SYNTH_ROLE_DOWN)
+      block_in = p->y[i];
+  }
+  BENCH_CUDA(cudaMalloc(&p->attn, (size_t)max_m * (size_t)max_n * 2));
+  BENCH_CUDA(cudaMalloc(&p->ws, BENCH_LT_WORKSPACE));
+  BENCH_CUDA(cudaMalloc((void **)&p->one, sizeof *p->one));
+  BENCH_CUDA(cudaMemcpyAsync(p->one, &host_one, sizeof host_one,
+                             cudaMemcpyHostToDevice, stream));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  BENCH_LT(cublasLtCreate(&p->h));
+  BENCH_ALLOC(p->ld, model->count);
+  BENCH_ALLOC(p->shape_of, model->count);
+  for (size_t i = 0; i < model->count; i++) {
+    p->shape_of[i] = i;
+    for (size_t j = 0; j < i && p->shape_of[i] == i; j++)
+      if (model->layers[j].k == model->layers[i].k &&
+          model->layers[j].n == model->layers[i].n)
+        p->shape_of[i] = j;
+  }
+  BENCH_ALLOC(p->algo, model->count);
+  BENCH_ALLOC(p->exec, p->copies);
+  r = CLI_OK;
+done:
+  return r;
+}
+
 /* Allocates the peer (the whole model, or a pool of blocks when it does
  * not fit), times its FULL step at every m into rows[].fp16_us/fp8_us. */
-static int time_peer(const bench_options *o, const bench_env *env,
-                     const step_model *model, int fp8, cudaStream_t stream,
-                     step_row *rows, peer_result *res) {
+int step_bench_peer(const bench_options *o, const bench_env *env,
+                    const step_model *model, int fp8, cudaStream_t stream,
+                    step_row *rows, peer_result *res) {
   peer_step p;
   const size_t esize = fp8 ? 1 : 2;
-  const float host_one = 1.0f;
   int r = CLI_FAIL;
   memset(&p, 0, sizeof p);
   memset(res, 0, sizeof *res);
@@ -336,11 +429,18 @@ static int time_peer(const bench_options *o, const bench_env *env,
   const double step_bytes =
       block_bytes * model->blocks + head_bytes; /* of the whole model */
   size_t free_bytes = 0, total = 0;
-  BENCH_CUDA(cudaMemGetInfo(&free_bytes, &total));
+  const cudaError_t info = cudaMemGetInfo(&free_bytes, &total);
+  if (info != cudaSuccess) {
+    cli_error("cuda: cudaMemGetInfo: %s", cudaGetErrorString(info));
+    free_bytes = 0; /* agreed as "does not fit", then failed */
+  }
   p.pool = step_pool_blocks(model->blocks, block_bytes, head_bytes + act_bytes,
                             free_bytes, STEP_HEADROOM, env->cold_bytes);
   if (p.pool < model->blocks && model->block_layers == 0)
     p.pool = 0; /* blocks differ: no pool */
+  p.pool = agree(model, p.pool);
+  if (!agree(model, info == cudaSuccess))
+    goto done;
   if (p.pool == 0) {
     res->note = "does not fit in device memory";
     r = CLI_OK;
@@ -351,81 +451,23 @@ static int time_peer(const bench_options *o, const bench_env *env,
   if (p.copies > 1 &&
       p.copies * step_bytes + act_bytes + STEP_HEADROOM > (double)free_bytes)
     p.copies = 1;
+  p.copies = agree(model, p.copies);
   res->pool = p.pool;
   res->copies = p.copies;
 
-  /* weight slots: every layer, or a pool of blocks and the head */
-  BENCH_ALLOC(p.slot_of, model->count);
-  p.nslots = p.pool == model->blocks
-                 ? model->count
-                 : (size_t)p.pool * model->block_layers + model->has_head;
-  for (size_t i = 0; i < model->count; i++) {
-    const step_layer *l = &model->layers[i];
-    if (p.pool == model->blocks)
-      p.slot_of[i] = i;
-    else if (l->block < 0)
-      p.slot_of[i] = (size_t)p.pool * model->block_layers;
-    else
-      p.slot_of[i] = (size_t)(l->block % p.pool) * model->block_layers +
-                     i % model->block_layers;
-  }
-  BENCH_ALLOC(p.w, (size_t)p.copies * p.nslots);
-  for (int c = 0; c < p.copies; c++)
-    for (size_t i = 0; i < model->count; i++) {
-      const size_t s = (size_t)c * p.nslots + p.slot_of[i];
-      if (p.w[s])
-        continue;
-      const step_layer *l = &model->layers[i];
-      const size_t bytes = (size_t)l->k * (size_t)l->n * esize;
-      BENCH_CUDA(cudaMalloc(&p.w[s], bytes));
-      res->weight_bytes += (double)bytes;
-      BENCH_KERNEL(bench_fill(p.w[s], bytes / 2, 0xfeed0000ull + s, fp8 ? 2 : 1,
-                              stream));
-    }
-  BENCH_ALLOC(p.y, model->count);
-  for (size_t i = 0; i < model->count; i++)
-    BENCH_CUDA(
-        cudaMalloc(&p.y[i], (size_t)max_m * (size_t)model->layers[i].n * 2));
-  BENCH_CUDA(cudaMalloc(&p.x0, (size_t)max_m * (size_t)max_k * 2));
-  BENCH_KERNEL(bench_fill(p.x0, (size_t)max_m * (size_t)max_k, 0x5eedull,
-                          fp8 ? 2 : 1, stream));
-  /* inputs: FP16 wired as ours (the block input is the last down's
-   * output); FP8 reads x0 everywhere */
-  BENCH_ALLOC(p.x, model->count);
-  const void *block_in = p.x0;
-  for (size_t i = 0; i < model->count; i++) {
-    const step_layer *l = &model->layers[i];
-    p.x[i] =
-        fp8 ? p.x0 : (l->src == STEP_SRC_LAYER ? p.y[l->src_layer] : block_in);
-    if (l->role == SYNTH_ROLE_DOWN)
-      block_in = p.y[i];
-  }
-  BENCH_CUDA(cudaMalloc(&p.attn, (size_t)max_m * (size_t)max_n * 2));
-  BENCH_CUDA(cudaMalloc(&p.ws, BENCH_LT_WORKSPACE));
-  BENCH_CUDA(cudaMalloc((void **)&p.one, sizeof *p.one));
-  BENCH_CUDA(cudaMemcpyAsync(p.one, &host_one, sizeof host_one,
-                             cudaMemcpyHostToDevice, stream));
-  BENCH_CUDA(cudaStreamSynchronize(stream));
-  BENCH_LT(cublasLtCreate(&p.h));
-  BENCH_ALLOC(p.ld, model->count);
-  BENCH_ALLOC(p.shape_of, model->count);
-  for (size_t i = 0; i < model->count; i++) {
-    p.shape_of[i] = i;
-    for (size_t j = 0; j < i && p.shape_of[i] == i; j++)
-      if (model->layers[j].k == model->layers[i].k &&
-          model->layers[j].n == model->layers[i].n)
-        p.shape_of[i] = j;
-  }
-  BENCH_ALLOC(p.algo, model->count);
-  BENCH_ALLOC(p.exec, p.copies);
+  const int ready = peer_alloc(&p, max_m, max_k, max_n, stream, res) == CLI_OK;
+  if (!agree(model, ready)) /* no rank starts the peer's collectives alone */
+    goto done;
 
   for (int j = 0; j < o->nms; j++) {
     const int64_t m = o->ms[j];
     int found = 0;
     const char *why = NULL;
     peer_release_m(&p);
-    if (peer_describe(&p, m, stream, &found, &why) != CLI_OK)
+    const int described = peer_describe(&p, m, stream, &found, &why) == CLI_OK;
+    if (!agree(model, described))
       goto done;
+    found = agree(model, found);
     if (!found) {
       fprintf(stderr,
               "trellis: bench: note: cuBLASLt has no %s algorithm for a "
@@ -545,10 +587,10 @@ static void cell(char *out, size_t size, const char *fmt, double v) {
     snprintf(out, size, fmt, v);
 }
 
-static void print_results(const bench_env *env, const bench_options *o,
-                          const step_model *model, const step_row *rows,
-                          const step_engine *st, size_t mem_used,
-                          const peer_result *p16, const peer_result *p8) {
+void step_bench_print(const bench_env *env, const bench_options *o,
+                      const step_model *model, const step_row *rows,
+                      const step_engine *st, size_t mem_used,
+                      const peer_result *p16, const peer_result *p8) {
   printf("| %4s | %10s | %10s | %10s | %8s | %6s | %10s | %7s | %10s | %7s "
          "| %-5s |\n",
          "M", "eager us", "FULL us", "PIECE us", "wt GB/s", "%peak", "FP16 us",
@@ -780,13 +822,14 @@ int bench_step_run(const bench_options *o) {
     goto done;
   const int copies = step_copies(model.weight_bytes, env.cold_bytes);
   print_headline(&env, o, &model, copies);
-  if (time_ours(o, &model, copies, stream, rows, &mem_used, &stats) != CLI_OK)
+  if (step_bench_ours(o, &model, copies, stream, rows, &mem_used, &stats,
+                      NULL) != CLI_OK)
     goto done;
   if (!o->no_peers &&
-      (time_peer(o, &env, &model, 0, stream, rows, &p16) != CLI_OK ||
-       time_peer(o, &env, &model, 1, stream, rows, &p8) != CLI_OK))
+      (step_bench_peer(o, &env, &model, 0, stream, rows, &p16) != CLI_OK ||
+       step_bench_peer(o, &env, &model, 1, stream, rows, &p8) != CLI_OK))
     goto done;
-  print_results(&env, o, &model, rows, &stats, mem_used, &p16, &p8);
+  step_bench_print(&env, o, &model, rows, &stats, mem_used, &p16, &p8);
   if (o->csv_path &&
       write_csv(o->csv_path, &env, &model, rows, o->nms, &p16, &p8) != CLI_OK)
     goto done;

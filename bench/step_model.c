@@ -297,6 +297,79 @@ int step_model_open(const char *spec, const step_preset_options *po,
   return r == CLI_OK ? wire_all(out) : r;
 }
 
+/* Cuts layer `l` to rank `rank` of `ranks` (step_model_open_tp). */
+static int shard_layer(step_model *m, step_layer *l, int ranks, int rank) {
+  const int row = l->role == SYNTH_ROLE_O || l->role == SYNTH_ROLE_DOWN;
+  trellis_shard_desc d;
+  trellis_shard_desc_init(&d);
+  d.split = row ? TRELLIS_SPLIT_K : TRELLIS_SPLIT_N;
+  d.ranks = ranks;
+  d.rank = rank;
+  l->full_k = l->k;
+  l->full_n = l->n;
+  trellis_clear_error();
+  trellis_status st =
+      trellis_shard_range(row ? l->k : l->n, &d, &l->begin, &l->end);
+  if (st != TRELLIS_OK) {
+    char ctx[SYNTH_NAME_MAX + 600];
+    bench_sfmt(ctx, sizeof ctx, "bench: %s: %s", m->source, l->name);
+    return cli_lib_error(st, ctx);
+  }
+  l->sharded = 1;
+  l->split = d.split;
+  if (row)
+    l->k = l->end - l->begin;
+  else
+    l->n = l->end - l->begin;
+  l->payload_bytes = (size_t)l->k * (size_t)l->n * (size_t)l->bits / 8;
+  return CLI_OK;
+}
+
+int step_model_open_tp(const char *spec, const step_preset_options *po,
+                       int ranks, int rank, step_model *out) {
+  static const char prefix[] = "preset:";
+  memset(out, 0, sizeof *out);
+  if (ranks < 1 || rank < 0 || rank >= ranks) {
+    cli_error("bench: rank %d of %d", rank, ranks);
+    return CLI_USAGE;
+  }
+  const synth_preset *preset =
+      spec && strncmp(spec, prefix, sizeof prefix - 1) == 0
+          ? synth_preset_find(spec + sizeof prefix - 1)
+          : NULL;
+  if (preset && preset->tensor_parallel > 1) {
+    if (preset->tensor_parallel != ranks) {
+      cli_error("--model %s: one rank of a tensor-parallel-%d model, so "
+                "--tp %d",
+                spec, preset->tensor_parallel, preset->tensor_parallel);
+      return CLI_USAGE;
+    }
+    step_preset_options rank_po = *po;
+    rank_po.seed = po->seed + (uint64_t)rank; /* the rank's own weights */
+    int r = step_model_open(spec, &rank_po, out);
+    out->tp_ranks = ranks;
+    out->tp_rank = rank;
+    out->presharded = 1;
+    return r;
+  }
+  size_t cap = 0;
+  int r;
+  bench_sfmt(out->source, sizeof out->source, "%s", spec ? spec : "");
+  if (spec == NULL || spec[0] == '\0') {
+    cli_error("--model: expected a model directory or preset:NAME");
+    return CLI_USAGE;
+  }
+  if (strncmp(spec, prefix, sizeof prefix - 1) == 0)
+    r = list_preset(spec + sizeof prefix - 1, po, out, &cap);
+  else
+    r = list_dir(spec, out, &cap);
+  out->tp_ranks = ranks;
+  out->tp_rank = rank;
+  for (size_t i = 0; r == CLI_OK && i < out->count; i++)
+    r = shard_layer(out, &out->layers[i], ranks, rank);
+  return r == CLI_OK ? wire_all(out) : r;
+}
+
 void step_model_close(step_model *m) {
   if (m->model)
     trellis_model_close(m->model);

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 
 static double warmup_floor_ms = BENCH_WARMUP_MS;
+static int warmup_runs = 0;
 void bench_time_set_warmup_ms(double ms) { warmup_floor_ms = ms; }
+void bench_time_set_warmup_runs(int runs) { warmup_runs = runs; }
 
 /* One graph replay (exec) or eager pass (fn, launches) between the two
  * events; *ms receives its GPU time. */
@@ -42,6 +44,8 @@ static int warm_and_time(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
   BENCH_CUDA(cudaEventCreate(&ev[0]));
   BENCH_CUDA(cudaEventCreate(&ev[1]));
   double warm_ms = 0.0;
+  if (min_warm < warmup_runs)
+    min_warm = warmup_runs;
   for (int i = 0; i < min_warm || warm_ms < warmup_floor_ms; i++) {
     float ms = 0.0f;
     if (timed_run(exec, fn, ctx, launches, stream, ev, &ms) != CLI_OK)

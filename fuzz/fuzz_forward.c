@@ -14,8 +14,10 @@
  *         where that passes, the forward.
  * Every forward runs with 1 and with 3 threads; the results must be
  * bit-identical (each output column is computed by one thread in a fixed
- * order). Shapes stay small so that one input costs well under a
- * millisecond. */
+ * order). A weight with 256 features on an axis is also cut in two there
+ * (trellis_weight_shard): each shard's W_hat must be the slice of the
+ * layer's, and a column shard's output the layer's columns bit for bit.
+ * Shapes stay small so that one input costs well under a millisecond. */
 #include "io/layers.h"
 #include "io/safetensors.h"
 
@@ -41,6 +43,52 @@ static void fill_x(uint16_t *x, size_t count, uint32_t seed) {
   }
 }
 
+/* Both halves of w on `split` (256 features there): W_hat slices, and
+ * for a column split y's columns. */
+static void check_shards(const trellis_weight *w, trellis_split split,
+                         const uint16_t *w_hat, const uint16_t *x, int64_t m,
+                         const float *y) {
+  const size_t n = (size_t)w->n;
+  for (int rank = 0; rank < 2; rank++) {
+    trellis_shard_desc d;
+    trellis_shard_desc_init(&d);
+    d.split = split;
+    d.ranks = 2;
+    d.rank = rank;
+    size_t bytes = 0;
+    check(trellis_weight_shard_bytes(w, &d, &bytes) == TRELLIS_OK);
+    void *memory = bytes ? aligned_alloc(16, (bytes + 15) / 16 * 16) : NULL;
+    check(bytes == 0 || memory != NULL);
+    trellis_weight s;
+    trellis_weight_init(&s);
+    check(trellis_weight_shard(w, &d, memory, bytes, &s) == TRELLIS_OK);
+    const size_t sk = (size_t)s.k, sn = (size_t)s.n, at = 128 * (size_t)rank;
+    uint16_t *part = malloc(sk * sn * 2);
+    check(part != NULL);
+    check(trellis_decode_weight(&s, part) == TRELLIS_OK);
+    for (size_t row = 0; row < sk; row++)
+      check(memcmp(part + row * sn,
+                   split == TRELLIS_SPLIT_K ? w_hat + (row + at) * n
+                                            : w_hat + row * n + at,
+                   sn * 2) == 0);
+    if (split == TRELLIS_SPLIT_N) {
+      float *ys = malloc((size_t)m * sn * 4);
+      size_t ws_bytes = trellis_cpu_workspace_size(&s, m, 1);
+      void *ws = malloc(ws_bytes ? ws_bytes : 1);
+      check(ys && ws);
+      check(trellis_cpu_forward(&s, x, TRELLIS_F16, m, ys, TRELLIS_F32, ws,
+                                ws_bytes, 1) == TRELLIS_OK);
+      for (int64_t row = 0; row < m; row++)
+        check(memcmp(ys + (size_t)row * sn, y + (size_t)row * n + at, sn * 4) ==
+              0);
+      free(ys);
+      free(ws);
+    }
+    free(part);
+    free(memory);
+  }
+}
+
 static void run(const trellis_weight *w, int64_t m, uint32_t seed) {
   if (w->k * w->n > MAX_KN)
     return;
@@ -59,6 +107,10 @@ static void run(const trellis_weight *w, int64_t m, uint32_t seed) {
   check(trellis_cpu_forward(w, x, TRELLIS_F16, m, y3, TRELLIS_F32, ws, ws_bytes,
                             3) == TRELLIS_OK);
   check(memcmp(y1, y3, (size_t)(m * w->n) * 4) == 0);
+  if (w->n == 256)
+    check_shards(w, TRELLIS_SPLIT_N, w_hat, x, m, y1);
+  if (w->k == 256)
+    check_shards(w, TRELLIS_SPLIT_K, w_hat, x, m, y1);
   free(w_hat);
   free(x);
   free(y1);

@@ -55,8 +55,8 @@ extern "C" {
  * (trellis_weight.half, trellis_layer_info.half,
  * trellis_codebook_rate_valid, trellis_decode_tile_rate), the 1.6 fields of
  * trellis_quant_config (at its end), other-tensor kinds
- * (trellis_model_other_kind) and the n-gram file (trellis_model_ngram_file).
- */
+ * (trellis_model_other_kind) and the n-gram file (trellis_model_ngram_file);
+ * tensor-parallel shards (trellis_weight_shard, trellis_shard_range). */
 #define TRELLIS_VERSION_MAJOR 0
 #define TRELLIS_VERSION_MINOR 4
 #define TRELLIS_VERSION_PATCH 0
@@ -336,6 +336,92 @@ TRELLIS_API trellis_status trellis_cpu_forward(
  * share run by the caller's thread. 0 for invalid arguments. */
 TRELLIS_API int trellis_cpu_forward_threads(const trellis_weight *w,
                                             int threads);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor parallelism: one rank's shard of a layer                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An engine that runs a layer on N ranks gives rank r a shard: an ordinary
+ * trellis_weight, which every CPU and GPU function takes (a plan of a shard
+ * is a plan like any other; upload it with trellis_weight_upload).
+ *   - TRELLIS_SPLIT_N, column-parallel: output features [n0, n1). The shard
+ *     maps the whole x to y[:, n0:n1] of the layer, exactly: every output
+ *     128-block lies on one rank with its svh and bias. The payload's column
+ *     slice is not contiguous in [k/16][n/16][16K], so it is copied into
+ *     caller memory (k/16 runs of (n1 - n0) * 2K bytes, one per tile row); suh,
+ *     su, svh, sv and bias are views.
+ *   - TRELLIS_SPLIT_K, row-parallel: input features [k0, k1). The shard maps
+ *     x[:, k0:k1] to the partial Hblk(Hblk(x_r * suh_r) . W_hat_r) * svh,
+ *     plus the bias on rank 0 only; the output rotation and svh are linear,
+ *     so the sum of the N partials (the engine's all-reduce) is the layer's
+ *     output, up to fp32 summation order. Tile rows k0/16 .. k1/16 are
+ *     contiguous: the shard is a view and needs no memory.
+ * Boundaries are multiples of 128 (an H128 block never spans two ranks) and
+ * every rank gets at least one 128-block. Legacy packed signs shard like
+ * scales (a word holds 16 features). A pair (FORMAT.md §9.5) split on its
+ * rate axis gives each rank one record as a uniform layer (a view); split
+ * on the other axis it stays a pair whose two records are sliced (views
+ * for k, copied one after the other for n). Either payload layout: a shard
+ * keeps its source's (a 128-block of a tile row is one group of the lane
+ * layout, which a shard moves whole), so the row shard of an uploaded
+ * weight's view is a device weight a plan takes as it is.
+ *
+ * What it reads: a view is pointer arithmetic only (so the source may be
+ * device memory); a copy reads the rank's payload runs with memcpy (host
+ * memory only: shard on the host, then upload). Nothing else of the layer
+ * is read, so a model's layer (host pointers into files the kernel maps
+ * lazily, trellis_model_layer) sharded, then uploaded or run on the CPU,
+ * touches only the pages holding the rank's payload, besides the scale and
+ * bias vectors trellis_model_open already read to validate them (a tensor
+ * the model realigns, in a file whose header length is not a multiple of
+ * 8, is copied whole when its layer is fetched). */
+typedef enum trellis_split {
+  TRELLIS_SPLIT_N = 0, /* column-parallel: output features */
+  TRELLIS_SPLIT_K = 1  /* row-parallel: input features */
+} trellis_split;
+
+/* "n", "k", or "invalid". */
+TRELLIS_API const char *trellis_split_name(trellis_split split);
+
+typedef struct trellis_shard_desc {
+  uint32_t struct_size; /* sizeof(trellis_shard_desc) */
+  trellis_split split;
+  int ranks; /* N >= 1 */
+  int rank;  /* 0..N-1 */
+  /* NULL: the even split, whose 128-blocks go floor(B / N) to each rank and
+   * one more to ranks 0 .. (B mod N) - 1 (B = axis length / 128). Else
+   * ranks - 1 split points, strictly increasing multiples of 128 strictly
+   * between 0 and the axis length: rank r gets [p[r-1], p[r]) with
+   * p[-1] = 0 and p[N-1] = the length. */
+  const int64_t *points;
+} trellis_shard_desc;
+
+/* split N, ranks 1, rank 0, points NULL. */
+TRELLIS_API void trellis_shard_desc_init(trellis_shard_desc *d);
+/* The rank's features [*begin, *end) on an axis of `length` features (a
+ * positive multiple of 128; k for TRELLIS_SPLIT_K, n for TRELLIS_SPLIT_N).
+ * TRELLIS_ERR_SHAPE when the axis has fewer 128-blocks than ranks or a
+ * split point is not as described above. */
+TRELLIS_API trellis_status trellis_shard_range(int64_t length,
+                                               const trellis_shard_desc *d,
+                                               int64_t *begin, int64_t *end);
+/* Bytes of caller memory trellis_weight_shard needs for this shard of `w`
+ * (validated; its data not read): 0 for a view. */
+TRELLIS_API trellis_status trellis_weight_shard_bytes(
+    const trellis_weight *w, const trellis_shard_desc *d, size_t *bytes);
+/* Writes the shard of `w` into *out (whose struct_size must be set, e.g. by
+ * trellis_weight_init; TRELLIS_WEIGHT_SIZE_V1 only takes uniform shards,
+ * V1 and V2 only checkpoint-layout integer-rate ones).
+ * `memory` receives the copied payload: NULL with 0 bytes for a view,
+ * else 16-byte aligned host memory of at least trellis_weight_shard_bytes;
+ * the shard points into it and into `w`'s memory, both of which must
+ * outlive it. Too little memory is TRELLIS_ERR_BUFFER. */
+TRELLIS_API trellis_status trellis_weight_shard(const trellis_weight *w,
+                                                const trellis_shard_desc *d,
+                                                void *memory,
+                                                size_t memory_bytes,
+                                                trellis_weight *out);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints: safetensors files and EXL3 model directories                 */

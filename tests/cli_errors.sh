@@ -80,6 +80,7 @@ mk_npy "$TMP/x_f64.npy" '<f8' '(2, 256)' 4096
 mk_npy "$TMP/x_i32.npy" '<i4' '(2, 256)' 2048
 mk_npy "$TMP/x_short_data.npy" '<f2' '(2, 256)' 100
 printf 'not a numpy file at all' >"$TMP/x_garbage.npy"
+mk_npy "$TMP/x_w64.npy" '<f2' '(2, 64)' 256
 
 # --- command line ----------------------------------------------------------
 expect_error "missing command" "$CLI"
@@ -136,6 +137,24 @@ expect_error "README.md" "$CLI" info "$TV/README.md"
 expect_error "no.such.layer" "$CLI" decode "$CASE" no.such.layer --output "$TMP/w.npy"
 expect_error "no.such.layer" "$CLI" forward "$CASE" no.such.layer --input "$TMP/x_ok.npy" --output "$TMP/y.npy"
 expect_error "no_dir/w.npy" "$CLI" decode "$CASE" "$LAYER" --output "$TMP/no_dir/w.npy"
+
+# --- tensor-parallel shards --------------------------------------------------
+tp() { # tp ARGS...: forward on the CPU of x_ok with ARGS
+  "$CLI" forward "$CASE" "$LAYER" --device cpu --input "$TMP/x_ok.npy" --output "$TMP/y.npy" "$@"
+}
+expect_error "--rank needs --tp" tp --rank 0
+expect_error "--split needs --tp" tp --split n
+expect_error "--tp 2 needs --rank" tp --tp 2 --split k
+expect_error "--tp 2 needs --rank" tp --tp 2 --rank 1
+expect_error "--tp" tp --tp 0 --rank 0 --split k
+expect_error "--rank" tp --tp 2 --rank 2 --split k
+expect_error "--split" tp --tp 2 --rank 0 --split m
+expect_error "fewer than the 2 ranks" tp --tp 2 --rank 0 --split n
+expect_error "x_w64.npy" "$CLI" forward "$CASE" "$LAYER" --device cpu --input "$TMP/x_w64.npy" --output "$TMP/y.npy" --tp 2 --rank 1 --split k
+expect_error "--tp" "$CLI" info "$CASE" --tp many
+expect_error "--rank" "$CLI" info "$CASE" --tp 2 --rank 0
+expect_error "--plan" "$CLI" info "$CASE" --tp 2 --plan
+expect_error "--split needs --tp" "$CLI" info "$CASE" --split k
 
 # --- .npy inputs -----------------------------------------------------------
 fwd() { # fwd INPUT: forward on the CPU with INPUT as X

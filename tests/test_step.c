@@ -381,6 +381,97 @@ static void test_rules(void **state) {
   assert_int_equal(step_kind_of(SYNTH_ROLE_NONE), -1);
 }
 
+/* step_model_open_tp: every rank's layers cut as trellis_shard_range says,
+ * widths that line up (o's k is q's n, down's k gate's n), the ranks'
+ * payloads adding up to the model's; glm-tp4 is four ranks already. */
+static void test_tensor_parallel(void **state) {
+  (void)state;
+  step_preset_options po = preset_opts(4.0, 0, 6);
+  step_model full;
+  assert_int_equal(step_model_open("preset:llama-3.1-70b", &po, &full), CLI_OK);
+  for (int ranks = 2; ranks <= 4; ranks += 2) {
+    double bytes = 0;
+    for (int rank = 0; rank < ranks; rank++) {
+      step_model m;
+      assert_int_equal(
+          step_model_open_tp("preset:llama-3.1-70b", &po, ranks, rank, &m),
+          CLI_OK);
+      assert_int_equal(m.count, full.count);
+      assert_int_equal(m.hidden, 8192);
+      assert_false(m.presharded);
+      bytes += m.weight_bytes;
+      for (size_t i = 0; i < m.count; i++) {
+        const step_layer *l = &m.layers[i], *f = &full.layers[i];
+        assert_string_equal(l->name, f->name);
+        assert_true(l->sharded);
+        assert_int_equal(l->bits, f->bits);
+        const int row = l->role == SYNTH_ROLE_O || l->role == SYNTH_ROLE_DOWN;
+        assert_int_equal(l->split, row ? TRELLIS_SPLIT_K : TRELLIS_SPLIT_N);
+        trellis_shard_desc d = {sizeof d, l->split, ranks, rank, NULL};
+        int64_t b, e;
+        tu_assert_status(trellis_shard_range(row ? f->k : f->n, &d, &b, &e),
+                         TRELLIS_OK);
+        assert_int_equal(l->begin, b);
+        assert_int_equal(l->end, e);
+        assert_int_equal(l->k, row ? e - b : f->k);
+        assert_int_equal(l->n, row ? f->n : e - b);
+        if (l->src == STEP_SRC_LAYER) /* reads its source's whole slice */
+          assert_int_equal(l->k, m.layers[l->src_layer].n);
+      }
+      step_model_close(&m);
+    }
+    assert_true(fabs(bytes - full.weight_bytes) < 1.0);
+  }
+  step_model_close(&full);
+
+  /* four glm-tp4 ranks: uncut, each its own seed */
+  po = preset_opts(3.36, 2, 6);
+  po.vocab = 256;
+  step_model a, b;
+  assert_int_equal(step_model_open_tp("preset:glm-tp4", &po, 4, 3, &a), CLI_OK);
+  step_preset_options po3 = po;
+  po3.seed = po.seed + 3;
+  assert_int_equal(step_model_open("preset:glm-tp4", &po3, &b), CLI_OK);
+  assert_true(a.presharded);
+  assert_int_equal(a.synth.opt.seed, b.synth.opt.seed);
+  for (size_t i = 0; i < a.count; i++) {
+    assert_false(a.layers[i].sharded);
+    assert_int_equal(a.layers[i].k, b.layers[i].k);
+    assert_int_equal(a.layers[i].n, b.layers[i].n);
+  }
+  step_model_close(&a);
+  step_model_close(&b);
+  assert_int_equal(step_model_open_tp("preset:glm-tp4", &po, 2, 0, &a),
+                   CLI_USAGE);
+  step_model_close(&a);
+
+  /* a layer without a block of 128 for every rank */
+  po = preset_opts(4.0, 1, 6);
+  po.vocab = 256;
+  assert_int_equal(step_model_open_tp("preset:llama-3.1-8b", &po, 4, 0, &a),
+                   CLI_FAIL);
+  step_model_close(&a);
+  assert_int_equal(step_model_open_tp("preset:llama-3.1-8b", &po, 2, 2, &a),
+                   CLI_USAGE);
+  step_model_close(&a);
+
+  /* a directory's layers cut alike */
+  char *dir =
+      tu_write_synth("step-tp", "llama-3.1-8b", 1, 4.0, 6, TRELLIS_CB_MCG, -1);
+  assert_int_equal(step_model_open_tp(dir, NULL, 2, 1, &a), CLI_OK);
+  assert_int_equal(step_model_open_tp("preset:llama-3.1-8b", &po, 2, 1, &b),
+                   CLI_OK);
+  assert_int_equal(a.count, b.count);
+  for (size_t i = 0; i < a.count; i++) {
+    assert_int_equal(a.layers[i].k, b.layers[i].k);
+    assert_int_equal(a.layers[i].n, b.layers[i].n);
+    assert_int_equal(a.layers[i].begin, b.layers[i].begin);
+  }
+  step_model_close(&a);
+  step_model_close(&b);
+  free(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_preset),
@@ -391,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_bad_models),
       cmocka_unit_test(test_device_words_are_synth_words),
       cmocka_unit_test(test_rules),
+      cmocka_unit_test(test_tensor_parallel),
   };
   return cmocka_run_group_tests_name("step", tests, NULL, NULL);
 }

@@ -35,6 +35,49 @@ int cli_open_layer(const char *path, const char *layer_name,
 size_t cli_layer_payload_bytes(const trellis_layer_info *l);
 size_t cli_layer_bytes(const trellis_layer_info *l);
 
+/* ---- tensor-parallel shards (cli_tp.c) ----------------------------------- */
+
+/* --tp N --rank R --split n|k of `forward`, and --tp N [--split] of `info`. */
+typedef struct cli_tp {
+  int ranks; /* 0: no --tp */
+  int rank;
+  trellis_split split; /* n unless --split says otherwise */
+  int split_given;
+  /* forward, after cli_tp_shard: the unsharded layer, the rank's range on
+   * the split axis, the shard's copied payload (NULL for a view) */
+  trellis_weight full;
+  int64_t begin, end;
+  void *memory;
+  char said[256]; /* what the rank holds (cli_tp_report) */
+} cli_tp;
+
+/* Parses the options (any may be NULL); `forward` needs --rank and --split
+ * with --tp (need_rank), `info` takes no --rank. Prints an error naming the
+ * option. */
+int cli_tp_parse(const char *tp_text, const char *rank_text,
+                 const char *split_text, int need_rank, cli_tp *out);
+/* With --tp: replaces layer->weight by the rank's shard. Free with
+ * cli_tp_free. */
+int cli_tp_shard(cli_tp *tp, trellis_layer *layer);
+/* With --tp, one line on stderr saying what the rank holds (after the run,
+ * so that a failure stays one line). */
+void cli_tp_report(const cli_tp *tp);
+/* A row split reads the rank's inputs: X with the layer's whole k is cut
+ * to them in place; X already as wide as the rank's part is kept. */
+int cli_tp_input(const cli_tp *tp, const char *path, npy_array *x);
+void cli_tp_free(cli_tp *tp);
+/* The split `info --tp` gives a layer without --split: k (row-parallel)
+ * for names ending in o_proj, down_proj, out_proj or dense_4h_to_h, else n
+ * (column-parallel). */
+trellis_split cli_tp_role_split(const char *name);
+/* The header description of the shard [begin, end) of layer `l` (for
+ * cli_layer_bytes): the split axis cut, the bias on the rank that starts at
+ * 0 of a row split only, one record of a pair split on its rate axis. */
+void cli_shard_info(const trellis_layer_info *l, trellis_split split,
+                    int64_t begin, int64_t end, trellis_layer_info *s);
+/* `info PATH --tp N [--split n|k]`: each layer's bytes on every rank. */
+int cli_info_tp(const char *path, const cli_tp *tp);
+
 /* ---- .npy --------------------------------------------------------------- */
 
 int cli_read_npy(const char *path, npy_array *out);

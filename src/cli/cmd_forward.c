@@ -7,13 +7,21 @@
 static const char usage[] =
     "usage: trellis forward PATH LAYER --input X.npy --output Y.npy\n"
     "                       [--device auto|cpu|cuda] [--out-dtype f32|f16]\n"
-    "                       [--threads N]\n"
+    "                       [--threads N] [--tp N --rank R --split n|k]\n"
     "\n"
     "y = Hblk(Hblk(x * suh) . W_hat) * svh + bias for one EXL3 layer.\n"
     "X is fp16 or fp32, [m, k] or [k] (then Y is [n]); Y is fp32 unless\n"
     "--out-dtype f16. --device auto (default) uses a CUDA GPU when one is\n"
     "present, else the CPU reference (--threads N, 0 = one per core; at\n"
-    "most 256 run, and one per 16 columns of n: it prints how many ran).\n";
+    "most 256 run, and one per 16 columns of n: it prints how many ran).\n"
+    "\n"
+    "--tp N --rank R runs rank R of N's shard of the layer, split at\n"
+    "multiples of 128 (as evenly as whole 128-blocks allow, the first ranks\n"
+    "taking one more): --split n writes the rank's output columns [m, n_R];\n"
+    "--split k reads the rank's input columns (X as [m, k], or already\n"
+    "[m, k_R]) and writes its partial [m, n], rotated and scaled by svh,\n"
+    "the bias on rank 0 only: the sum of the N partials is the layer's\n"
+    "output.\n";
 
 /* Checks X against the layer; sets m and whether X was 1-D. */
 static int check_input(const char *path, const npy_array *x,
@@ -77,13 +85,14 @@ static int run_cuda(const trellis_layer *l, const npy_array *x, int64_t m,
 int cmd_forward(int argc, char **argv) {
   const char *input = NULL, *output = NULL, *device = NULL, *out_dtype = NULL;
   const char *threads_text = NULL, *pos[2];
+  const char *tp_text = NULL, *rank_text = NULL, *split_text = NULL;
   static const char *const names[] = {"PATH", "LAYER"};
-  const cli_option opts[] = {{"--input", &input, NULL},
-                             {"--output", &output, NULL},
-                             {"--device", &device, NULL},
-                             {"--out-dtype", &out_dtype, NULL},
-                             {"--threads", &threads_text, NULL}};
-  int r = cli_parse(argc, argv, usage, opts, 5, pos, names, 2);
+  const cli_option opts[] = {
+      {"--input", &input, NULL},          {"--output", &output, NULL},
+      {"--device", &device, NULL},        {"--out-dtype", &out_dtype, NULL},
+      {"--threads", &threads_text, NULL}, {"--tp", &tp_text, NULL},
+      {"--rank", &rank_text, NULL},       {"--split", &split_text, NULL}};
+  int r = cli_parse(argc, argv, usage, opts, 8, pos, names, 2);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
   if (input == NULL || output == NULL) {
@@ -94,7 +103,9 @@ int cmd_forward(int argc, char **argv) {
   trellis_dtype ydt;
   cli_device dev;
   long threads = 0;
-  if ((r = parse_out_dtype(out_dtype, &ydt)) != CLI_OK ||
+  cli_tp tp;
+  if ((r = cli_tp_parse(tp_text, rank_text, split_text, 1, &tp)) != CLI_OK ||
+      (r = parse_out_dtype(out_dtype, &ydt)) != CLI_OK ||
       (r = cli_parse_device(device, &dev)) != CLI_OK ||
       (threads_text && (r = cli_parse_int("--threads", threads_text, 0, 4096,
                                           &threads)) != CLI_OK) ||
@@ -106,13 +117,17 @@ int cmd_forward(int argc, char **argv) {
   if ((r = cli_open_layer(pos[0], pos[1], &model, &layer)) != CLI_OK)
     return r;
   npy_array x;
+  memset(&x, 0, sizeof x);
   int64_t m = 0;
   void *y = NULL;
-  if ((r = cli_read_npy(input, &x)) != CLI_OK) {
+  if ((r = cli_tp_shard(&tp, &layer)) != CLI_OK ||
+      (r = cli_read_npy(input, &x)) != CLI_OK) {
+    cli_tp_free(&tp);
     trellis_model_close(model);
     return r;
   }
-  if ((r = check_input(input, &x, &layer, &m)) != CLI_OK ||
+  if ((r = cli_tp_input(&tp, input, &x)) != CLI_OK ||
+      (r = check_input(input, &x, &layer, &m)) != CLI_OK ||
       (r = cli_check_output(output, model, input)) != CLI_OK)
     goto done;
 
@@ -137,6 +152,7 @@ int cmd_forward(int argc, char **argv) {
               1e3 * (cli_now() - t0));
   }
   if (r == CLI_OK) {
+    cli_tp_report(&tp);
     int64_t shape[2] = {m, n};
     r = x.ndim == 1 ? cli_write_npy(output, ydt, 1, &shape[1], y)
                     : cli_write_npy(output, ydt, 2, shape, y);
@@ -144,6 +160,7 @@ int cmd_forward(int argc, char **argv) {
 done:
   free(y);
   npy_free(&x);
+  cli_tp_free(&tp);
   trellis_model_close(model);
   return r;
 }

@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: trellis info PATH [--plan [--max-m M]]\n"
+    "usage: trellis info PATH [--plan [--max-m M]] [--tp N [--split n|k]]\n"
     "\n"
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
     "model.safetensors or model.safetensors.index.json shards). Prints the\n"
@@ -19,7 +19,15 @@ static const char usage[] =
     "128 and M (default 256, at most 65536), and what one stream of the\n"
     "model must provision: the weights, and each buffer's largest size over\n"
     "the layers at every m up to M. Plans need a CUDA device: without one it\n"
-    "exits with status 1 and says so.\n";
+    "exits with status 1 and says so.\n"
+    "\n"
+    "--tp N prints instead each layer's bytes on each of N tensor-parallel\n"
+    "ranks (payload, scales, bias: what the rank's shard holds) and each\n"
+    "rank's total. Layers named o_proj, down_proj, out_proj or dense_4h_to_h\n"
+    "are split on k (row-parallel, the bias on rank 0), the others on n\n"
+    "(column-parallel), at multiples of 128 as evenly as whole blocks allow;\n"
+    "--split n|k splits every layer on that axis. A layer with fewer\n"
+    "128-blocks than ranks is counted whole on every rank.\n";
 
 /* Names and strings from the file are printed through cli_escape: a
  * control character in them cannot reach the terminal. */
@@ -188,14 +196,25 @@ static void print_corrections(const trellis_model *model, size_t count) {
 }
 
 int cmd_info(int argc, char **argv) {
-  const char *pos[1], *max_m = NULL;
+  const char *pos[1], *max_m = NULL, *tp_text = NULL, *split_text = NULL;
   int plan = 0;
   static const char *const names[] = {"PATH"};
   const cli_option opts[] = {{"--plan", NULL, &plan},
-                             {"--max-m", &max_m, NULL}};
-  int r = cli_parse(argc, argv, usage, opts, 2, pos, names, 1);
+                             {"--max-m", &max_m, NULL},
+                             {"--tp", &tp_text, NULL},
+                             {"--split", &split_text, NULL}};
+  int r = cli_parse(argc, argv, usage, opts, 4, pos, names, 1);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
+  cli_tp tp;
+  if ((r = cli_tp_parse(tp_text, NULL, split_text, 0, &tp)) != CLI_OK)
+    return r;
+  if (tp.ranks && plan) {
+    cli_error("info: --tp and --plan are separate reports; give one");
+    return CLI_USAGE;
+  }
+  if (tp.ranks)
+    return cli_info_tp(pos[0], &tp);
   if (max_m && !plan) {
     cli_error("info: --max-m needs --plan");
     return CLI_USAGE;
