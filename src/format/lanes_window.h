@@ -1,0 +1,154 @@
+/* Where a lane finds its states in the lane layout (FORMAT.md, "The lane
+ * layout"): the few words it loads for one tile of a group, the shifts that
+ * put its window together, and the assembly itself. Plain C for the host
+ * test (tests/test_lanes_window.c) and CUDA for the kernels
+ * (cuda/lanes.cuh), so both run the same code. Integer rates K = 1..8.
+ *
+ * Lane L's window of tile tau is E = p = 16 - K prefix bits, the end of the
+ * span of lane L-1 (K = 1: the last 7 bits of lane L-2's span, then lane
+ * L-1's 8 bits; lane 0 reads lanes 31 and 30: the ring is tail-biting),
+ * then its own span, 8K bits: 16 + 7K bits, state j at bit jK. The decode
+ * takes E most significant bit first in nv = (7K + 16 + 31) / 32 words
+ * (states_from_words and sqg_windows with offset 0). With a = 8K tau, the
+ * span's first bit in the lane's own string of 2K words:
+ *  - K >= 2: own words j0 .. j0 + nv (j0 = floor((a - p) / 32)) give
+ *    e[i] = funnel(own[i], own[i + 1], (a - p) mod 32): E's bits from p on
+ *    are the lane's own; the prefix, lane L-1's string bits
+ *    [a + 8K - p, a + 8K), is shifted to the top of a word (one shift; a
+ *    funnel of two words for odd K, where it may straddle them) and
+ *    replaces e[0]'s top p bits (one LOP3).
+ *  - K = 1: spans are bytes (byte 3 - tau % 4 of word tau / 4 of lanes
+ *    L-2, L-1, L): two byte permutes line them up, a shift by one drops the
+ *    first bit of lane L-2's byte.
+ * Word indices before the string's first word or past its last are
+ * clamped: the bits they bring are replaced by the prefix or lie past E. */
+#ifndef TRL_FORMAT_LANES_WINDOW_H
+#define TRL_FORMAT_LANES_WINDOW_H
+
+#include "format/lanes.h"
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define TRL_LANES_UNROLL _Pragma("unroll")
+#else
+#define TRL_LANES_UNROLL
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+  TRL_LANES_MAX_OWN = 4,   /* own words a lane loads per tile, at most */
+  TRL_LANES_MAX_PREFIX = 2 /* words of the lanes below it */
+};
+
+/* Words of E: TileGeom<K>::kNV. */
+TRL_LANES_FN int trl_lanes_window_words(int bits) {
+  return (7 * bits + 16 + 31) / 32;
+}
+
+/* Own words a lane loads per tile: one byte's word (K = 1), else nv + 1. */
+TRL_LANES_FN int trl_lanes_own_words(int bits) {
+  return bits == 1 ? 1 : trl_lanes_window_words(bits) + 1;
+}
+
+/* Words of the lanes below it: two for K = 1 (lanes L-1, L-2) and for odd
+ * K (two words of lane L-1), one for even K (the prefix ends at bit
+ * 8K (tau + 1), a multiple of 16, and is at most 14 bits long). */
+TRL_LANES_FN int trl_lanes_prefix_words(int bits) { return bits & 1 ? 2 : 1; }
+
+/* Word index j clamped to the lane's string of 2K words. */
+TRL_LANES_FN int trl_lanes_clamp_word(int bits, int j) {
+  return j < 0 ? 0 : j >= 2 * bits ? 2 * bits - 1 : j;
+}
+
+/* Byte offset in the group of own word i (0 .. own_words - 1) of `lane` for
+ * tile `tau`. */
+TRL_LANES_FN int trl_lanes_own_offset(int bits, int lane, int tau, int i) {
+  if (bits == 1)
+    return trl_lanes_word_offset(2, lane, tau / 4);
+  const int start = 8 * bits * tau - (16 - bits); /* a - p, >= -15 */
+  const int j0 = (start + 32) / 32 - 1;           /* floor(start / 32) */
+  return trl_lanes_word_offset(2 * bits, lane,
+                               trl_lanes_clamp_word(bits, j0 + i));
+}
+
+/* Byte offset in the group of prefix word i (0 .. prefix_words - 1). */
+TRL_LANES_FN int trl_lanes_prefix_offset(int bits, int lane, int tau, int i) {
+  if (bits == 1) /* i = 0: lane L-1, i = 1: lane L-2 */
+    return trl_lanes_word_offset(2, (lane + 31 - i) % 32, tau / 4);
+  const int start = 8 * bits * (tau + 1) - (16 - bits);
+  return trl_lanes_word_offset(2 * bits, (lane + 31) % 32,
+                               trl_lanes_clamp_word(bits, start / 32 + i));
+}
+
+/* The own words' shift, (a - p) mod 32; K = 1: the byte permute that puts
+ * the own byte after the prefix's two. */
+TRL_LANES_FN uint32_t trl_lanes_own_shift(int bits, int tau) {
+  if (bits == 1) {
+    const uint32_t b = 3u - (uint32_t)(tau % 4);
+    return 0x7600u | b << 4 | b;
+  }
+  return (uint32_t)((8 * bits * tau - (16 - bits) + 32) % 32);
+}
+
+/* The prefix's shift to the top of a word; K = 1: the byte permute that
+ * puts lane L-2's byte above lane L-1's. */
+TRL_LANES_FN uint32_t trl_lanes_prefix_shift(int bits, int tau) {
+  if (bits == 1) {
+    const uint32_t b = 3u - (uint32_t)(tau % 4);
+    return (4u + b) << 12 | b << 8;
+  }
+  return (uint32_t)((8 * bits * (tau + 1) - (16 - bits)) % 32);
+}
+
+/* The top 32 bits of hi:lo << r (r in 0..31): the funnel shift. */
+TRL_LANES_FN uint32_t trl_lanes_funnel(uint32_t hi, uint32_t lo, uint32_t r) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_l(lo, hi, r);
+#else
+  return r ? hi << r | lo >> (32u - r) : hi;
+#endif
+}
+
+/* Byte i of the result is byte (sel >> 4i) & 7 of the 8 bytes lo, hi
+ * (lo's byte 0 first): the byte permute (no sign replication). */
+TRL_LANES_FN uint32_t trl_lanes_prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(lo, hi, sel);
+#else
+  const uint64_t v = (uint64_t)hi << 32 | lo;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; i++)
+    r |= (uint32_t)(v >> (8 * ((sel >> (4 * i)) & 7u)) & 0xFFu) << (8 * i);
+  return r;
+#endif
+}
+
+/* E (nv words) from the loaded own and prefix words and the two shifts. */
+TRL_LANES_FN void trl_lanes_window(int bits, const uint32_t *own,
+                                   const uint32_t *prefix, uint32_t own_shift,
+                                   uint32_t prefix_shift, uint32_t *e) {
+  if (bits == 1) {
+    const uint32_t t = trl_lanes_prmt(prefix[0], prefix[1], prefix_shift);
+    e[0] = trl_lanes_prmt(own[0], t, own_shift) << 1;
+    return;
+  }
+  const int nv = trl_lanes_window_words(bits);
+  TRL_LANES_UNROLL
+  for (int i = 0; i < nv; i++)
+    e[i] = trl_lanes_funnel(own[i], own[i + 1], own_shift);
+  const uint32_t top =
+      bits & 1 ? trl_lanes_funnel(prefix[0], prefix[1], prefix_shift)
+               : prefix[0] << prefix_shift;
+  const uint32_t keep = 0xFFFFFFFFu >> (16 - bits); /* E's bits from p on */
+  e[0] = (top & ~keep) | (e[0] & keep);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
