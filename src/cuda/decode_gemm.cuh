@@ -3,15 +3,17 @@
  *
  * CTA = 8 warps over a 128-column strip (8 tile columns) and a contiguous
  * range of k. Weights and activations stream through a cp.async ring of
- * stages, each 8 tile rows deep (128 k). Warps split the strip along n (WN)
- * and the stage's tile rows along k (WK); k-partners are summed in shared
- * memory at the end, so results are deterministic. */
+ * stages, each 8 tile rows deep (128 k): a stage's weights are 8 groups of
+ * the lane layout (one tile row of the strip each, format/lanes.h). Warps split
+ * the strip along n (WN) and the stage's tile rows along k (WK); k-partners are
+ * summed in shared memory at the end, so results are deterministic. */
 #ifndef TRL_CUDA_DECODE_GEMM_CUH
 #define TRL_CUDA_DECODE_GEMM_CUH
 
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "kernels.h"
+#include "lanes.cuh"
 #include "tile_decode.cuh"
 #include "wgmma.cuh"
 
@@ -247,22 +249,33 @@ template <int MB> struct WAcc {
 };
 template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 
+/* Where this lane's tiles of a group are (lanes.cuh), fixed once per
+ * kernel: the tiles a warp decodes sit at the same places in every group
+ * of every stage. wgmma: warp w decodes tile w of each group; mma.sync:
+ * warp (wn, wk) tiles wn * NTW + a (a = 0 .. NTW-1). */
+template <int K, int MB> struct StageTiles {
+  static constexpr int kTiles = kWgmma ? 1 : Layout<MB>::NTW;
+  LaneTile<K> t[kTiles];
+  __device__ __forceinline__ StageTiles(int lane, int warp) {
+#pragma unroll
+    for (int a = 0; a < kTiles; ++a)
+      t[a] = LaneTile<K>(lane,
+                         kWgmma ? warp : (warp % Layout<MB>::WN) * kTiles + a);
+  }
+};
+
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
  * The weights are the B operand here: as the A operand (no B-fragment
  * pack) they were slower or rounded W_hat differently (bench/RESULTS.md). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
-compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
-              int wn, int wk, const HotShifts &sh, uint32_t tab) {
+compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
+              int lane, int, int wk, const HotShifts &sh, uint32_t tab) {
   using L = Layout<MB>;
   using G = TileGeom<K>;
-  constexpr int kTileBytes = 32 * K;
-  const char *wbase = stage + (wk * kNT + wn * L::NTW) * kTileBytes;
-  const char *wl[G::kNW];
-#pragma unroll
-  for (int i = 0; i < G::kNW; ++i)
-    wl[i] = wbase + lt.off[i];
+  constexpr int kGroupBytes = kNT * 32 * K;
+  const char *wbase = stage + wk * kGroupBytes;
   const uint16_t *as =
       reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
 #pragma unroll
@@ -278,13 +291,10 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
     }
 #pragma unroll
     for (int a = 0; a < L::NTW; ++a) {
-      const int off = (ii * L::WK * kNT + a) * kTileBytes;
       uint32_t w[G::kNW];
-#pragma unroll
-      for (int i = 0; i < G::kNW; ++i)
-        w[i] = *reinterpret_cast<const uint32_t *>(wl[i] + off);
+      lt.t[a].fetch(wbase + ii * L::WK * kGroupBytes, w);
       uint32_t b[4];
-      decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
+      decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
         mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
@@ -302,11 +312,10 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
  * refilled after the next barrier). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
-compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
-              int, int, const HotShifts &sh, uint32_t tab) {
+compute_stage(const char *stage, WAcc<MB> &acc, const StageTiles<K, MB> &lt,
+              int, int, int, const HotShifts &sh, uint32_t tab) {
   using G = TileGeom<K>;
-  constexpr int kTileBytes = 32 * K, N = 16 * MB;
-  const char *wbase = stage + (threadIdx.x >> 5) * kTileBytes;
+  constexpr int kGroupBytes = kNT * 32 * K, N = 16 * MB;
   /* the stage's activations; k-steps advance 32 B inside a 64-k half,
    * 8-row groups are 1 KiB */
   const uint64_t desc = wgmma_desc_sw128(
@@ -316,12 +325,9 @@ compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
   };
   auto decode_a = [&](int kr, uint32_t(&a)[4]) {
     uint32_t w[G::kNW];
-#pragma unroll
-    for (int i = 0; i < G::kNW; ++i)
-      w[i] = *reinterpret_cast<const uint32_t *>(wbase + kr * kNT * kTileBytes +
-                                                 lt.off[i]);
+    lt.t[0].fetch(stage + kr * kGroupBytes, w);
     uint32_t b[4];
-    decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
+    decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
     /* B fragment (k rows 2q.., column g) = A fragment of the transpose */
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
@@ -443,8 +449,8 @@ __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
 template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations>
 __device__ __forceinline__ void
 run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
-         const LaneWords<K> &lt, int lane, int wn, int wk, const HotShifts &sh,
-         Act act = Act(), uint32_t tab = 0) {
+         const StageTiles<K, MB> &lt, int lane, int wn, int wk,
+         const HotShifts &sh, Act act = Act(), uint32_t tab = 0) {
   constexpr int kStages = ring_stages<K, MB, CB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
@@ -487,7 +493,7 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
 
   AccFor<MB> acc;
   acc.zero();
-  const LaneWords<K> lt(lane);
+  const StageTiles<K, MB> lt(lane, warp);
   constexpr int SB = stage_bytes<K, MB>();
   Loader<K, MB> ld;
   ld.init(trellis, wn, p.rotated, p.m, p.k, kt0, akt0, nt0, row0);
