@@ -236,19 +236,6 @@ decode_stage_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o,
   }
 }
 
-/* The same from a tile in shared memory (reconstruct kernel). */
-template <int K, int CB, bool BF16>
-__device__ __forceinline__ void
-decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
-                  uint32_t (&b)[4]) {
-  const LaneWords<K> lw(lane);
-  uint32_t w[TileGeom<K>::kNW];
-#pragma unroll
-  for (int i = 0; i < TileGeom<K>::kNW; ++i)
-    w[i] = tile[lw.off[i] / 4];
-  decode_frags<K, CB, BF16>(w, lw.o, b, LiteralShifts());
-}
-
 } // namespace trl
 
 #endif
