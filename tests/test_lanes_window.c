@@ -1,7 +1,9 @@
-/* The GPU's window fetch from the lane layout (format/lanes_window.h, the
- * code cuda/lanes.cuh runs), on the host: for every K, tile of a group and
- * lane, the words it loads and its assembly give the window the format
- * defines, so every state equals trl_tile_states'. */
+/* The GPU's window fetch from a staged group of the lane layout
+ * (format/lanes_window.h, the code cuda/lanes.cuh runs), on the host: the
+ * staged arrangement is a permutation whose loads and copies are free of
+ * bank conflicts, and for every K, tile of a group and lane the words a
+ * lane loads and its assembly give the window the format defines, so every
+ * state equals trl_tile_states'. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,8 +39,15 @@ static unsigned string_bit(const uint32_t *e, int q) {
   return (e[q / 32] >> (31 - q % 32)) & 1u;
 }
 
-/* Lane `lane`'s window of tile `tau`, fetched as the GPU fetches it. */
-static void fetch(const int16_t *group, int bits, int lane, int tau,
+/* A group of the lane layout staged as the kernels stage it. */
+static void stage(const int16_t *group, int h, uint32_t *staged) {
+  for (int g = 0; g < 32 * h; g++)
+    staged[trl_lanes_staged_of_layout(h, g)] = load_word(group, 4 * g);
+}
+
+/* Lane `lane`'s window of tile `tau`, fetched as the GPU fetches it from the
+ * staged group. */
+static void fetch(const uint32_t *group, int bits, int lane, int tau,
                   uint32_t e[3]) {
   uint32_t own[TRL_LANES_MAX_OWN], pre[TRL_LANES_MAX_PREFIX];
   for (int i = 0; i < trl_lanes_own_words(bits); i++)
@@ -47,6 +56,53 @@ static void fetch(const int16_t *group, int bits, int lane, int tau,
     pre[i] = load_word(group, trl_lanes_prefix_offset(bits, lane, tau, i));
   trl_lanes_window(bits, own, pre, trl_lanes_own_shift(bits, tau),
                    trl_lanes_prefix_shift(bits, tau), e);
+}
+
+/* The staged arrangement: a permutation of the group's words, the lane
+ * layout's word (lane, w) at trl_lanes_staged_word; a warp's load of word w
+ * of every lane (or of every lane's lower neighbour) and its copy of 32
+ * consecutive words of the lane layout each touch 32 distinct banks; and
+ * the decomposition the decode-GEMM's Loader uses (a lane copies words
+ * lane + 32 i: quads repeat every 4 i, 512 bytes on). Every rate 2..16. */
+static void test_staged(void **state) {
+  (void)state;
+  for (int h = 2; h <= 16; h++) {
+    static unsigned seen[32 * 16];
+    memset(seen, 0, sizeof seen);
+    for (int g = 0; g < 32 * h; g++) {
+      const int s = trl_lanes_staged_of_layout(h, g);
+      assert_true(s >= 0 && s < 32 * h);
+      seen[s]++;
+    }
+    for (int s = 0; s < 32 * h; s++)
+      assert_int_equal(seen[s], 1);
+    for (int lane = 0; lane < 32; lane++)
+      for (int w = 0; w < h; w++)
+        assert_int_equal(trl_lanes_staged_of_layout(
+                             h, trl_lanes_word_offset(h, lane, w) / 4),
+                         trl_lanes_staged_word(h, lane, w));
+    for (int w = 0; w < h; w++)
+      for (int shift = 0; shift < 3; shift++) {
+        unsigned banks = 0;
+        for (int lane = 0; lane < 32; lane++)
+          banks |=
+              1u << (trl_lanes_staged_word(h, (lane + 32 - shift) % 32, w) %
+                     32);
+        assert_int_equal(banks, 0xFFFFFFFFu);
+      }
+    for (int g0 = 0; g0 < 32 * h; g0 += 32) {
+      unsigned banks = 0;
+      for (int lane = 0; lane < 32; lane++)
+        banks |= 1u << (trl_lanes_staged_of_layout(h, g0 + lane) % 32);
+      assert_int_equal(banks, 0xFFFFFFFFu);
+    }
+    const int quads = h / 4;
+    for (int lane = 0; lane < 32; lane++)
+      for (int i = 0; i < 4 * quads; i++)
+        assert_int_equal(trl_lanes_staged_of_layout(h, lane + 32 * i),
+                         trl_lanes_staged_of_layout(h, lane + 32 * (i % 4)) +
+                             128 * (i / 4));
+  }
 }
 
 /* The loads stay inside the group, word-aligned, and within the fixed
@@ -96,19 +152,21 @@ static void test_primitives(void **state) {
 static void test_windows(void **state) {
   (void)state;
   static int16_t tiles[8 * 128], lanes[8 * 128];
+  static uint32_t staged[32 * 16];
   for (int bits = 1; bits <= 8; bits++) {
     const int h = 2 * bits, span = 8 * bits, p = 16 - bits;
     for (int round = 0; round < 4; round++) {
       fill_random(tiles, (size_t)trl_lanes_group_bytes(h));
       assert_int_equal(trl_lanes_convert(tiles, lanes, 16, 128, h, 1),
                        TRELLIS_OK);
+      stage(lanes, h, staged);
       for (int tau = 0; tau < 8; tau++) {
         const int16_t *tile = tiles + tau * 16 * bits;
         uint16_t states[256];
         trl_tile_states(tile, bits, states);
         for (int lane = 0; lane < 32; lane++) {
           uint32_t e[3] = {0, 0, 0};
-          fetch(lanes, bits, lane, tau, e);
+          fetch(staged, bits, lane, tau, e);
           /* E = ring bits from 8K L - p on (FORMAT.md §3.2: bit b of the
            * tile's stream is bit 31 - b % 32 of its 32-bit word b / 32) */
           for (int q = 0; q < p + span; q++) {
@@ -133,6 +191,7 @@ static void test_windows(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_staged),
       cmocka_unit_test(test_offsets),
       cmocka_unit_test(test_primitives),
       cmocka_unit_test(test_windows),

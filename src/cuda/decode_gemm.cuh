@@ -4,9 +4,10 @@
  * CTA = 8 warps over a 128-column strip (8 tile columns) and a contiguous
  * range of k. Weights and activations stream through a cp.async ring of
  * stages, each 8 tile rows deep (128 k): a stage's weights are 8 groups of
- * the lane layout (one tile row of the strip each, format/lanes.h). Warps split
- * the strip along n (WN) and the stage's tile rows along k (WK); k-partners are
- * summed in shared memory at the end, so results are deterministic. */
+ * the lane layout (one tile row of the strip each, format/lanes.h), staged
+ * word-major (lanes.cuh). Warps split the strip along n (WN) and the stage's
+ * tile rows along k (WK); k-partners are summed in shared memory at the end, so
+ * results are deterministic. */
 #ifndef TRL_CUDA_DECODE_GEMM_CUH
 #define TRL_CUDA_DECODE_GEMM_CUH
 
@@ -152,18 +153,25 @@ __host__ __device__ constexpr uint32_t a_offset(int r, int col) {
 template <int MB> constexpr uint32_t a_step16 = a_offset<MB>(16, 0);
 
 /* Per-thread cp.async streams of one CTA: the addresses of this thread's
- * 16-byte chunks of a stage are computed once; each issued stage only adds
- * a constant stride (tile rows are n/16 tiles apart; A advances 128 k). */
+ * copies of a stage are computed once; each issued stage only adds a
+ * constant stride (tile rows are n/16 tiles apart; A advances 128 k).
+ *
+ * Weights: warp w copies the group of the stage's tile row w (kSK = 8
+ * warps) into the staged arrangement (GroupCopy, lanes.cuh), in which the
+ * decode's loads meet no bank conflict: in the lane layout as stored, 32
+ * lanes loading one word each meet 4 to a bank. The copies are 4 bytes
+ * each, 2K per thread and stage (16-byte copies of the stored layout took
+ * K / 2). */
 template <int K, int MB> struct Loader {
-  static constexpr int kRowBytes = kNT * 32 * K;        /* one tile row's run */
-  static constexpr int kWChunks = kSK * kRowBytes / 16; /* per stage */
-  static constexpr int kWPer = (kWChunks + kThreads - 1) / kThreads;
+  static constexpr int kRowBytes = kNT * 32 * K; /* one tile row's run */
+  static_assert(kThreads == 32 * kSK, "one warp per tile row of a stage");
   static constexpr int kAChunks = 16 * MB * 16; /* 16*MB rows x 128 k */
   static constexpr int kAPer = kAChunks / kThreads;
   static_assert(kAChunks % kThreads == 0, "whole activation chunks");
 
-  const char *wsrc[kWPer];
-  uint32_t wdst[kWPer];
+  const char *wsrc; /* this lane's first word of its group */
+  uint32_t wgroup;  /* its staged group in a stage */
+  GroupCopy<K> wcopy;
   /* Activation chunk i of this thread is row 16 i + threadIdx.x / 16 of
    * the stage, so its shared-memory offset is adst + i * a_step16: kept
    * as one base, or the compiler rematerialises each chunk's swizzled
@@ -183,16 +191,11 @@ template <int K, int MB> struct Loader {
                                        int nt0, int64_t row0) {
     const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
     wstride = kSK * row_stride;
-    const char *wbase = reinterpret_cast<const char *>(trellis) +
-                        kt0 * row_stride + (int64_t)nt0 * (32 * K);
-#pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      int c = threadIdx.x + i * kThreads;
-      c = c < kWChunks ? c : kWChunks - 1; /* duplicates are harmless */
-      const int r = c / (kRowBytes / 16), off = (c % (kRowBytes / 16)) * 16;
-      wsrc[i] = wbase + r * row_stride + off;
-      wdst[i] = (uint32_t)(r * kRowBytes + off);
-    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    wsrc = reinterpret_cast<const char *>(trellis) + (kt0 + warp) * row_stride +
+           (int64_t)nt0 * (32 * K) + 4 * lane;
+    wgroup = (uint32_t)(warp * kRowBytes);
+    wcopy = GroupCopy<K>(lane);
     const int r0 = threadIdx.x >> 4, col = (threadIdx.x & 15) * 8;
     adst = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r0, col);
 #pragma unroll
@@ -207,11 +210,8 @@ template <int K, int MB> struct Loader {
   /* The next stage of each stream into the buffer at `stage`; stages are
    * issued in order, so each source only advances by a constant. */
   __device__ __forceinline__ void issue_w(uint32_t stage) {
-#pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      cp_async16_raw(stage + wdst[i], wsrc[i], 16u);
-      wsrc[i] += wstride;
-    }
+    wcopy.issue(stage + wgroup, wsrc);
+    wsrc += wstride;
   }
   __device__ __forceinline__ void issue_a(uint32_t stage) {
 #pragma unroll

@@ -1,8 +1,9 @@
-/* A lane's window of one tile of a group in the lane layout (FORMAT.md,
- * "The lane layout"; the bit math is format/lanes_window.h, tested on the
- * host). A group (8 tiles of one tile row, 256 K bytes) sits in shared
- * memory as the payload stores it; fetch() gives the words that the decode
- * of tile_decode.cuh takes with offset o = 0 (E most significant bit first:
+/* Groups of the lane layout in shared memory (FORMAT.md, "The lane
+ * layout"; the bit math is format/lanes_window.h, tested on the host).
+ * GroupCopy stages a group (8 tiles of one tile row, 256 K bytes) from the
+ * payload word-major, the arrangement whose loads meet no bank conflict;
+ * LaneTile's fetch() then gives the words that the decode of
+ * tile_decode.cuh takes with offset o = 0 (E most significant bit first:
  * the prefix from the lanes below, then the lane's own span), so
  * states_from_words, sqg_windows and decode_*_frags give the states the
  * checkpoint layout gave.
@@ -17,7 +18,9 @@
  *  - K = 2: 2 loads, a byte permute and a shift (one op more);
  *  - K = 1: 3 loads (lanes L, L-1, L-2), two byte permutes and a shift
  *    (one load and two ops more).
- * The decode's own funnel shifts by o = 0 fold away. */
+ * The decode's own funnel shifts by o = 0 fold away. Every load is one
+ * shared-memory wavefront (the checkpoint layout's were 1 or 2: lanes met
+ * 2 to a bank at K 5..8); in the lane layout as stored they would be 4. */
 #ifndef TRL_CUDA_LANES_CUH
 #define TRL_CUDA_LANES_CUH
 
@@ -25,6 +28,52 @@
 #include "tile_decode.cuh"
 
 namespace trl {
+
+/* `v` as a value the compiler cannot see through: the offsets and shifts
+ * below are computed once and kept, where the compiler would otherwise
+ * rebuild them from the lane index inside the ring to save their registers
+ * (sm_90a, one m-block: ~40 instructions a stage for a K3 copy's offsets,
+ * ~28 for the window's). */
+__device__ __forceinline__ uint32_t kept(uint32_t v) {
+  asm("" : "+r"(v));
+  return v;
+}
+
+/* A warp's copy of one group into its staged arrangement: lane copies the
+ * words lane + 32 i (i < 2K) of the lane layout, 128 consecutive bytes per
+ * warp and copy, with 4-byte cp.async (a 16-byte copy cannot spread a
+ * lane's 4 words over 4 banks). A quad word's staged place repeats every
+ * 4 i, 512 bytes on: 4 offsets, and 2 for the pair words of an odd K. */
+template <int K> struct GroupCopy {
+  static constexpr int kH = 2 * K, kQuads = kH / 4;
+  static constexpr bool kPair = kH % 4 != 0;
+  uint32_t dst[4];    /* staged places of quad words i % 4 (bytes) */
+  uint32_t dst_pr[2]; /* of the pair words */
+
+  GroupCopy() = default;
+  __device__ __forceinline__ explicit GroupCopy(int lane) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      dst[i] = kept(4u * (uint32_t)trl_lanes_staged_of_layout(
+                             kH, kQuads ? lane + 32 * i : 0));
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      dst_pr[i] = kept(4u * (uint32_t)trl_lanes_staged_of_layout(
+                                kH, 128 * kQuads + lane + 32 * i));
+  }
+  /* The group whose lane-layout bytes start at src - 4 lane (global) into
+   * the staged group at shared address `group`. */
+  __device__ __forceinline__ void issue(uint32_t group, const char *src) const {
+#pragma unroll
+    for (int i = 0; i < 4 * kQuads; ++i)
+      cp_async4_raw(group + dst[i % 4] + 512 * (i / 4), src + 128 * i);
+    if constexpr (kPair) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        cp_async4_raw(group + dst_pr[i], src + 128 * (4 * kQuads + i));
+    }
+  }
+};
 
 template <int K> struct LaneTile {
   using G = TileGeom<K>;
@@ -42,16 +91,16 @@ template <int K> struct LaneTile {
   __device__ __forceinline__ LaneTile(int lane, int tau) {
 #pragma unroll
     for (int i = 0; i < kOwn; ++i)
-      own[i] = (uint32_t)trl_lanes_own_offset(K, lane, tau, i);
+      own[i] = kept((uint32_t)trl_lanes_own_offset(K, lane, tau, i));
 #pragma unroll
     for (int i = 0; i < kPrefix; ++i)
-      prefix[i] = (uint32_t)trl_lanes_prefix_offset(K, lane, tau, i);
-    own_shift = trl_lanes_own_shift(K, tau);
-    prefix_shift = trl_lanes_prefix_shift(K, tau);
+      prefix[i] = kept((uint32_t)trl_lanes_prefix_offset(K, lane, tau, i));
+    own_shift = kept(trl_lanes_own_shift(K, tau));
+    prefix_shift = kept(trl_lanes_prefix_shift(K, tau));
   }
 
-  /* w[0 .. kNV-1] = E of this lane's tile in `group` (shared memory); w[kNV]
-   * is not read at offset 0. */
+  /* w[0 .. kNV-1] = E of this lane's tile in `group` (shared memory,
+   * staged); w[kNV] is not read at offset 0. */
   __device__ __forceinline__ void fetch(const char *group,
                                         uint32_t (&w)[G::kNW]) const {
     uint32_t o[kOwn], p[kPrefix], e[G::kNV];

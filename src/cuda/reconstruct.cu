@@ -2,7 +2,8 @@
  * matrix, for the large-M path that hands the GEMM to cuBLASLt. The payload
  * is in the lane layout (format/lanes.h): every kernel stages whole groups
  * (8 tiles of a tile row, n0 and n_cols being multiples of 128) in shared
- * memory and decodes a tile from its group (lanes.cuh). Every kernel writes
+ * memory, word-major (GroupCopy), and decodes a tile from its group
+ * (LaneTile, lanes.cuh). Every kernel writes
  * rows of ldd elements (a pair's record lands in its sub-block of the
  * slice) and stages the SQG tables first (sqg_stage). */
 #include "common.cuh"
@@ -19,17 +20,27 @@ namespace {
 
 constexpr int kWarps = 8;
 
-/* Stages the group of tile row kt, tile columns nt0 .. nt0 + 7 (nt0 a
- * multiple of 8) in `words` (shared, 64 K words): its bytes as stored. */
+/* The lane-layout bytes of the group of tile row kt, tile columns nt0 ..
+ * nt0 + 7 (nt0 a multiple of 8), from this lane's first word on
+ * (GroupCopy's source). */
+template <int K>
+__device__ __forceinline__ const char *
+group_src(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
+          int64_t nt0, int lane) {
+  return reinterpret_cast<const char *>(trellis +
+                                        (kt * (n / 16) + nt0) * 16 * K) +
+         4 * lane;
+}
+
+/* The warp stages that group in `words` (shared, 64 K words; lanes.cuh). */
 template <int K>
 __device__ __forceinline__ void stage_group(const int16_t *__restrict__ trellis,
                                             int64_t n, int64_t kt, int64_t nt0,
                                             uint32_t *words, int lane) {
-  const uint4 *src =
-      reinterpret_cast<const uint4 *>(trellis + (kt * (n / 16) + nt0) * 16 * K);
-  uint4 *ws = reinterpret_cast<uint4 *>(words);
-  for (int i = lane; i < 16 * K; i += 32) /* 16-byte chunks of the group */
-    ws[i] = src[i];
+  GroupCopy<K>(lane).issue((uint32_t)__cvta_generic_to_shared(words),
+                           group_src<K>(trellis, n, kt, nt0, lane));
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncwarp();
 }
 
@@ -279,24 +290,23 @@ __device__ __forceinline__ int swizzle(int row, int col) {
 constexpr size_t kFullSmemBytes = (size_t)(128 * kFullPitch + 128) * 4;
 
 /* Issues the cp.async copies of the CTA's 8 groups (group i: tile row
- * kt0 + i, tile columns nt0 .. nt0 + 7) to words + i * pitch, one commit
- * group per pair of groups, so the decode of the first pair starts while
- * the rest is in flight. */
+ * kt0 + i, tile columns nt0 .. nt0 + 7, staged by warp i) to words +
+ * i * pitch, one commit group per pair of groups, so the decode of the
+ * first pair starts while the rest is in flight (every thread commits all
+ * four, empty but for its warp's group). */
 template <int K>
 __device__ __forceinline__ void
 issue_group_pairs(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
                   int64_t nt0, uint32_t *words, int pitch) {
-  constexpr int kPerGroup = 16 * K; /* 16-byte chunks per group */
-  static_assert(2 * kPerGroup <= 32 * kFullWarps,
-                "a pair of groups is one chunk per thread");
-  const int t = (int)threadIdx.x / kPerGroup, c = (int)threadIdx.x % kPerGroup;
+  static_assert(kFullWarps == 8, "a warp per group");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const GroupCopy<K> copy(lane);
+  const uint32_t dst = (uint32_t)__cvta_generic_to_shared(words + warp * pitch);
+  const char *src = group_src<K>(trellis, n, kt0 + warp, nt0, lane);
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
-    if ((int)threadIdx.x < 2 * kPerGroup)
-      cp_async16(words + (2 * g + t) * pitch + 4 * c,
-                 trellis + ((kt0 + 2 * g + t) * (n / 16) + nt0) * (16 * K) +
-                     8 * c,
-                 true);
+    if (warp / 2 == g)
+      copy.issue(dst, src);
     cp_async_commit();
   }
 }

@@ -1,8 +1,17 @@
-/* Where a lane finds its states in the lane layout (FORMAT.md, "The lane
- * layout"): the few words it loads for one tile of a group, the shifts that
- * put its window together, and the assembly itself. Plain C for the host
- * test (tests/test_lanes_window.c) and CUDA for the kernels
- * (cuda/lanes.cuh), so both run the same code. Integer rates K = 1..8.
+/* Where a lane finds its states in a group of the lane layout (FORMAT.md,
+ * "The lane layout") staged in shared memory: the staged arrangement, the
+ * few words a lane loads for one tile, the shifts that put its window
+ * together, and the assembly itself. Plain C for the host test
+ * (tests/test_lanes_window.c) and CUDA for the kernels (cuda/lanes.cuh), so
+ * both run the same code. Integer rates K = 1..8.
+ *
+ * Staged: a group is copied to shared memory word-major, word w of every
+ * lane together (32 w + lane, the lane XOR-swizzled by the word's place in
+ * the lane layout). In the lane layout itself lane L's words are 16 bytes
+ * apart, so 32 lanes loading one word each would meet 4 to a bank; staged,
+ * a warp's load of one word of every lane (its own, or its lower
+ * neighbour's) and its copy of 32 consecutive words of the lane layout each
+ * touch 32 distinct banks. The copies are 4 bytes each.
  *
  * Lane L's window of tile tau is E = p = 16 - K prefix bits, the end of the
  * span of lane L-1 (K = 1: the last 7 bits of lane L-2's span, then lane
@@ -77,34 +86,66 @@ TRL_LANES_CFN int trl_lanes_own_words(int bits) {
  * 14 bits long). */
 TRL_LANES_CFN int trl_lanes_prefix_words(int bits) { return bits & 1 ? 2 : 1; }
 
+/* Word index, in a staged group, of word w (0 .. h-1) of `lane`. */
+TRL_LANES_FN int trl_lanes_staged_word(int h, int lane, int w) {
+  const int quads = h / 4;
+  const int swz = w < 4 * quads ? 8 * (w % 4) : 16 * ((w - 4 * quads) & 1);
+  return 32 * w + (lane ^ swz);
+}
+
+/* Word index, in a staged group, of word g (0 .. 32 h - 1) of the group in
+ * the lane layout (trl_lanes_word_offset's inverse, then staged). */
+TRL_LANES_FN int trl_lanes_staged_of_layout(int h, int g) {
+  const int quads = h / 4, pair = (h % 4) >= 2;
+  int lane, w;
+  if (g < 128 * quads) {
+    lane = (g % 128) / 4;
+    w = 4 * (g / 128) + g % 4;
+  } else if (pair && g < 128 * quads + 64) {
+    lane = (g - 128 * quads) / 2;
+    w = 4 * quads + (g - 128 * quads) % 2;
+  } else {
+    lane = g - 128 * quads - 64 * pair;
+    w = 4 * quads + 2 * pair;
+  }
+  return trl_lanes_staged_word(h, lane, w);
+}
+
+/* Byte offset in a staged group of word w of `lane`. */
+TRL_LANES_FN int trl_lanes_staged_offset(int h, int lane, int w) {
+  return 4 * trl_lanes_staged_word(h, lane, w);
+}
+
 /* Word index j clamped to the lane's string of 2K words. */
 TRL_LANES_FN int trl_lanes_clamp_word(int bits, int j) {
   return j < 0 ? 0 : j >= 2 * bits ? 2 * bits - 1 : j;
 }
 
-/* Byte offset in the group of own word i (0 .. own_words - 1) of `lane` for
- * tile `tau`. */
+/* Byte offset in the staged group of own word i (0 .. own_words - 1) of
+ * `lane` for tile `tau`. */
 TRL_LANES_FN int trl_lanes_own_offset(int bits, int lane, int tau, int i) {
   const int h = 2 * bits;
   if (bits <= 2) /* 8 (K = 1) or 16 (K = 2) bits a tile */
-    return trl_lanes_word_offset(h, lane, tau * bits / 4);
+    return trl_lanes_staged_offset(h, lane, tau * bits / 4);
   if (bits % 4 == 0) /* the span: words K tau / 4 .. */
-    return trl_lanes_word_offset(h, lane, bits * tau / 4 + i);
+    return trl_lanes_staged_offset(h, lane, bits * tau / 4 + i);
   const int start = 8 * bits * tau - (16 - bits); /* a - p, >= -15 */
   const int j0 = (start + 32) / 32 - 1;           /* floor(start / 32) */
-  return trl_lanes_word_offset(h, lane, trl_lanes_clamp_word(bits, j0 + i));
+  return trl_lanes_staged_offset(h, lane, trl_lanes_clamp_word(bits, j0 + i));
 }
 
-/* Byte offset in the group of prefix word i (0 .. prefix_words - 1). */
+/* Byte offset in the staged group of prefix word i (0 .. prefix_words -
+ * 1). */
 TRL_LANES_FN int trl_lanes_prefix_offset(int bits, int lane, int tau, int i) {
   const int h = 2 * bits;
   if (bits <= 2) /* i = 0: lane L-1, i = 1 (K = 1): lane L-2 */
-    return trl_lanes_word_offset(h, (lane + 31 - i) % 32, tau * bits / 4);
+    return trl_lanes_staged_offset(h, (lane + 31 - i) % 32, tau * bits / 4);
   if (bits % 4 == 0) /* the word that ends with the prefix */
-    return trl_lanes_word_offset(h, (lane + 31) % 32, bits * (tau + 1) / 4 - 1);
+    return trl_lanes_staged_offset(h, (lane + 31) % 32,
+                                   bits * (tau + 1) / 4 - 1);
   const int start = 8 * bits * (tau + 1) - (16 - bits);
-  return trl_lanes_word_offset(h, (lane + 31) % 32,
-                               trl_lanes_clamp_word(bits, start / 32 + i));
+  return trl_lanes_staged_offset(h, (lane + 31) % 32,
+                                 trl_lanes_clamp_word(bits, start / 32 + i));
 }
 
 /* The own words' shift, (a - p) mod 32; K = 1, 2: the byte permute that
