@@ -10,8 +10,8 @@
  *   - a CUDA-graph capture of an SQG and of a pair layer replays equal to
  *     the eager run, bit for bit;
  *   - trellis_weight_upload copies a pair's two records into one allocation
- *     (record0 || record1, as in a checkpoint) and reads no more than the
- *     caller's struct_size.
+ *     (record0 || record1, as in a checkpoint, each repacked into the lane
+ *     layout) and reads no more than the caller's struct_size.
  * The fused path stays closed to them (tests/test_gate.c). */
 #include "gpu_util.h"
 
@@ -30,15 +30,6 @@
 static void fill(int16_t *p, size_t count, uint32_t seed) {
   for (size_t i = 0; i < count; ++i)
     p[i] = (int16_t)(uint16_t)(seed + 0x9E37u * (uint32_t)i);
-}
-
-static void expect_device_words(const int16_t *device, const int16_t *host,
-                                size_t count) {
-  int16_t *back = malloc(count * 2);
-  assert_non_null(back);
-  CK(cudaMemcpy(back, device, count * 2, cudaMemcpyDeviceToHost));
-  assert_memory_equal(back, host, count * 2);
-  free(back);
 }
 
 /* ------------------------------------------------------ random pairs -- */
@@ -249,6 +240,9 @@ static void test_decode_exact(void **state) {
       gw_random(&w, k, n, bits, cbs[c], 0, 0, 300 + bits + 8 * c);
       OK(trellis_decode_weight(&w.w, want));
       void *dtr = dev_copy(w.trellis, trellis_weight_payload_bytes(&w.w));
+      trellis_weight dev = w.w; /* the kernels read the lane layout */
+      dev.trellis = dtr;
+      OK(trellis_weight_repack(&dev, dtr, NULL, NULL));
       for (int bf = 0; bf < 2; ++bf) {
         trl_reconstruct_args r;
         memset(&r, 0, sizeof r);
@@ -502,8 +496,7 @@ static void test_pair_upload(void **state) {
   assert_non_null(dw);
   assert_int_equal(dw->pair, TRELLIS_PAIR_P24);
   assert_ptr_equal(dw->trellis1, dw->trellis + w0);
-  expect_device_words(dw->trellis, rec0, w0);
-  expect_device_words(dw->trellis1, rec1, w1);
+  gu_expect_lanes_payload(&h, dw); /* repacked into the lane layout */
   trellis_device_weight_destroy(dwh);
   expect_runs(&h);
   free(rec0);
@@ -533,7 +526,7 @@ static void test_sqg_v1_struct(void **state) {
   assert_int_equal(dw->struct_size, sizeof(trellis_weight));
   assert_int_equal(dw->pair, TRELLIS_PAIR_NONE);
   assert_null(dw->trellis1);
-  expect_device_words(dw->trellis, g.trellis, 256 / 16 * 256 / 16 * 48);
+  gu_expect_lanes_payload(&g.w, dw);
   trellis_plan_desc d = gu_desc(4, TRELLIS_F16, TRELLIS_F32, 0);
   trellis_plan *plan = NULL;
   OK(trellis_plan_create(dw, &d, &plan));

@@ -435,8 +435,12 @@ static void test_misuse(void **state) {
   trellis_plan_desc d =
       gu_desc(4, TRELLIS_F16, TRELLIS_F32, TRELLIS_PLAN_LEGACY_KERNELS);
   trellis_plan *bad = NULL;
-  /* host pointers are not a device weight */
-  tu_assert_status(trellis_plan_create(&w.w, &d, &bad),
+  /* host pointers are not a device weight (in either layout) */
+  tu_assert_status(trellis_plan_create(&w.w, &d, &bad), TRELLIS_ERR_LAYOUT);
+  assert_null(bad);
+  trellis_weight host = w.w;
+  host.layout = TRELLIS_LAYOUT_LANES;
+  tu_assert_status(trellis_plan_create(&host, &d, &bad),
                    TRELLIS_ERR_INVALID_ARGUMENT);
   assert_null(bad);
   grun g;

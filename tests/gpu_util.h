@@ -112,6 +112,25 @@ static inline void *dev_copy(const void *host, size_t bytes) {
   return d;
 }
 
+/* The payload of device weight `dev` (the view of an upload of `host`)
+ * equals the host's repacked into the lane layout, record1 (a pair's)
+ * where the upload put it, after record0. */
+static inline void gu_expect_lanes_payload(const trellis_weight *host,
+                                           const trellis_weight *dev) {
+  assert_int_equal(dev->layout, TRELLIS_LAYOUT_LANES);
+  const size_t bytes = trellis_weight_payload_bytes(host);
+  int16_t *want = malloc(bytes), *got = malloc(bytes);
+  assert_true(want && got);
+  int16_t *want1 = host->pair == TRELLIS_PAIR_NONE
+                       ? NULL
+                       : want + (dev->trellis1 - dev->trellis);
+  OK(trellis_weight_repack_host(host, want, want1));
+  CK(cudaMemcpy(got, dev->trellis, bytes, cudaMemcpyDeviceToHost));
+  assert_memory_equal(got, want, bytes);
+  free(want);
+  free(got);
+}
+
 /* A prepared plan with device buffers sized for max_m. */
 typedef struct grun {
   trellis_device_weight *dwh;

@@ -338,9 +338,12 @@ def test_from_tensors_and_from_model():
     big = torch.zeros(case["n"] + 1, dtype=torch.float16, device=DEV)
     big[1:] = on_dev["svh"]
     on_dev["svh"] = big[1:]
+    payload = on_dev["trellis"].clone()
     dev = EXL3Linear.from_tensors(codebook="mcg", max_m=8, name="synthetic", **on_dev)
     assert dev.layer_name == "synthetic"
     assert torch.equal(dev(x), want)
+    # the payload runs from a lane-layout copy; the caller's tensor is kept
+    assert torch.equal(on_dev["trellis"], payload)
     with pytest.raises(TrellisError) as e:
         EXL3Linear.from_tensors(on_dev["trellis"], on_dev["suh"], parts["svh"])
     assert "mix" in str(e.value)

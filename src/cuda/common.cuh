@@ -243,6 +243,12 @@ __device__ __forceinline__ void cp_async16_raw(uint32_t smem, const void *gmem,
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem),
                "l"(gmem), "r"(src_size));
 }
+/* cp.async of 4 bytes (through L1: the 16-byte form is the only one that
+ * bypasses it). */
+__device__ __forceinline__ void cp_async4_raw(uint32_t smem, const void *gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(smem),
+               "l"(gmem));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;");
 }

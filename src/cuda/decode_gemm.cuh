@@ -3,15 +3,18 @@
  *
  * CTA = 8 warps over a 128-column strip (8 tile columns) and a contiguous
  * range of k. Weights and activations stream through a cp.async ring of
- * stages, each 8 tile rows deep (128 k). Warps split the strip along n (WN)
- * and the stage's tile rows along k (WK); k-partners are summed in shared
- * memory at the end, so results are deterministic. */
+ * stages, each 8 tile rows deep (128 k): a stage's weights are 8 groups of
+ * the lane layout (one tile row of the strip each, format/lanes.h), staged
+ * word-major (lanes.cuh). Warps split the strip along n (WN) and the stage's
+ * tile rows along k (WK); k-partners are summed in shared memory at the end, so
+ * results are deterministic. */
 #ifndef TRL_CUDA_DECODE_GEMM_CUH
 #define TRL_CUDA_DECODE_GEMM_CUH
 
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "kernels.h"
+#include "lanes.cuh"
 #include "tile_decode.cuh"
 #include "wgmma.cuh"
 
@@ -150,18 +153,25 @@ __host__ __device__ constexpr uint32_t a_offset(int r, int col) {
 template <int MB> constexpr uint32_t a_step16 = a_offset<MB>(16, 0);
 
 /* Per-thread cp.async streams of one CTA: the addresses of this thread's
- * 16-byte chunks of a stage are computed once; each issued stage only adds
- * a constant stride (tile rows are n/16 tiles apart; A advances 128 k). */
+ * copies of a stage are computed once; each issued stage only adds a
+ * constant stride (tile rows are n/16 tiles apart; A advances 128 k).
+ *
+ * Weights: warp w copies the group of the stage's tile row w (kSK = 8
+ * warps) into the staged arrangement (GroupCopy, lanes.cuh), in which the
+ * decode's loads meet no bank conflict: in the lane layout as stored, 32
+ * lanes loading one word each meet 4 to a bank. The copies are 4 bytes
+ * each, 2K per thread and stage (16-byte copies of the stored layout took
+ * K / 2). */
 template <int K, int MB> struct Loader {
-  static constexpr int kRowBytes = kNT * 32 * K;        /* one tile row's run */
-  static constexpr int kWChunks = kSK * kRowBytes / 16; /* per stage */
-  static constexpr int kWPer = (kWChunks + kThreads - 1) / kThreads;
+  static constexpr int kRowBytes = kNT * 32 * K; /* one tile row's run */
+  static_assert(kThreads == 32 * kSK, "one warp per tile row of a stage");
   static constexpr int kAChunks = 16 * MB * 16; /* 16*MB rows x 128 k */
   static constexpr int kAPer = kAChunks / kThreads;
   static_assert(kAChunks % kThreads == 0, "whole activation chunks");
 
-  const char *wsrc[kWPer];
-  uint32_t wdst[kWPer];
+  const char *wsrc; /* this lane's first word of its group */
+  uint32_t wgroup;  /* its staged group in a stage */
+  GroupCopy<K> wcopy;
   /* Activation chunk i of this thread is row 16 i + threadIdx.x / 16 of
    * the stage, so its shared-memory offset is adst + i * a_step16: kept
    * as one base, or the compiler rematerialises each chunk's swizzled
@@ -181,16 +191,11 @@ template <int K, int MB> struct Loader {
                                        int nt0, int64_t row0) {
     const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
     wstride = kSK * row_stride;
-    const char *wbase = reinterpret_cast<const char *>(trellis) +
-                        kt0 * row_stride + (int64_t)nt0 * (32 * K);
-#pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      int c = threadIdx.x + i * kThreads;
-      c = c < kWChunks ? c : kWChunks - 1; /* duplicates are harmless */
-      const int r = c / (kRowBytes / 16), off = (c % (kRowBytes / 16)) * 16;
-      wsrc[i] = wbase + r * row_stride + off;
-      wdst[i] = (uint32_t)(r * kRowBytes + off);
-    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    wsrc = reinterpret_cast<const char *>(trellis) + (kt0 + warp) * row_stride +
+           (int64_t)nt0 * (32 * K) + 4 * lane;
+    wgroup = (uint32_t)(warp * kRowBytes);
+    wcopy = GroupCopy<K>(lane);
     const int r0 = threadIdx.x >> 4, col = (threadIdx.x & 15) * 8;
     adst = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r0, col);
 #pragma unroll
@@ -205,11 +210,8 @@ template <int K, int MB> struct Loader {
   /* The next stage of each stream into the buffer at `stage`; stages are
    * issued in order, so each source only advances by a constant. */
   __device__ __forceinline__ void issue_w(uint32_t stage) {
-#pragma unroll
-    for (int i = 0; i < kWPer; ++i) {
-      cp_async16_raw(stage + wdst[i], wsrc[i], 16u);
-      wsrc[i] += wstride;
-    }
+    wcopy.issue(stage + wgroup, wsrc);
+    wsrc += wstride;
   }
   __device__ __forceinline__ void issue_a(uint32_t stage) {
 #pragma unroll
@@ -247,22 +249,33 @@ template <int MB> struct WAcc {
 };
 template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
 
+/* Where this lane's tiles of a group are (lanes.cuh), fixed once per
+ * kernel: the tiles a warp decodes sit at the same places in every group
+ * of every stage. wgmma: warp w decodes tile w of each group; mma.sync:
+ * warp (wn, wk) tiles wn * NTW + a (a = 0 .. NTW-1). */
+template <int K, int MB> struct StageTiles {
+  static constexpr int kTiles = kWgmma ? 1 : Layout<MB>::NTW;
+  LaneTile<K> t[kTiles];
+  __device__ __forceinline__ StageTiles(int lane, int warp) {
+#pragma unroll
+    for (int a = 0; a < kTiles; ++a)
+      t[a] = LaneTile<K>(lane,
+                         kWgmma ? warp : (warp % Layout<MB>::WN) * kTiles + a);
+  }
+};
+
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
  * The weights are the B operand here: as the A operand (no B-fragment
  * pack) they were slower or rounded W_hat differently (bench/RESULTS.md). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
-compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
-              int wn, int wk, const HotShifts &sh, uint32_t tab) {
+compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
+              int lane, int, int wk, const HotShifts &sh, uint32_t tab) {
   using L = Layout<MB>;
   using G = TileGeom<K>;
-  constexpr int kTileBytes = 32 * K;
-  const char *wbase = stage + (wk * kNT + wn * L::NTW) * kTileBytes;
-  const char *wl[G::kNW];
-#pragma unroll
-  for (int i = 0; i < G::kNW; ++i)
-    wl[i] = wbase + lt.off[i];
+  constexpr int kGroupBytes = kNT * 32 * K;
+  const char *wbase = stage + wk * kGroupBytes;
   const uint16_t *as =
       reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
 #pragma unroll
@@ -278,13 +291,10 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
     }
 #pragma unroll
     for (int a = 0; a < L::NTW; ++a) {
-      const int off = (ii * L::WK * kNT + a) * kTileBytes;
       uint32_t w[G::kNW];
-#pragma unroll
-      for (int i = 0; i < G::kNW; ++i)
-        w[i] = *reinterpret_cast<const uint32_t *>(wl[i] + off);
+      lt.t[a].fetch(wbase + ii * L::WK * kGroupBytes, w);
       uint32_t b[4];
-      decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
+      decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
         mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
@@ -302,11 +312,10 @@ compute_stage(const char *stage, Acc<MB> &acc, const LaneWords<K> &lt, int lane,
  * refilled after the next barrier). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
-compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
-              int, int, const HotShifts &sh, uint32_t tab) {
+compute_stage(const char *stage, WAcc<MB> &acc, const StageTiles<K, MB> &lt,
+              int, int, int, const HotShifts &sh, uint32_t tab) {
   using G = TileGeom<K>;
-  constexpr int kTileBytes = 32 * K, N = 16 * MB;
-  const char *wbase = stage + (threadIdx.x >> 5) * kTileBytes;
+  constexpr int kGroupBytes = kNT * 32 * K, N = 16 * MB;
   /* the stage's activations; k-steps advance 32 B inside a 64-k half,
    * 8-row groups are 1 KiB */
   const uint64_t desc = wgmma_desc_sw128(
@@ -316,12 +325,9 @@ compute_stage(const char *stage, WAcc<MB> &acc, const LaneWords<K> &lt, int,
   };
   auto decode_a = [&](int kr, uint32_t(&a)[4]) {
     uint32_t w[G::kNW];
-#pragma unroll
-    for (int i = 0; i < G::kNW; ++i)
-      w[i] = *reinterpret_cast<const uint32_t *>(wbase + kr * kNT * kTileBytes +
-                                                 lt.off[i]);
+    lt.t[0].fetch(stage + kr * kGroupBytes, w);
     uint32_t b[4];
-    decode_stage_frags<K, CB, BF16>(w, lt.o, b, sh, tab);
+    decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
     /* B fragment (k rows 2q.., column g) = A fragment of the transpose */
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
@@ -443,8 +449,8 @@ __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
 template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations>
 __device__ __forceinline__ void
 run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
-         const LaneWords<K> &lt, int lane, int wn, int wk, const HotShifts &sh,
-         Act act = Act(), uint32_t tab = 0) {
+         const StageTiles<K, MB> &lt, int lane, int wn, int wk,
+         const HotShifts &sh, Act act = Act(), uint32_t tab = 0) {
   constexpr int kStages = ring_stages<K, MB, CB>();
   constexpr int SB = stage_bytes<K, MB>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
@@ -487,7 +493,7 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
 
   AccFor<MB> acc;
   acc.zero();
-  const LaneWords<K> lt(lane);
+  const StageTiles<K, MB> lt(lane, warp);
   constexpr int SB = stage_bytes<K, MB>();
   Loader<K, MB> ld;
   ld.init(trellis, wn, p.rotated, p.m, p.k, kt0, akt0, nt0, row0);

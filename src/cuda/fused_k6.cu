@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
   griddep_launch_dependents();
   AccFor<MB> acc;
   acc.zero();
-  const LaneWords<K> lt(lane);
+  const StageTiles<K, MB> lt(lane, warp);
   if (MB == 1 && p.local) {
     /* 2'. Rotate our stages' rows here (see LocalRotation), all of them
      * before the ring (Ahead) or each stage's as it enters the ring. */

@@ -1,11 +1,15 @@
 /* Decodes W_hat (or a column slice of it) to a dense fp16/bf16 row-major
- * matrix, for the large-M path that hands the GEMM to cuBLASLt. One warp per
- * tile; the tile goes through shared memory so every lane stores 16 bytes.
- * Every kernel writes rows of ldd elements (a pair's record lands in its
- * sub-block of the slice) and stages the SQG tables first (sqg_stage). */
+ * matrix, for the large-M path that hands the GEMM to cuBLASLt. The payload
+ * is in the lane layout (format/lanes.h): every kernel stages whole groups
+ * (8 tiles of a tile row, n0 and n_cols being multiples of 128) in shared
+ * memory, word-major (GroupCopy), and decodes a tile from its group
+ * (LaneTile, lanes.cuh). Every kernel writes
+ * rows of ldd elements (a pair's record lands in its sub-block of the
+ * slice) and stages the SQG tables first (sqg_stage). */
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "kernels.h"
+#include "lanes.cuh"
 #include "tile_decode.cuh"
 
 #include <cuda_runtime.h>
@@ -16,45 +20,71 @@ namespace {
 
 constexpr int kWarps = 8;
 
+/* The lane-layout bytes of the group of tile row kt, tile columns nt0 ..
+ * nt0 + 7 (nt0 a multiple of 8), from this lane's first word on
+ * (GroupCopy's source). */
+template <int K>
+__device__ __forceinline__ const char *
+group_src(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
+          int64_t nt0, int lane) {
+  return reinterpret_cast<const char *>(trellis +
+                                        (kt * (n / 16) + nt0) * 16 * K) +
+         4 * lane;
+}
+
+/* The warp stages that group in `words` (shared, 64 K words; lanes.cuh). */
+template <int K>
+__device__ __forceinline__ void stage_group(const int16_t *__restrict__ trellis,
+                                            int64_t n, int64_t kt, int64_t nt0,
+                                            uint32_t *words, int lane) {
+  GroupCopy<K>(lane).issue((uint32_t)__cvta_generic_to_shared(words),
+                           group_src<K>(trellis, n, kt, nt0, lane));
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncwarp();
+}
+
+/* One warp per group: its 8 tiles decoded one after the other, each
+ * through shared memory so every lane stores 16 bytes. */
 template <int K, int CB, bool BF16>
 __global__ void __launch_bounds__(32 * kWarps)
     reconstruct_kernel(const int16_t *__restrict__ trellis, int64_t k,
                        int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
                        const trl_sqg_tables *sqg, uint16_t *__restrict__ dst) {
   __shared__ __align__(16) uint16_t tile_s[kWarps][16 * 16];
-  __shared__ __align__(16) uint32_t words_s[kWarps][8 * K];
+  __shared__ __align__(16) uint32_t group_s[kWarps][64 * K];
   if constexpr (is_sqg(CB)) {
     sqg_stage<CB, BF16>(sqg);
     __syncthreads();
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t tiles_c = n_cols / 16;
-  const int64_t t = (int64_t)blockIdx.x * kWarps + warp;
-  if (t >= (k / 16) * tiles_c)
+  const int64_t groups_c = n_cols / 128;
+  const int64_t g = (int64_t)blockIdx.x * kWarps + warp;
+  if (g >= (k / 16) * groups_c)
     return;
-  const int64_t kt = t / tiles_c, ntl = t % tiles_c, nt = n0 / 16 + ntl;
-  const uint32_t *src = reinterpret_cast<const uint32_t *>(
-      trellis + (kt * (n / 16) + nt) * (16 * K));
-  for (int i = lane; i < 8 * K; i += 32)
-    words_s[warp][i] = src[i];
-  __syncwarp();
-  uint32_t b[4];
-  decode_tile_frags<K, CB, BF16>(words_s[warp], lane, b);
-  const int q = lane & 3, c = lane >> 2;
+  const int64_t kt = g / groups_c, gc = g % groups_c;
+  stage_group<K>(trellis, n, kt, n0 / 16 + 8 * gc, group_s[warp], lane);
+  const char *group = reinterpret_cast<const char *>(group_s[warp]);
+  const int q = lane & 3, c = lane >> 2, r = lane >> 1, half = lane & 1;
   uint16_t *ts = tile_s[warp];
+  uint16_t *out = dst + (kt * 16 + r) * ldd + gc * 128 + half * 8;
+#pragma unroll 1
+  for (int u = 0; u < 8; ++u) {
+    uint32_t b[4];
+    decode_lane_tile<K, CB, BF16>(LaneTile<K>(lane, u), group, b);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int col = c + 8 * h;
-    ts[(2 * q) * 16 + col] = (uint16_t)(b[2 * h] & 0xFFFF);
-    ts[(2 * q + 1) * 16 + col] = (uint16_t)(b[2 * h] >> 16);
-    ts[(2 * q + 8) * 16 + col] = (uint16_t)(b[2 * h + 1] & 0xFFFF);
-    ts[(2 * q + 9) * 16 + col] = (uint16_t)(b[2 * h + 1] >> 16);
+    for (int h = 0; h < 2; ++h) {
+      int col = c + 8 * h;
+      ts[(2 * q) * 16 + col] = (uint16_t)(b[2 * h] & 0xFFFF);
+      ts[(2 * q + 1) * 16 + col] = (uint16_t)(b[2 * h] >> 16);
+      ts[(2 * q + 8) * 16 + col] = (uint16_t)(b[2 * h + 1] & 0xFFFF);
+      ts[(2 * q + 9) * 16 + col] = (uint16_t)(b[2 * h + 1] >> 16);
+    }
+    __syncwarp();
+    *reinterpret_cast<uint4 *>(out + 16 * u) =
+        *reinterpret_cast<const uint4 *>(ts + r * 16 + half * 8);
+    __syncwarp(); /* read before the next tile overwrites it */
   }
-  __syncwarp();
-  const int r = lane >> 1, half = lane & 1;
-  const uint4 v = *reinterpret_cast<const uint4 *>(ts + r * 16 + half * 8);
-  *reinterpret_cast<uint4 *>(dst + (kt * 16 + r) * ldd + ntl * 16 + half * 8) =
-      v;
 }
 
 /* In-place unnormalised Walsh-Hadamard butterflies over all index bits of
@@ -141,23 +171,6 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4],
                  "f"(0.f));
 }
 
-/* Stages the 8 payload tiles of one warp in `words` (shared): tile i at
- * tile row kt0 + i * dkt, tile column nt0 + i * dnt. */
-template <int K>
-__device__ __forceinline__ void
-stage_tiles(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
-            int64_t nt0, int dkt, int dnt, uint32_t *words, int lane) {
-  constexpr int kPerTile = 2 * K; /* 16-byte chunks per tile */
-  uint4 *ws = reinterpret_cast<uint4 *>(words);
-  for (int i = lane; i < 8 * kPerTile; i += 32) {
-    const int t = i / kPerTile;
-    const uint4 *src = reinterpret_cast<const uint4 *>(
-        trellis + ((kt0 + t * dkt) * (n / 16) + nt0 + t * dnt) * (16 * K));
-    ws[i] = src[i % kPerTile];
-  }
-  __syncwarp();
-}
-
 /* One warp: Z = W_hat[tile row kt][columns c0, c0 + 128) . H128,
  * unnormalised, in the mma C layout: z[u][h][e] is row g + 8 (e >> 1),
  * column 16u + 8h + 2q + (e & 1) of the 16 x 128 block (g = L / 4,
@@ -165,17 +178,18 @@ stage_tiles(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
  * to the A operand (movmatrix), one mma per 8 output columns multiplies it
  * by H16 (column bits 0..3, exact: +-1 products summed in fp32), and the
  * butterflies over the tiles u (column bits 4..6) run in registers.
- * `words` (shared, 8 * 8K words) receives the block's 8 payload tiles. */
+ * `words` (shared, 64 K words) receives the block's group. */
 template <int K, int CB>
 __device__ __forceinline__ void
 right_h128(const int16_t *__restrict__ trellis, int64_t n, int64_t kt,
            int64_t c0, uint32_t *words, int lane, float (&z)[8][2][4]) {
-  stage_tiles<K>(trellis, n, kt, c0 / 16, 0, 1, words, lane);
+  stage_group<K>(trellis, n, kt, c0 / 16, words, lane);
   const H16B hf(lane);
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
     uint32_t b[4];
-    decode_tile_frags<K, CB, false>(words + u * 8 * K, lane, b);
+    decode_lane_tile<K, CB, false>(LaneTile<K>(lane, u),
+                                   reinterpret_cast<const char *>(words), b);
     const uint32_t a[4] = {transpose8x8(b[0]), transpose8x8(b[1]),
                            transpose8x8(b[2]), transpose8x8(b[3])};
 #pragma unroll
@@ -250,7 +264,8 @@ __global__ void __launch_bounds__(32 * kHadWarps)
 
 /* W = diag(pre) . Hblk . W_hat . Hblk . diag(post): both rotations folded
  * (exllamav3's reconstruct_had), so the dense GEMM multiplies x itself. One
- * CTA per 128 x 128 block; warp w takes tile column w (8 tiles down k):
+ * CTA per 128 x 128 block (8 groups, staged by the CTA); warp w takes tile
+ * column w (tile w of each group, 8 tiles down k):
  *  - H16 from the left (row bits 0..3): an mma with the decoded tile as
  *    the B operand, exact; the butterflies over the 8 tiles (row bits
  *    4..6) in registers;
@@ -274,23 +289,24 @@ __device__ __forceinline__ int swizzle(int row, int col) {
 }
 constexpr size_t kFullSmemBytes = (size_t)(128 * kFullPitch + 128) * 4;
 
-/* Issues the cp.async copies of a warp's 8 payload tiles (tile i at tile row
- * kt0 + i, tile column nt) to `words`, one commit group per pair of tiles,
- * so the decode of the first pair starts while the rest is in flight. */
+/* Issues the cp.async copies of the CTA's 8 groups (group i: tile row
+ * kt0 + i, tile columns nt0 .. nt0 + 7, staged by warp i) to words +
+ * i * pitch, one commit group per pair of groups, so the decode of the
+ * first pair starts while the rest is in flight (every thread commits all
+ * four, empty but for its warp's group). */
 template <int K>
 __device__ __forceinline__ void
-issue_tile_pairs(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
-                 int64_t nt, uint32_t *words, int lane) {
-  constexpr int kPerTile = 2 * K; /* 16-byte chunks per tile */
-  static_assert(2 * kPerTile <= 32, "a pair of tiles is one chunk per lane");
-  const int t = lane / kPerTile, c = lane % kPerTile;
+issue_group_pairs(const int16_t *__restrict__ trellis, int64_t n, int64_t kt0,
+                  int64_t nt0, uint32_t *words, int pitch) {
+  static_assert(kFullWarps == 8, "a warp per group");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const GroupCopy<K> copy(lane);
+  const uint32_t dst = (uint32_t)__cvta_generic_to_shared(words + warp * pitch);
+  const char *src = group_src<K>(trellis, n, kt0 + warp, nt0, lane);
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
-    if (lane < 2 * kPerTile)
-      cp_async16(words + ((2 * g + t) * kPerTile + c) * 4,
-                 trellis + ((kt0 + 2 * g + t) * (n / 16) + nt) * (16 * K) +
-                     8 * c,
-                 true);
+    if (warp / 2 == g)
+      copy.issue(dst, src);
     cp_async_commit();
   }
 }
@@ -313,15 +329,17 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t blocks_c = n_cols / 128;
   const int64_t kb = blockIdx.x / blocks_c, jb = blockIdx.x % blocks_c;
-  static_assert(8 * 8 * K <= 16 * kFullPitch, "words fit in 16 rows");
-  uint32_t *words = reinterpret_cast<uint32_t *>(f + warp * 16 * kFullPitch);
-  issue_tile_pairs<K>(trellis, n, kb * 8, n0 / 16 + jb * 8 + warp, words, lane);
+  static_assert(64 * K <= 16 * kFullPitch, "a group fits in 16 rows");
+  uint32_t *words = reinterpret_cast<uint32_t *>(f); /* group i at row 16 i */
+  issue_group_pairs<K>(trellis, n, kb * 8, n0 / 16 + jb * 8, words,
+                       16 * kFullPitch);
   if (threadIdx.x < 128)
     col_scale[threadIdx.x] = __fmul_rn(
         r_scale(),
         __half2float(__ushort_as_half(post[n0 + jb * 128 + threadIdx.x])));
   float z[8][2][4]; /* [tile t][column half h][C fragment] */
   const H16A ha(lane);
+  const LaneTile<K> lt(lane, warp);
 #pragma unroll
   for (int t = 0; t < 8; ++t) {
     if (t % 2 == 0) { /* pair t / 2 landed (groups complete in order) */
@@ -333,10 +351,11 @@ __global__ void __launch_bounds__(32 * kFullWarps, 3)
         cp_async_wait<1>();
       else
         cp_async_wait<0>();
-      __syncwarp();
+      __syncthreads(); /* every thread's copies of the pair */
     }
     uint32_t b[4];
-    decode_tile_frags<K, CB, false>(words + t * 8 * K, lane, b);
+    decode_lane_tile<K, CB, false>(
+        lt, reinterpret_cast<const char *>(words + t * 16 * kFullPitch), b);
     mma_f16(z[t][0], ha.a, b[0], b[1]);
     mma_f16(z[t][1], ha.a, b[2], b[3]);
   }
@@ -454,8 +473,8 @@ struct Reconstruct {
       kern<<<grid, 32 * kHadWarps, 0, a.stream>>>(
           r.trellis, r.k, r.n, r.n0, r.n_cols, r.ldd, r.sqg, r.post, r.dst);
     } else {
-      const int64_t tiles = (r.k / 16) * (r.n_cols / 16);
-      const unsigned grid = (unsigned)((tiles + kWarps - 1) / kWarps);
+      const int64_t groups = (r.k / 16) * (r.n_cols / 128);
+      const unsigned grid = (unsigned)((groups + kWarps - 1) / kWarps);
       kern<<<grid, 32 * kWarps, 0, a.stream>>>(r.trellis, r.k, r.n, r.n0,
                                                r.n_cols, r.ldd, r.sqg, r.dst);
     }

@@ -4,7 +4,9 @@
  *   j = 0,1 -> rows 2q, 2q+1   (q = L % 4), column L/4
  *   j = 2,3 -> rows 2q+8, 2q+9, column L/4
  *   j = 4..7 -> the same rows, column L/4 + 8.
- * The tile's words are read from shared memory. */
+ * The decode takes the words holding the lane's 7K + 16 window bits and
+ * the window's bit offset in the first; lanes.cuh fetches them from a
+ * group of the lane layout (with offset 0). */
 #ifndef TRL_CUDA_TILE_DECODE_CUH
 #define TRL_CUDA_TILE_DECODE_CUH
 
@@ -21,9 +23,10 @@ template <int K> struct TileGeom {
   static constexpr int kNW = kNV + 1;
 };
 
-/* Byte offsets, inside one tile, of the kNW words holding lane L's bits,
- * and the bit offset of its first window in the first of them. Computed
- * once per kernel: they depend on the lane only. */
+/* Byte offsets, inside one tile of the checkpoint layout, of the kNW words
+ * holding lane L's bits, and the bit offset of its first window in the
+ * first of them. Computed once per kernel: they depend on the lane only.
+ * The lane layout's equivalent is LaneTile (lanes.cuh). */
 template <int K> struct LaneWords {
   uint32_t off[TileGeom<K>::kNW];
   int o;
@@ -231,19 +234,6 @@ decode_stage_frags(const uint32_t (&w)[TileGeom<K>::kNW], int o,
   } else {
     decode_frags<K, CB, BF16>(w, o, b, sh);
   }
-}
-
-/* The same from a tile in shared memory (reconstruct kernel). */
-template <int K, int CB, bool BF16>
-__device__ __forceinline__ void
-decode_tile_frags(const uint32_t *__restrict__ tile, int lane,
-                  uint32_t (&b)[4]) {
-  const LaneWords<K> lw(lane);
-  uint32_t w[TileGeom<K>::kNW];
-#pragma unroll
-  for (int i = 0; i < TileGeom<K>::kNW; ++i)
-    w[i] = tile[lw.off[i] / 4];
-  decode_frags<K, CB, BF16>(w, lw.o, b, LiteralShifts());
 }
 
 } // namespace trl

@@ -38,6 +38,10 @@ F32 = 2
 SIGNS_SCALED = 0
 SIGNS_LEGACY = 1
 
+# trellis_layout (of a weight's payload)
+LAYOUT_CHECKPOINT = 0
+LAYOUT_LANES = 1
+
 # trellis_path
 PATH_NONE = 0
 PATH_FUSED = 1
@@ -287,6 +291,9 @@ _PROTOTYPES = {
     "trellis_weight_check_values": (_status, [P(Weight)]),
     # 0.3.0: the shared buffers of a set of plans
     "trellis_plans_buffer_sizes": (_status, [P(c_void_p), c_size_t, c_int64, P(BufferSizes)]),
+    # 0.4: the GPU's lane layout of a payload
+    "trellis_weight_repack": (_status, [P(Weight), c_void_p, c_void_p, c_void_p]),
+    "trellis_weight_repack_host": (_status, [P(Weight), c_void_p, c_void_p]),
 }
 OPTIONAL = frozenset(
     [
@@ -295,6 +302,8 @@ OPTIONAL = frozenset(
         "trellis_model_layer_info",
         "trellis_weight_check_values",
         "trellis_plans_buffer_sizes",
+        "trellis_weight_repack",
+        "trellis_weight_repack_host",
     ]
 )
 

@@ -242,7 +242,14 @@ class DeviceWeight:
     Made by upload() (a copy of a host layer) or from_tensors() (CUDA
     tensors are used in place, kept alive by this object). The memory goes
     back to PyTorch when the last module using it is gone; close() drops
-    this object's references."""
+    this object's references.
+
+    On a CUDA device the plans read the payload in the GPU's lane layout
+    (docs/FORMAT.md, "The lane layout"): it is repacked there, on the
+    device's current stream like any torch operation, in place where the
+    tensors are this object's own copies (upload()), else into a copy it
+    owns (from_tensors() and a module's buffers, which keep the checkpoint
+    layout a state dict holds: the payload then takes twice its size)."""
 
     def __init__(
         self,
@@ -250,6 +257,7 @@ class DeviceWeight:
         tensors: Dict[str, torch.Tensor],
         device: torch.device,
         name: str,
+        owned: bool = False,
     ) -> None:
         # Plans and CPU runners borrow the tensors for their whole life: each
         # is a use, and close() refuses while any is left.
@@ -261,6 +269,8 @@ class DeviceWeight:
         self._tensors = _weight_tensors(tensors, name)
         self._struct = _weight_struct(meta, self._tensors)
         self._view = ctypes.pointer(self._struct)
+        if device.type == "cuda":
+            self._to_lanes(device, owned)
         self.device = device
         self.name = name
         self.k = int(meta.k)
@@ -268,6 +278,29 @@ class DeviceWeight:
         self.bits = int(meta.bits)
         self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
         self.has_bias = "bias" in self._tensors
+
+    def _to_lanes(self, device: torch.device, in_place: bool) -> None:
+        """The payload records in the lane layout (see the class)."""
+        if not _lib.has("trellis_weight_repack"):
+            return  # a library before the lane layout plans them as stored
+        records = [f for f in ("trellis", "trellis1") if f in self._tensors]
+        out = {
+            f: self._tensors[f] if in_place else torch.empty_like(self._tensors[f])
+            for f in records
+        }
+        with torch.cuda.device(device):
+            stream = torch.cuda.current_stream(device).cuda_stream
+            call(
+                lib.trellis_weight_repack,
+                self._view,
+                out["trellis"].data_ptr(),
+                out["trellis1"].data_ptr() if "trellis1" in out else None,
+                stream,
+            )
+        self._tensors.update(out)
+        self._struct = _weight_struct(self._meta, self._tensors)
+        self._struct.layout = _lib.LAYOUT_LANES
+        self._view = ctypes.pointer(self._struct)
 
     @classmethod
     def upload(cls, layer: "_core.Layer", device: DeviceLike = None) -> "DeviceWeight":
@@ -278,7 +311,7 @@ class DeviceWeight:
             host = _host_tensors(w)
             meta = _meta_copy(w)
         tensors = {f: t.to(device) for f, t in host.items()}
-        return cls(meta, tensors, device, layer.name)
+        return cls(meta, tensors, device, layer.name, owned=True)
 
     @classmethod
     def from_tensors(
@@ -296,9 +329,11 @@ class DeviceWeight:
     ) -> "DeviceWeight":
         """A weight from tensors laid out as a checkpoint stores them (see
         libtrellis.Layer.from_arrays). CUDA tensors are used in place (a
-        copy is made only of a misaligned or non-contiguous one); CPU
-        tensors and numpy arrays are copied to `device` (default: the
-        current CUDA device, else the CPU)."""
+        copy is made only of a misaligned or non-contiguous one), but for
+        the payload, which the plans read from a lane-layout copy (see the
+        class; the caller's tensor is left as it is); CPU tensors and numpy
+        arrays are copied to `device` (default: the current CUDA device,
+        else the CPU)."""
         if trellis is None:
             raise error("TRELLIS_ERR_INVALID_ARGUMENT", "from_tensors: trellis is missing")
         parts = dict(trellis=trellis, suh=suh, svh=svh, su=su, sv=sv, bias=bias)
