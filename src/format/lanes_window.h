@@ -219,8 +219,8 @@ TRL_LANES_WFN uint32_t trl_lanes_select(uint32_t a, uint32_t b, uint32_t mask) {
 
 /* E (nv words) from the loaded own and prefix words and the two shifts. */
 TRL_LANES_WFN void trl_lanes_window(int bits, const uint32_t *own,
-                                   const uint32_t *prefix, uint32_t own_shift,
-                                   uint32_t prefix_shift, uint32_t *e) {
+                                    const uint32_t *prefix, uint32_t own_shift,
+                                    uint32_t prefix_shift, uint32_t *e) {
   const int nv = trl_lanes_window_words(bits);
   if (bits == 1) {
     const uint32_t t = trl_lanes_prmt(prefix[0], prefix[1], prefix_shift);
