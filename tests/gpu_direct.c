@@ -19,15 +19,17 @@
 static const int64_t kRows[] = {1, 2, 3, 4, 5, 8, 9, 16};
 #define ROW_COUNT (sizeof kRows / sizeof kRows[0])
 
-/* One plan of `w` at m rows of f16 x to f32 y; it must take the direct
- * kernel: the fused path (K6 MCG) or the generic one with no workspace. */
+/* One plan of `w` at m rows of f16 x to f32 y against the CPU reference:
+ * on the direct kernel (the fused path for K6 MCG, else the generic one,
+ * with no workspace), or, where no launch of it fits (a forced cluster
+ * size too large for the layer's share of k), the kernels it falls back
+ * to. */
 static void check_layer(const gw *w, int64_t m, uint64_t seed,
                         const char *what) {
   trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
   float *ref;
   trellis_buffer_sizes sz;
   float *y = gu_forward_vs_ref(&w->w, &d, m, seed, TRELLIS_F32, &ref, &sz);
-  assert_int_equal(sz.workspace_bytes, 0);
   assert_true(sz.path == TRELLIS_PATH_FUSED || sz.path == TRELLIS_PATH_GENERIC);
   char text[160];
   snprintf(text, sizeof text, "%s m %lld", what, (long long)m);
@@ -211,7 +213,13 @@ static void test_print_shapes(void **state) {
       const int64_t ms[3] = {1, 4, 16};
       for (int j = 0; j < 3; ++j) {
         trl_direct_grid g;
-        assert_true(trl_layout_direct_grid(&plan->lp, ms[j], &g));
+        if (!trl_layout_direct_grid(&plan->lp, ms[j], &g)) {
+          printf("  shape %lldx%lld %s m %lld: no launch fits (the other "
+                 "kernels run it)\n",
+                 (long long)shapes[i][0], (long long)shapes[i][1],
+                 trellis_codebook_name(cbs[c]), (long long)ms[j]);
+          continue;
+        }
         printf("  shape %lldx%lld %s m %lld: var %d tb %d cluster %d x %d, "
                "rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM (regs %d, "
                "active %d)\n",
