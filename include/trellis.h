@@ -608,7 +608,8 @@ trellis_model_quant_config(const trellis_model *m);
  * model. For callers that must not write over their own inputs. */
 TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
                                                 size_t index);
-/* EXL3 layers, sorted by name. Opening a model reads each layer's scales
+/* EXL3 layers, in model order: sorted by name with the numbers in names
+ * compared by value (model.layers.2 before model.layers.10). Opening a model reads each layer's scales
  * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
  * the first bad element), never its payload.
  *
