@@ -170,13 +170,14 @@ expect_error "x_short_data.npy" fwd "$TMP/x_short_data.npy"
 expect_error "x_garbage.npy" fwd "$TMP/x_garbage.npy"
 
 # --- --device cuda without a GPU -------------------------------------------
+# (the one wording of the library, the CLI and the Python package)
 if "$CLI" --version | grep -q "CUDA not built"; then
-  expect_error "--device cuda" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
-  expect_error "--device cuda" "$CLI" demo --device cuda
+  expect_error "--device cuda: libtrellis was built without CUDA" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
+  expect_error "--device cuda: libtrellis was built without CUDA" "$CLI" demo --device cuda
 elif "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda >/dev/null 2>&1; then
   echo "skip --device cuda error (a CUDA device is present)"
 else
-  expect_error "cuda" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
+  expect_error "--device cuda: no CUDA device is available" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
 fi
 
 echo "cli_errors: $((total - failed))/$total bad invocations handled"

@@ -133,12 +133,12 @@ int cli_resolve_device(cli_device requested, cli_device *out) {
     return CLI_OK;
   }
   if (requested == CLI_DEV_CUDA && !trellis_cuda_built()) {
-    cli_error("--device cuda: this trellis was built without CUDA (install "
-              "the CUDA toolkit and rebuild, or use --device cpu)");
+    cli_error("--device cuda: " CLI_NO_CUDA_BUILD " (install the CUDA "
+              "toolkit and rebuild, or use --device cpu)");
     return CLI_FAIL;
   }
   if (requested == CLI_DEV_CUDA && count <= 0) {
-    cli_error("--device cuda: no usable CUDA device found (use --device cpu)");
+    cli_error("--device cuda: " CLI_NO_CUDA_DEVICE " (use --device cpu)");
     return CLI_FAIL;
   }
   *out = requested;

@@ -238,11 +238,10 @@ int cli_info_plan(const char *path, const char *max_m_text) {
     return cli_lib_error(st, path);
   if (!trellis_cuda_built() || trellis_cuda_device_count() <= 0) {
     cli_error("%s: --plan: plan sizes need a CUDA device (a plan is made "
-              "from a weight in device memory), and %s; 'trellis info %s' "
+              "from a weight in device memory) and %s; 'trellis info %s' "
               "lists the layers without one",
               path,
-              trellis_cuda_built() ? "none is usable here"
-                                   : "this trellis was built without CUDA",
+              trellis_cuda_built() ? CLI_NO_CUDA_DEVICE : CLI_NO_CUDA_BUILD,
               path);
     trellis_model_close(model);
     return CLI_FAIL;

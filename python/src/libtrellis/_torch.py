@@ -119,7 +119,7 @@ def _device(device: DeviceLike, allow_cpu: bool = True) -> torch.device:
     if not torch.cuda.is_available():
         raise error(
             "TRELLIS_ERR_NO_DEVICE",
-            "device %s: no CUDA device is available (torch sees none)" % device,
+            "device %s: %s (torch sees none)" % (device, _core.NO_CUDA_DEVICE),
         )
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
