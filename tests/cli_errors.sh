@@ -169,6 +169,13 @@ expect_error "x_i32.npy" fwd "$TMP/x_i32.npy"
 expect_error "x_short_data.npy" fwd "$TMP/x_short_data.npy"
 expect_error "x_garbage.npy" fwd "$TMP/x_garbage.npy"
 
+# --- --output - (stdout) that cannot be written -----------------------------
+to_full() { "$@" >/dev/full; }
+if [ -w /dev/full ]; then
+  expect_error "--output - (stdout): cannot write" to_full "$CLI" decode "$CASE" "$LAYER" --output -
+  expect_error "--output - (stdout): cannot write" to_full "$CLI" forward "$CASE" "$LAYER" --device cpu --input "$TMP/x_ok.npy" --output -
+fi
+
 # --- --device cuda without a GPU -------------------------------------------
 # (the one wording of the library, the CLI and the Python package)
 if "$CLI" --version | grep -q "CUDA not built"; then

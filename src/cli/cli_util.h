@@ -81,14 +81,16 @@ int cli_info_tp(const char *path, const cli_tp *tp);
 /* ---- .npy --------------------------------------------------------------- */
 
 int cli_read_npy(const char *path, npy_array *out);
-/* Writes through npy_write: `path` is replaced only by a complete file. */
+/* Writes through npy_write: `path` is replaced only by a complete file;
+ * "-" writes the .npy image to stdout (npy_write_fd). */
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);
 /* Before any work: refuses an --output that npy_write refuses (a
  * directory, FIFO, device, dangling link, missing directory) or that is a
  * file the command reads: one of the model's files
  * (trellis_model_file_path) or `input` (may be NULL), compared by device
- * and inode, so links and other spellings of a path count. */
+ * and inode, so links and other spellings of a path count. "-" (stdout)
+ * is always accepted. */
 int cli_check_output(const char *output, const trellis_model *model,
                      const char *input);
 
