@@ -155,6 +155,9 @@ expect_error "--tp" "$CLI" info "$CASE" --tp many
 expect_error "--rank" "$CLI" info "$CASE" --tp 2 --rank 0
 expect_error "--plan" "$CLI" info "$CASE" --tp 2 --plan
 expect_error "--split needs --tp" "$CLI" info "$CASE" --split k
+expect_error "--json" "$CLI" info "$CASE" --json --plan
+expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json
+expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json --tp 2
 
 # --- .npy inputs -----------------------------------------------------------
 fwd() { # fwd INPUT: forward on the CPU with INPUT as X
