@@ -156,6 +156,11 @@ expect_error "--rank" "$CLI" info "$CASE" --tp 2 --rank 0
 expect_error "--plan" "$CLI" info "$CASE" --tp 2 --plan
 expect_error "--split needs --tp" "$CLI" info "$CASE" --split k
 expect_error "--json" "$CLI" info "$CASE" --json --plan
+expect_error "--gpu needs --plan" "$CLI" info "$CASE" --gpu h200
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu h900
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=0,arch=90
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=132
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=132,arch=90,sms=1
 expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json
 expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json --tp 2
 

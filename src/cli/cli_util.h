@@ -19,8 +19,34 @@ int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
-/* `info PATH --plan` (cmd_info_plan.c); max_m_text may be NULL. */
-int cli_info_plan(const char *path, const char *max_m_text);
+/* `info PATH --plan [--gpu TARGET]` (cmd_info_plan.c); max_m_text and
+ * gpu_text may be NULL (then plans on the CUDA device). */
+int cli_info_plan(const char *path, const char *max_m_text,
+                  const char *gpu_text);
+
+/* ---- plan sizes for a named GPU, without one (cli_gpu_target.c) -------- */
+
+typedef struct cli_gpu_target {
+  char name[40]; /* as given: "h200", "sms=132,arch=90" */
+  char what[96]; /* "NVIDIA H200 (SXM): 132 SMs, sm_90" */
+  int sm_count, cc_major, cc_minor;
+} cli_gpu_target;
+/* Parses --gpu NAME (one of cli_gpu_target_names()); prints an error
+ * naming --gpu and returns CLI_USAGE on an unknown one. */
+int cli_gpu_target_parse(const char *text, cli_gpu_target *out);
+const char *cli_gpu_target_names(void);
+/* What trellis_plan_create would decide for layer `l` with the default
+ * desc and max_m on the target, from the library's pure rules: the path
+ * and buffer sizes per m are estimates (see cli_gpu_target.c). NULL when
+ * out of memory; free() it. */
+typedef struct cli_target_plan cli_target_plan;
+cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
+                                      const trellis_layer_info *l,
+                                      int64_t max_m);
+/* trellis_plan_query's answer for m rows (1..max_m); 0 when m is out of
+ * range or the sizes overflow. */
+int cli_target_plan_query(const cli_target_plan *p, int64_t m,
+                          trellis_buffer_sizes *out);
 /* `info PATH --json` (cmd_info_json.c): the table as one JSON object. */
 int cli_info_json(const char *path);
 /* Writes `root` (a jansson json_t, taken) to stdout, indented and ASCII;

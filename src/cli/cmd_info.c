@@ -4,7 +4,7 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: trellis info PATH [--json] [--plan [--max-m M]]\n"
+    "usage: trellis info PATH [--json] [--plan [--max-m M] [--gpu NAME]]\n"
     "                    [--tp N [--split n|k] [--json]]\n"
     "\n"
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
@@ -32,7 +32,11 @@ static const char usage[] =
     "128 and M (default 256, at most 65536), and what one stream of the\n"
     "model must provision: the weights, and each buffer's largest size over\n"
     "the layers at every m up to M. Plans need a CUDA device: without one it\n"
-    "exits with status 1 and says so.\n"
+    "exits with status 1 and says so, unless --gpu NAME is given: then no\n"
+    "GPU is used and the sizes are estimates from the library's plan rules\n"
+    "for that target (h200, h100 and b200 ... or sms=N,arch=90; see the\n"
+    "README), with the defaults the rules take where only a GPU can say\n"
+    "(2 decode-GEMM CTAs per SM), for sizing buffers on a build host.\n"
     "\n"
     "--tp N prints instead each layer's bytes on each of N tensor-parallel\n"
     "ranks (payload, scales, bias: what the rank's shard holds) and each\n"
@@ -160,14 +164,14 @@ static void print_corrections(const trellis_model *model, size_t count) {
 
 int cmd_info(int argc, char **argv) {
   const char *pos[1], *max_m = NULL, *tp_text = NULL, *split_text = NULL;
+  const char *gpu = NULL;
   int plan = 0, json = 0;
   static const char *const names[] = {"PATH"};
-  const cli_option opts[] = {{"--plan", NULL, &plan},
-                             {"--max-m", &max_m, NULL},
-                             {"--tp", &tp_text, NULL},
-                             {"--split", &split_text, NULL},
-                             {"--json", NULL, &json}};
-  int r = cli_parse(argc, argv, usage, opts, 5, pos, names, 1);
+  const cli_option opts[] = {
+      {"--plan", NULL, &plan},  {"--max-m", &max_m, NULL},
+      {"--tp", &tp_text, NULL}, {"--split", &split_text, NULL},
+      {"--json", NULL, &json},  {"--gpu", &gpu, NULL}};
+  int r = cli_parse(argc, argv, usage, opts, 6, pos, names, 1);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
   cli_tp tp;
@@ -179,8 +183,8 @@ int cmd_info(int argc, char **argv) {
   }
   if (tp.ranks)
     return cli_info_tp(pos[0], &tp, json);
-  if (max_m && !plan) {
-    cli_error("info: --max-m needs --plan");
+  if ((max_m || gpu) && !plan) {
+    cli_error("info: %s needs --plan", max_m ? "--max-m" : "--gpu");
     return CLI_USAGE;
   }
   if (plan && json) {
@@ -188,7 +192,7 @@ int cmd_info(int argc, char **argv) {
     return CLI_USAGE;
   }
   if (plan)
-    return cli_info_plan(pos[0], max_m);
+    return cli_info_plan(pos[0], max_m, gpu);
   if (json)
     return cli_info_json(pos[0]);
 
