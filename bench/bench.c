@@ -69,7 +69,7 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
   memset(&res, 0, sizeof res);
 
   if (trellis_cuda_device_count() <= 0) {
-    cli_error("bench: no usable CUDA device found");
+    cli_error("bench: " CLI_NO_CUDA_DEVICE);
     return CLI_FAIL;
   }
   bench_stamp(&env);
@@ -175,14 +175,14 @@ done:
 
 static int bench_run(const bench_options *o, const bench_targets *defs) {
   (void)o, (void)defs;
-  cli_error("bench: this trellis was built without CUDA (the benchmark needs "
+  cli_error("bench: " CLI_NO_CUDA_BUILD " (the benchmark needs "
             "a GPU build: configure with -DTRELLIS_CUDA=ON)");
   return CLI_USAGE;
 }
 
 int trellis_bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
   (void)k, (void)n, (void)m, (void)us;
-  cli_error("bench: this trellis was built without CUDA");
+  cli_error("bench: " CLI_NO_CUDA_BUILD);
   return CLI_FAIL;
 }
 

@@ -800,7 +800,7 @@ int bench_step_run(const bench_options *o) {
     return mr;
   }
   if (trellis_cuda_device_count() <= 0) {
-    cli_error("bench: no usable CUDA device found");
+    cli_error("bench: " CLI_NO_CUDA_DEVICE);
     step_model_close(&model);
     return CLI_FAIL;
   }
@@ -856,7 +856,7 @@ done:
 
 int bench_step_run(const bench_options *o) {
   (void)o;
-  cli_error("bench: this trellis was built without CUDA (the benchmark needs "
+  cli_error("bench: " CLI_NO_CUDA_BUILD " (the benchmark needs "
             "a GPU build: configure with -DTRELLIS_CUDA=ON)");
   return CLI_USAGE;
 }

@@ -608,9 +608,10 @@ trellis_model_quant_config(const trellis_model *m);
  * model. For callers that must not write over their own inputs. */
 TRELLIS_API const char *trellis_model_file_path(const trellis_model *m,
                                                 size_t index);
-/* EXL3 layers, sorted by name. Opening a model reads each layer's scales
- * and bias (non-finite values are TRELLIS_ERR_FORMAT naming the tensor and
- * the first bad element), never its payload.
+/* EXL3 layers, in model order: sorted by name with the numbers in names
+ * compared by value (model.layers.2 before model.layers.10). Opening a model
+ * reads each layer's scales and bias (non-finite values are TRELLIS_ERR_FORMAT
+ * naming the tensor and the first bad element), never its payload.
  *
  * trellis_model_layer and trellis_model_find_layer hand out a layer for
  * computing: host pointers into the mapped files, except for an F32 bias

@@ -155,6 +155,14 @@ expect_error "--tp" "$CLI" info "$CASE" --tp many
 expect_error "--rank" "$CLI" info "$CASE" --tp 2 --rank 0
 expect_error "--plan" "$CLI" info "$CASE" --tp 2 --plan
 expect_error "--split needs --tp" "$CLI" info "$CASE" --split k
+expect_error "--json" "$CLI" info "$CASE" --json --plan
+expect_error "--gpu needs --plan" "$CLI" info "$CASE" --gpu h200
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu h900
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=0,arch=90
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=132
+expect_error "--gpu: expected h200" "$CLI" info "$CASE" --plan --gpu sms=132,arch=90,sms=1
+expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json
+expect_error "no_such_file.safetensors" "$CLI" info "$TMP/no_such_file.safetensors" --json --tp 2
 
 # --- .npy inputs -----------------------------------------------------------
 fwd() { # fwd INPUT: forward on the CPU with INPUT as X
@@ -169,14 +177,22 @@ expect_error "x_i32.npy" fwd "$TMP/x_i32.npy"
 expect_error "x_short_data.npy" fwd "$TMP/x_short_data.npy"
 expect_error "x_garbage.npy" fwd "$TMP/x_garbage.npy"
 
+# --- --output - (stdout) that cannot be written -----------------------------
+to_full() { "$@" >/dev/full; }
+if [ -w /dev/full ]; then
+  expect_error "--output - (stdout): cannot write" to_full "$CLI" decode "$CASE" "$LAYER" --output -
+  expect_error "--output - (stdout): cannot write" to_full "$CLI" forward "$CASE" "$LAYER" --device cpu --input "$TMP/x_ok.npy" --output -
+fi
+
 # --- --device cuda without a GPU -------------------------------------------
+# (the one wording of the library, the CLI and the Python package)
 if "$CLI" --version | grep -q "CUDA not built"; then
-  expect_error "--device cuda" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
-  expect_error "--device cuda" "$CLI" demo --device cuda
+  expect_error "--device cuda: libtrellis was built without CUDA" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
+  expect_error "--device cuda: libtrellis was built without CUDA" "$CLI" demo --device cuda
 elif "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda >/dev/null 2>&1; then
   echo "skip --device cuda error (a CUDA device is present)"
 else
-  expect_error "cuda" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
+  expect_error "--device cuda: no CUDA device is available" "$CLI" forward "$CASE" "$LAYER" --input "$TMP/x_ok.npy" --output "$TMP/y.npy" --device cuda
 fi
 
 echo "cli_errors: $((total - failed))/$total bad invocations handled"

@@ -4,6 +4,7 @@
  *     w_dense within tolerance;
  *   - `forward --device cpu` of every case matches y (fp32 out), and with
  *     `--out-dtype f16`; a 1-D input [k] gives a 1-D output [n];
+ *   - `--output -` writes the same .npy to stdout;
  *   - `info` on the toy model directory lists its 14 EXL3 layers and counts
  *     the norm tensors as other tensors;
  *   - `demo` exits 0 and reports PASS (on a GPU: the fused path at m = 1 and
@@ -205,6 +206,70 @@ static void test_forward_1d_input(void **state) {
     forward_case(&cases[i], 1, 1, TRELLIS_F32, "cpu");
 }
 
+/* `--output -`: decode and forward write the same .npy bytes to stdout
+ * as to a file (stdout is the file tu_run_tool left, run.stdout), their
+ * reports stay on stderr, and an error leaves stdout empty. */
+static void expect_stdout_is(const char *what, const char *file) {
+  char *out = tu_tmp_path("run.stdout");
+  size_t a = 0, b = 0;
+  uint8_t *got = tu_read_file(out, &a), *want = tu_read_file(file, &b);
+  if (a != b || memcmp(got, want, a) != 0)
+    fail_msg("%s --output -: %zu bytes on stdout, the file has %zu%s", what, a,
+             b, a == b ? " (they differ)" : "");
+  free(got);
+  free(want);
+  free(out);
+}
+
+static void test_output_stdout(void **state) {
+  (void)state;
+  const tv_case *c = &cases[0];
+  char *path = case_path(c);
+  char *w = tu_tmp_path("w_file.npy"), *x = tu_tmp_path("x_stdout.npy"),
+       *y = tu_tmp_path("y_file.npy");
+  const char *file_args[] = {"decode", path, c->layer, "--output", w, NULL};
+  tu_run_result r = run_cli(file_args);
+  expect_success("decode", &r);
+  tu_run_free(&r);
+  const char *args[] = {"decode", path, c->layer, "--output", "-", NULL};
+  r = run_cli(args);
+  expect_success("decode --output -", &r);
+  assert_string_equal(r.err, "");
+  expect_stdout_is("decode", w);
+  tu_run_free(&r);
+
+  tv_loaded t;
+  tv_open(c, &t);
+  int64_t xshape[2] = {c->m, c->k};
+  tu_assert_status(npy_write(x, TRELLIS_F16, 2, xshape, t.x.data), TRELLIS_OK);
+  tv_close(&t);
+  const char *ff[] = {"forward", path, c->layer,   "--device", "cpu",
+                      "--input", x,    "--output", y,          NULL};
+  r = run_cli(ff);
+  expect_success("forward", &r);
+  tu_run_free(&r);
+  const char *fs[] = {"forward", path, c->layer,   "--device", "cpu",
+                      "--input", x,    "--output", "-",        NULL};
+  r = run_cli(fs);
+  expect_success("forward --output -", &r);
+  assert_non_null(strstr(r.err, "device: cpu")); /* the report: stderr */
+  expect_stdout_is("forward", y);
+  tu_run_free(&r);
+
+  /* an error: one line on stderr, nothing on stdout, exit 1 */
+  const char *bad[] = {"forward", path, c->layer,   "--device", "cpu",
+                       "--input", w,    "--output", "-",        NULL};
+  r = run_cli(bad);
+  assert_int_equal(r.code, 1);
+  assert_string_equal(r.out, "");
+  assert_non_null(strstr(r.err, "w_file.npy"));
+  tu_run_free(&r);
+  free(path);
+  free(w);
+  free(x);
+  free(y);
+}
+
 /* ---------------------------------------------------------------- info -- */
 
 static void test_info_toy_model(void **state) {
@@ -301,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_forward_f16_output),
       cmocka_unit_test(test_forward_1d_input),
       cmocka_unit_test(test_forward_cuda_every_case),
+      cmocka_unit_test(test_output_stdout),
       cmocka_unit_test(test_info_toy_model),
       cmocka_unit_test(test_info_single_file),
       cmocka_unit_test(test_demo),

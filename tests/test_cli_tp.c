@@ -11,6 +11,7 @@
 #include "tools/npy.h"
 #include "tools/synth.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,22 @@ static void test_info(void **state) {
       tu_run_result r = tu_run_tool(TRELLIS_CLI_PATH, args, NULL);
       if (r.code != 0)
         fail_msg("info --tp %s: exit %d: %s", tp, r.code, r.err);
+      /* the same with --json (in place of --split when none is given) */
+      const char *jargs[] = {"info",    model_path, "--tp",   tp,
+                             "--split", split,      "--json", NULL};
+      if (given == 0)
+        jargs[4] = "--json", jargs[5] = NULL;
+      tu_run_result rj = tu_run_tool(TRELLIS_CLI_PATH, jargs, NULL);
+      json_error_t jerr;
+      json_t *j = rj.code == 0 ? json_loads(rj.out, 0, &jerr) : NULL;
+      if (!j)
+        fail_msg("info --tp %s --json: exit %d: %s%s", tp, rj.code, rj.err,
+                 rj.out);
+      assert_int_equal(json_integer_value(json_object_get(j, "ranks")), ranks);
+      assert_string_equal(json_string_value(json_object_get(j, "split")),
+                          given ? split : "by role");
+      json_t *rank_bytes = json_object_get(j, "rank_bytes");
+      assert_int_equal(json_array_size(rank_bytes), ranks);
       for (int rank = 0; rank < ranks; rank++) {
         /* by role: down_proj on k, up_proj on n */
         const trellis_split sd = given == 0   ? TRELLIS_SPLIT_K
@@ -311,7 +328,11 @@ static void test_info(void **state) {
         if (strstr(r.out, line) == NULL)
           fail_msg("info --tp %d (%s): no '%s' in:\n%s", ranks,
                    given ? split : "by role", line, r.out);
+        assert_int_equal(
+            json_integer_value(json_array_get(rank_bytes, (size_t)rank)), want);
       }
+      json_decref(j);
+      tu_run_free(&rj);
       tu_run_free(&r);
     }
 }

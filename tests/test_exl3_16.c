@@ -10,7 +10,24 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <jansson.h>
 #include <sys/stat.h>
+
+/* `trellis info PATH --json`, parsed (the test fails on bad JSON). */
+static json_t *info_json(const char *path) {
+  const char *args[] = {"info", path, "--json", NULL};
+  tu_run_result r = tu_run_tool(TRELLIS_CLI_PATH, args, NULL);
+  if (r.code != 0)
+    fail_msg("info --json: exit %d: %s", r.code, r.err);
+  json_error_t err;
+  json_t *j = json_loads(r.out, 0, &err);
+  if (!j)
+    fail_msg("info --json is not JSON (line %d: %s):\n%s", err.line, err.text,
+             r.out);
+  assert_string_equal(r.err, "");
+  tu_run_free(&r);
+  return j;
+}
 
 static int find_layer(const trellis_model *m, const char *name,
                       trellis_layer_info *out) {
@@ -258,6 +275,37 @@ static void test_ring_tables(void **state) {
     if (!strstr(r.out, lines[i]))
       fail_msg("info output lacks '%s':\n%s", lines[i], r.out);
   tu_run_free(&r);
+
+  /* --json: the same rows */
+  json_t *j = info_json(dir);
+  json_t *e = json_array_get(json_object_get(j, "quantized_embeddings"), 0);
+  assert_string_equal(json_string_value(json_object_get(e, "name")),
+                      "model.embed_tokens.trellis");
+  assert_int_equal(json_integer_value(json_object_get(e, "vocab")), 256);
+  assert_int_equal(json_integer_value(json_object_get(e, "groups")), 2);
+  assert_int_equal(json_integer_value(json_object_get(e, "bits")), 4);
+  json_t *ng_json = json_object_get(j, "ngram_table");
+  assert_int_equal(json_integer_value(json_object_get(ng_json, "tensors")), 3);
+  assert_int_equal(json_integer_value(json_object_get(ng_json, "shards")), 1);
+  assert_int_equal(json_integer_value(json_object_get(ng_json, "rows")), 64);
+  assert_int_equal(json_integer_value(json_object_get(ng_json, "bits")), 3);
+  /* every other tensor, with its kind */
+  json_t *others = json_object_get(j, "other_tensors");
+  int kinds[3] = {0, 0, 0};
+  for (size_t i = 0; i < json_array_size(others); i++) {
+    const char *what =
+        json_string_value(json_object_get(json_array_get(others, i), "kind"));
+    kinds[0] += strcmp(what, "plain") == 0;
+    kinds[1] += strcmp(what, "fp16_linear") == 0;
+    kinds[2] += strcmp(what, "exl3_embedding") == 0;
+  }
+  assert_int_equal(kinds[1], 2); /* up_proj.weight and .bias */
+  assert_int_equal(kinds[2], 2); /* the embedding's trellis and signs */
+  json_t *fp16 = json_array_get(json_object_get(j, "fp16_linears"), 0);
+  assert_string_equal(json_string_value(json_object_get(fp16, "name")),
+                      "model.layers.0.mlp.up_proj");
+  assert_true(json_is_true(json_object_get(fp16, "bias")));
+  json_decref(j);
   free(dir);
 }
 
@@ -279,6 +327,52 @@ static void test_info_toy(void **state) {
     if (!strstr(r.out, lines[i]))
       fail_msg("info output lacks '%s':\n%s", lines[i], r.out);
   tu_run_free(&r);
+
+  /* --json: K 2.5 as bits 2 + half (and rate 2.5), the 1.6 config
+   * fields, the fp16 Linear, the totals of the table */
+  json_t *j = info_json(TU_TOY16_MODEL);
+  json_t *q = json_object_get(j, "quantization_config");
+  assert_int_equal(json_integer_value(json_object_get(q, "head_bits")), 3);
+  assert_true(json_is_true(json_object_get(q, "head_half")));
+  assert_true(json_real_value(json_object_get(q, "head_rate")) == 3.5);
+  assert_true(json_is_false(json_object_get(q, "tie_word_embeddings")));
+  assert_string_equal(json_string_value(json_object_get(q, "version")),
+                      "1.6.5");
+  assert_true(json_is_null(json_object_get(q, "mtp_bits")));
+  json_t *layers = json_object_get(j, "layers");
+  assert_int_equal(json_array_size(layers), 14);
+  int found = 0;
+  for (size_t i = 0; i < json_array_size(layers); i++) {
+    json_t *l = json_array_get(layers, i);
+    if (strcmp(json_string_value(json_object_get(l, "name")),
+               "model.layers.0.mlp.gate_proj") != 0)
+      continue;
+    found = 1;
+    assert_int_equal(json_integer_value(json_object_get(l, "k")), 256);
+    assert_int_equal(json_integer_value(json_object_get(l, "n")), 512);
+    assert_int_equal(json_integer_value(json_object_get(l, "bits")), 2);
+    assert_true(json_is_true(json_object_get(l, "half")));
+    assert_true(json_real_value(json_object_get(l, "rate")) == 2.5);
+    assert_string_equal(json_string_value(json_object_get(l, "codebook")),
+                        "mul1");
+    assert_true(json_is_null(json_object_get(l, "pair")));
+  }
+  assert_true(found);
+  json_t *fp16 = json_array_get(json_object_get(j, "fp16_linears"), 0);
+  assert_string_equal(json_string_value(json_object_get(fp16, "name")),
+                      "model.layers.1.mlp.up_proj");
+  assert_string_equal(json_string_value(json_object_get(fp16, "dtype")), "F16");
+  assert_true(json_real_value(json_object_get(fp16, "bits_per_weight")) ==
+              16.0);
+  json_t *t = json_object_get(j, "totals");
+  assert_int_equal(json_integer_value(json_object_get(t, "bytes")), 714496);
+  assert_int_equal(json_integer_value(json_object_get(t, "exl3_layers")), 14);
+  assert_int_equal(json_integer_value(json_object_get(t, "fp16_linears")), 1);
+  assert_int_equal(json_integer_value(json_object_get(t, "other_tensors")), 7);
+  const double bpw = json_real_value(json_object_get(t, "bits_per_weight"));
+  assert_true(bpw > 4.4725 && bpw < 4.4735);
+  assert_int_equal(json_array_size(json_object_get(j, "other_tensors")), 7);
+  json_decref(j);
 }
 
 int main(void) {

@@ -1,6 +1,8 @@
 /* EXL3 layer discovery: every test vector, and every malformed layer. */
 #include "testutil.h"
 
+#include "io/layers.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +230,48 @@ static void test_others_and_order(void **state) {
     assert_string_equal(t.name, others[i]);
   }
   trellis_model_close(m);
+}
+
+/* Layers in model order: the numbers in names compare by value, so
+ * layers.2 comes before layers.10 (strcmp puts it after), and a find
+ * (a binary search in that order) finds every one. */
+static void test_model_order(void **state) {
+  (void)state;
+  files f = {0};
+  const char *order[] = {
+      "model.layers.1.mlp.up_proj",  "model.layers.2.mlp.down_proj",
+      "model.layers.2.mlp.up_proj",  "model.layers.9.self_attn.o_proj",
+      "model.layers.10.mlp.up_proj", "model.layers.100.mlp.up_proj"};
+  for (size_t i = 6; i-- > 0;)
+    add_layer(&f, order[i], 128, 128, 2);
+  trellis_model *m;
+  tu_assert_status(open_files(&f, &m), TRELLIS_OK);
+  assert_int_equal(trellis_model_layer_count(m), 6);
+  for (size_t i = 0; i < 6; i++) {
+    trellis_layer L;
+    tu_assert_status(trellis_model_layer(m, i, &L), TRELLIS_OK);
+    assert_string_equal(L.name, order[i]);
+    tu_assert_status(trellis_model_find_layer(m, order[i], &L), TRELLIS_OK);
+    assert_string_equal(L.name, order[i]);
+  }
+  trellis_layer L;
+  tu_assert_status(
+      trellis_model_find_layer(m, "model.layers.3.mlp.up_proj", &L),
+      TRELLIS_ERR_NOT_FOUND);
+  trellis_model_close(m);
+
+  /* the comparison itself: by value, leading zeros, a total order */
+  assert_true(trl_layer_name_cmp("l.2.x", "l.10.x") < 0);
+  assert_true(trl_layer_name_cmp("l.10.x", "l.2.x") > 0);
+  assert_true(trl_layer_name_cmp("l.10", "l.10.a") < 0);
+  assert_true(trl_layer_name_cmp("l.007", "l.10") < 0);
+  assert_true(trl_layer_name_cmp("l.01", "l.1") != 0);
+  assert_true(trl_layer_name_cmp("l.01", "l.1") ==
+              -trl_layer_name_cmp("l.1", "l.01"));
+  assert_int_equal(trl_layer_name_cmp("l.0", "l.0"), 0);
+  assert_true(trl_layer_name_cmp("a9", "a.9") > 0); /* '9' > '.' */
+  assert_true(trl_layer_name_cmp("x99999999999999999999999",
+                                 "x100000000000000000000000") < 0);
 }
 
 static void test_legacy_and_bias(void **state) {
@@ -482,6 +526,7 @@ int main(void) {
       cmocka_unit_test(test_every_bitrate),
       cmocka_unit_test(test_markers_shapes),
       cmocka_unit_test(test_others_and_order),
+      cmocka_unit_test(test_model_order),
       cmocka_unit_test(test_legacy_and_bias),
       cmocka_unit_test(test_misaligned_copy),
       cmocka_unit_test(test_bad_trellis),

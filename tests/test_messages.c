@@ -5,6 +5,7 @@
 #include "testutil.h"
 
 #include "core/internal.h"
+#include "tools/cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,12 +206,35 @@ static void test_prefix_keeps_escapes(void **state) {
   trellis_clear_error();
 }
 
+/* One wording for missing CUDA: the library's status text and messages,
+ * and the CLI's (tools/cli.h) agree; Python's (_core.NO_CUDA_BUILD) are
+ * held to them by python/tests/test_numpy.py. */
+static void test_no_cuda_wording(void **state) {
+  (void)state;
+  assert_string_equal(CLI_NO_CUDA_BUILD, TRL_NO_CUDA_BUILD);
+  assert_string_equal(CLI_NO_CUDA_DEVICE, TRL_NO_CUDA_DEVICE);
+  assert_non_null(
+      strstr(trellis_status_string(TRELLIS_ERR_NO_DEVICE), TRL_NO_CUDA_DEVICE));
+  trellis_plan *plan = (trellis_plan *)1;
+  trellis_plan_desc desc;
+  trellis_plan_desc_init(&desc);
+  trellis_clear_error();
+  const trellis_status st = trellis_plan_create(NULL, &desc, &plan);
+  if (trellis_cuda_built())
+    return; /* a NULL weight fails before the device check there */
+  tu_assert_status(st, TRELLIS_ERR_NO_DEVICE);
+  assert_null(plan);
+  tu_assert_error_has(TRL_NO_CUDA_BUILD);
+  trellis_clear_error();
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_escape_text),
       cmocka_unit_test(test_escaped_marks_table),
       cmocka_unit_test(test_names_from_files),
       cmocka_unit_test(test_prefix_keeps_escapes),
+      cmocka_unit_test(test_no_cuda_wording),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

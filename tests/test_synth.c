@@ -1060,14 +1060,82 @@ static void test_info_plan_without_gpu(void **state) {
   const char *args[] = {"info", TU_TOY_MODEL, "--plan", NULL};
   r = run_cli(args);
   expect_code("info --plan without a GPU", &r, 1);
-  assert_non_null(strstr(r.err, "CUDA device"));
+  assert_non_null(strstr(r.err, trellis_cuda_built()
+                                    ? "no CUDA device is available"
+                                    : "libtrellis was built without CUDA"));
+  assert_non_null(strstr(r.err, "--gpu NAME")); /* what to do instead */
   assert_string_equal(r.out, "");
   tu_run_free(&r);
+}
+
+/* The m column, path and four sizes of every row of info --plan's
+ * per-layer table, one line each ("m path rotated in out ws"). */
+static char *plan_rows(const char *out) {
+  const char *at = strstr(out, "\nlayer ");
+  assert_non_null(at);
+  at = strchr(at + 1, '\n') + 1;
+  char *rows = calloc(strlen(out) + 1, 1);
+  assert_non_null(rows);
+  while (*at && *at != '\n') {
+    const char *end = strchr(at, '\n');
+    char line[512], *tok[16];
+    int n = 0;
+    snprintf(line, sizeof line, "%.*s", (int)(end - at), at);
+    for (char *s = NULL, *t = strtok_r(line, " ", &s); t && n < 16;
+         t = strtok_r(NULL, " ", &s))
+      tok[n++] = t;
+    assert_true(n >= 6);
+    for (int i = n - 6; i < n; i++)
+      strcat(strcat(rows, tok[i]), i + 1 < n ? " " : "\n");
+    at = end + 1;
+  }
+  return rows;
+}
+
+/* info --plan --gpu NAME: the rules' plans without a GPU, said to be
+ * estimates; the K6/MCG layer takes the fused path (no workspace) up to
+ * m = 128 on sm_90 and never on sm_80; a target by name and by its
+ * numbers report the same. */
+static void test_info_plan_for_a_target(void **state) {
+  (void)state;
+  const char *h200[] = {"info", TU_TOY_MODEL, "--plan", "--gpu", "h200", NULL};
+  tu_run_result a = run_cli(h200);
+  expect_code("info --plan --gpu h200", &a, 0);
+  assert_non_null(strstr(a.out, "estimates for NVIDIA H200"));
+  assert_non_null(strstr(a.out, "no GPU was used"));
+  assert_non_null(strstr(a.out, "provision for every m in 1..256:"));
+  assert_non_null(strstr(a.out, "one stream: EXL3 weights"));
+  char *rows = plan_rows(a.out);
+  assert_non_null(strstr(rows, "1 fused 512 0 0 0\n"));
+  assert_non_null(strstr(rows, "128 fused 65536 0 0 0\n"));
+  assert_null(strstr(rows, "256 fused"));
+  const char *custom[] = {"info",  TU_TOY_MODEL,      "--plan",
+                          "--gpu", "sms=132,arch=90", NULL};
+  tu_run_result b = run_cli(custom);
+  expect_code("info --plan --gpu sms=132,arch=90", &b, 0);
+  char *rows_b = plan_rows(b.out);
+  assert_string_equal(rows, rows_b);
+  assert_string_equal(strstr(a.out, "\nshared buffers"),
+                      strstr(b.out, "\nshared buffers"));
+  free(rows_b);
+  tu_run_free(&b);
+  const char *a100[] = {"info", TU_TOY_MODEL, "--plan", "--max-m",
+                        "64",   "--gpu",      "a100",   NULL};
+  b = run_cli(a100);
+  expect_code("info --plan --gpu a100", &b, 0);
+  rows_b = plan_rows(b.out);
+  assert_null(strstr(rows_b, "fused"));
+  assert_non_null(strstr(b.out, "108 SMs, sm_80"));
+  free(rows_b);
+  tu_run_free(&b);
+  free(rows);
+  tu_run_free(&a);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets),
+      cmocka_unit_test(test_info_plan_for_a_target),
       cmocka_unit_test(test_bits_rule),
       cmocka_unit_test(test_bits_rule_half),
       cmocka_unit_test(test_shard_plan),

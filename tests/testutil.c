@@ -662,7 +662,8 @@ int tu_gpu_available(void) { return trellis_cuda_device_count() > 0; }
 
 void tu_require_gpu(void) {
   if (!tu_gpu_available()) {
-    fprintf(stderr, "no usable CUDA device (built with CUDA: %d): skipping\n",
+    fprintf(stderr,
+            "no CUDA device is available (built with CUDA: %d): skipping\n",
             trellis_cuda_built());
     exit(77);
   }

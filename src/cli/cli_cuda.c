@@ -179,8 +179,8 @@ void cli_gpu_close(cli_gpu *g) {
 #else /* CPU-only build: the GPU entry points only explain themselves. */
 
 static int no_cuda(void) {
-  cli_error("--device cuda: this trellis was built without CUDA (install the "
-            "CUDA toolkit and rebuild, or use --device cpu)");
+  cli_error("--device cuda: " CLI_NO_CUDA_BUILD " (install the CUDA toolkit "
+            "and rebuild, or use --device cpu)");
   return CLI_FAIL;
 }
 

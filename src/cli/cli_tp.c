@@ -3,6 +3,8 @@
  * §6.6) and `info PATH --tp N [--split n|k]` lists each rank's bytes. */
 #include "cli_util.h"
 
+#include <jansson.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,7 +193,23 @@ static int layer_ranges(const cli_tp *tp, const trellis_layer_info *l,
 
 #define SHOWN(text, buf) cli_escape((text), (buf), sizeof(buf))
 
-int cli_info_tp(const char *path, const cli_tp *tp) {
+/* --json: an array of the sizes, or NULL (then *ok = 0). */
+static json_t *sizes_json(const size_t *v, int n, int *ok) {
+  json_t *a = json_array();
+  for (int k = 0; a && k < n; k++)
+    if (json_array_append_new(a, json_integer((json_int_t)v[k])) != 0)
+      *ok = 0;
+  if (!a)
+    *ok = 0;
+  return a;
+}
+
+static void put(json_t *obj, const char *key, json_t *value, int *ok) {
+  if (!value || json_object_set_new(obj, key, value) != 0)
+    *ok = 0;
+}
+
+int cli_info_tp(const char *path, const cli_tp *tp, int json) {
   trellis_model *model = NULL;
   trellis_clear_error();
   trellis_status st = trellis_model_open(path, &model);
@@ -203,8 +221,14 @@ int cli_info_tp(const char *path, const cli_tp *tp) {
   size_t *rank_payload = calloc((size_t)n, sizeof *rank_payload);
   int64_t *begin = calloc((size_t)n, sizeof *begin);
   int64_t *end = calloc((size_t)n, sizeof *end);
-  int r = CLI_FAIL;
-  if (!rank_bytes || !rank_payload || !begin || !end) {
+  size_t *layer_bytes = calloc((size_t)n, sizeof *layer_bytes);
+  size_t *layer_payload = calloc((size_t)n, sizeof *layer_payload);
+  int r = CLI_FAIL, ok = 1;
+  json_t *root = NULL, *rows = NULL;
+  if (json && (!(root = json_object()) || !(rows = json_array())))
+    ok = 0;
+  if (!rank_bytes || !rank_payload || !begin || !end || !layer_bytes ||
+      !layer_payload || !ok) {
     cli_error("info: out of memory");
     goto done;
   }
@@ -216,23 +240,25 @@ int cli_info_tp(const char *path, const cli_tp *tp) {
         (int)strlen(SHOWN(l.name, shown)) > width)
       width = (int)strlen(shown);
   }
-  printf("%s\n", SHOWN(path, shown));
-  if (tp->split_given)
-    printf("tensor parallel: %d rank%s, every layer split %s (%s)\n", n,
-           n == 1 ? "" : "s", trellis_split_name(tp->split),
-           tp->split == TRELLIS_SPLIT_N ? "column-parallel" : "row-parallel");
-  else
-    printf("tensor parallel: %d rank%s; o_proj, down_proj, out_proj and "
-           "dense_4h_to_h split k (row-parallel), every other layer n "
-           "(column-parallel)\n",
-           n, n == 1 ? "" : "s");
-  printf("\n%-*s split", width, "name");
-  for (int k = 0; k < n; k++) {
-    char head[24];
-    snprintf(head, sizeof head, "rank %d MB", k);
-    printf(" %10s", head);
+  if (!json) { /* the table's head */
+    printf("%s\n", SHOWN(path, shown));
+    if (tp->split_given)
+      printf("tensor parallel: %d rank%s, every layer split %s (%s)\n", n,
+             n == 1 ? "" : "s", trellis_split_name(tp->split),
+             tp->split == TRELLIS_SPLIT_N ? "column-parallel" : "row-parallel");
+    else
+      printf("tensor parallel: %d rank%s; o_proj, down_proj, out_proj and "
+             "dense_4h_to_h split k (row-parallel), every other layer n "
+             "(column-parallel)\n",
+             n, n == 1 ? "" : "s");
+    printf("\n%-*s split", width, "name");
+    for (int k = 0; k < n; k++) {
+      char head[24];
+      snprintf(head, sizeof head, "rank %d MB", k);
+      printf(" %10s", head);
+    }
+    printf("\n");
   }
-  printf("\n");
 
   size_t whole = 0, replicated = 0;
   for (size_t i = 0; i < count; i++) {
@@ -244,28 +270,61 @@ int cli_info_tp(const char *path, const cli_tp *tp) {
     const trellis_split split =
         tp->split_given ? tp->split : cli_tp_role_split(l.name);
     whole += cli_layer_bytes(&l);
-    printf("%-*s %-5s", width, SHOWN(l.name, shown), trellis_split_name(split));
-    if (!layer_ranges(tp, &l, split, begin, end)) {
-      /* too few 128-blocks for every rank: each holds the whole layer */
-      replicated++;
-      for (int k = 0; k < n; k++) {
-        rank_bytes[k] += cli_layer_bytes(&l);
-        rank_payload[k] += cli_layer_payload_bytes(&l);
-        printf(" %10.3f", (double)cli_layer_bytes(&l) / 1e6);
-      }
-      printf("  (replicated: %lld features, fewer than %d blocks of %d)\n",
-             (long long)(split == TRELLIS_SPLIT_K ? l.k : l.n), n,
-             TRELLIS_HBLOCK);
-      continue;
-    }
+    /* too few 128-blocks for every rank: each holds the whole layer */
+    const int whole_layer = !layer_ranges(tp, &l, split, begin, end);
+    replicated += whole_layer;
     for (int k = 0; k < n; k++) {
       trellis_layer_info shard;
-      cli_shard_info(&l, split, begin[k], end[k], &shard);
-      rank_bytes[k] += cli_layer_bytes(&shard);
-      rank_payload[k] += cli_layer_payload_bytes(&shard);
-      printf(" %10.3f", (double)cli_layer_bytes(&shard) / 1e6);
+      if (whole_layer)
+        shard = l;
+      else
+        cli_shard_info(&l, split, begin[k], end[k], &shard);
+      layer_bytes[k] = cli_layer_bytes(&shard);
+      layer_payload[k] = cli_layer_payload_bytes(&shard);
+      rank_bytes[k] += layer_bytes[k];
+      rank_payload[k] += layer_payload[k];
     }
+    if (json) {
+      json_t *row = json_object();
+      if (!row || json_array_append_new(rows, row) != 0) {
+        ok = 0;
+        break;
+      }
+      json_t *name = json_string(l.name);
+      put(row, "name", name ? name : json_string(SHOWN(l.name, shown)), &ok);
+      put(row, "split", json_string(trellis_split_name(split)), &ok);
+      put(row, "replicated", json_boolean(whole_layer), &ok);
+      put(row, "bytes", sizes_json(layer_bytes, n, &ok), &ok);
+      put(row, "payload_bytes", sizes_json(layer_payload, n, &ok), &ok);
+      continue;
+    }
+    printf("%-*s %-5s", width, SHOWN(l.name, shown), trellis_split_name(split));
+    for (int k = 0; k < n; k++)
+      printf(" %10.3f", (double)layer_bytes[k] / 1e6);
+    if (whole_layer)
+      printf("  (replicated: %lld features, fewer than %d blocks of %d)",
+             (long long)(split == TRELLIS_SPLIT_K ? l.k : l.n), n,
+             TRELLIS_HBLOCK);
     printf("\n");
+  }
+  if (json) {
+    json_t *p = json_string(path);
+    put(root, "path", p ? p : json_string(SHOWN(path, shown)), &ok);
+    put(root, "ranks", json_integer(n), &ok);
+    put(root, "split",
+        tp->split_given ? json_string(trellis_split_name(tp->split))
+                        : json_string("by role"),
+        &ok);
+    put(root, "layers", rows, &ok);
+    rows = NULL;
+    put(root, "rank_bytes", sizes_json(rank_bytes, n, &ok), &ok);
+    put(root, "rank_payload_bytes", sizes_json(rank_payload, n, &ok), &ok);
+    put(root, "exl3_layers", json_integer((json_int_t)count), &ok);
+    put(root, "unsharded_bytes", json_integer((json_int_t)whole), &ok);
+    put(root, "replicated_layers", json_integer((json_int_t)replicated), &ok);
+    r = cli_json_print(root, path, ok);
+    root = NULL;
+    goto done;
   }
   printf("\n");
   for (int k = 0; k < n; k++)
@@ -278,6 +337,10 @@ int cli_info_tp(const char *path, const cli_tp *tp) {
   printf("\n");
   r = CLI_OK;
 done:
+  json_decref(root);
+  json_decref(rows);
+  free(layer_bytes);
+  free(layer_payload);
   free(rank_bytes);
   free(rank_payload);
   free(begin);

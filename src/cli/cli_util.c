@@ -70,6 +70,12 @@ int cli_read_npy(const char *path, npy_array *out) {
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data) {
   trellis_clear_error();
+  if (strcmp(path, "-") == 0) {
+    fflush(stdout); /* the bytes go to its descriptor, after what it holds */
+    trellis_status st =
+        npy_write_fd(1, "--output - (stdout)", dtype, ndim, shape, data);
+    return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, "--output -");
+  }
   trellis_status st = npy_write(path, dtype, ndim, shape, data);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, path);
 }
@@ -85,6 +91,8 @@ int cli_check_output(const char *output, const trellis_model *model,
                      const char *input) {
   struct stat sb;
   int exists = 0;
+  if (strcmp(output, "-") == 0)
+    return CLI_OK; /* stdout: whatever it is, it is written as it is */
   trellis_clear_error();
   trellis_status st = out_file_check(output, &sb, &exists);
   if (st != TRELLIS_OK)
@@ -133,12 +141,12 @@ int cli_resolve_device(cli_device requested, cli_device *out) {
     return CLI_OK;
   }
   if (requested == CLI_DEV_CUDA && !trellis_cuda_built()) {
-    cli_error("--device cuda: this trellis was built without CUDA (install "
-              "the CUDA toolkit and rebuild, or use --device cpu)");
+    cli_error("--device cuda: " CLI_NO_CUDA_BUILD " (install the CUDA "
+              "toolkit and rebuild, or use --device cpu)");
     return CLI_FAIL;
   }
   if (requested == CLI_DEV_CUDA && count <= 0) {
-    cli_error("--device cuda: no usable CUDA device found (use --device cpu)");
+    cli_error("--device cuda: " CLI_NO_CUDA_DEVICE " (use --device cpu)");
     return CLI_FAIL;
   }
   *out = requested;

@@ -19,8 +19,78 @@ int cmd_decode(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
-/* `info PATH --plan` (cmd_info_plan.c); max_m_text may be NULL. */
-int cli_info_plan(const char *path, const char *max_m_text);
+/* `info PATH --plan [--gpu TARGET]` (cmd_info_plan.c); max_m_text and
+ * gpu_text may be NULL (then plans on the CUDA device). */
+int cli_info_plan(const char *path, const char *max_m_text,
+                  const char *gpu_text);
+
+/* ---- plan sizes for a named GPU, without one (cli_gpu_target.c) -------- */
+
+typedef struct cli_gpu_target {
+  char name[40]; /* as given: "h200", "sms=132,arch=90" */
+  char what[96]; /* "NVIDIA H200 (SXM): 132 SMs, sm_90" */
+  int sm_count, cc_major, cc_minor;
+} cli_gpu_target;
+/* Parses --gpu NAME (one of cli_gpu_target_names()); prints an error
+ * naming --gpu and returns CLI_USAGE on an unknown one. */
+int cli_gpu_target_parse(const char *text, cli_gpu_target *out);
+const char *cli_gpu_target_names(void);
+/* What trellis_plan_create would decide for layer `l` with the default
+ * desc and max_m on the target, from the library's pure rules: the path
+ * and buffer sizes per m are estimates (see cli_gpu_target.c). NULL when
+ * out of memory; free() it. */
+typedef struct cli_target_plan cli_target_plan;
+cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
+                                      const trellis_layer_info *l,
+                                      int64_t max_m);
+/* trellis_plan_query's answer for m rows (1..max_m); 0 when m is out of
+ * range or the sizes overflow. */
+int cli_target_plan_query(const cli_target_plan *p, int64_t m,
+                          trellis_buffer_sizes *out);
+/* `info PATH --json` (cmd_info_json.c): the table as one JSON object. */
+int cli_info_json(const char *path);
+/* Writes `root` (a jansson json_t, taken) to stdout, indented and ASCII;
+ * ok 0 (or root NULL): it could not be built, an out-of-memory error.
+ * Returns the exit code. */
+struct json_t;
+int cli_json_print(struct json_t *root, const char *path, int ok);
+
+/* ---- what info lists besides the EXL3 layers (info_rows.c) -------------- */
+
+/* A Linear an EXL3 model keeps unquantized: `<name>.weight` [n, k] and
+ * its `<name>.bias`. */
+typedef struct cli_fp16_linear {
+  char name[1024];
+  int64_t k, n;
+  trellis_tensor_dtype dtype;
+  size_t weight_bytes, bytes; /* the weight; weight and bias */
+  int bias;
+} cli_fp16_linear;
+/* 1 when other tensor i is the weight of one (then *out is filled). */
+int cli_fp16_linear_at(const trellis_model *model, size_t i,
+                       cli_fp16_linear *out);
+/* ExLlamaV3 1.6's quantized token embedding: `<key>.trellis` [vocab,
+ * groups (1 + 16 K)] with `<key>.signs` [groups, 256]. */
+typedef struct cli_embedding {
+  const char *name;            /* the .trellis tensor's (the model's) */
+  int64_t vocab, groups, bits; /* groups, bits: 0 when unknown */
+  size_t bytes;
+} cli_embedding;
+int cli_embedding_at(const trellis_model *model, size_t i, cli_embedding *out);
+/* ngram_embedding.safetensors (0 when the model has none): its tensors,
+ * ring shards ([rows, 1 + 10 K]) and bytes. */
+typedef struct cli_ngram {
+  size_t tensors, shards, bytes;
+  int64_t rows, bits; /* bits: 0 when unknown */
+} cli_ngram;
+int cli_ngram_of(const trellis_model *model, cli_ngram *out);
+/* Whether a b12x layer has a rank-16 correction (`<name>.qsrt_a`). */
+int cli_layer_has_correction(const trellis_model *model,
+                             const trellis_layer_info *l);
+/* K as info prints it ("3", "2.5"), or a pair's kind and rate axis
+ * ("P24/n"). */
+const char *cli_layer_rate_text(const trellis_layer_info *l, char *buf,
+                                size_t size);
 
 /* ---- models and layers -------------------------------------------------- */
 
@@ -75,20 +145,23 @@ trellis_split cli_tp_role_split(const char *name);
  * 0 of a row split only, one record of a pair split on its rate axis. */
 void cli_shard_info(const trellis_layer_info *l, trellis_split split,
                     int64_t begin, int64_t end, trellis_layer_info *s);
-/* `info PATH --tp N [--split n|k]`: each layer's bytes on every rank. */
-int cli_info_tp(const char *path, const cli_tp *tp);
+/* `info PATH --tp N [--split n|k] [--json]`: each layer's bytes on every
+ * rank, as a table or (json) one JSON object. */
+int cli_info_tp(const char *path, const cli_tp *tp, int json);
 
 /* ---- .npy --------------------------------------------------------------- */
 
 int cli_read_npy(const char *path, npy_array *out);
-/* Writes through npy_write: `path` is replaced only by a complete file. */
+/* Writes through npy_write: `path` is replaced only by a complete file;
+ * "-" writes the .npy image to stdout (npy_write_fd). */
 int cli_write_npy(const char *path, trellis_dtype dtype, int ndim,
                   const int64_t *shape, const void *data);
 /* Before any work: refuses an --output that npy_write refuses (a
  * directory, FIFO, device, dangling link, missing directory) or that is a
  * file the command reads: one of the model's files
  * (trellis_model_file_path) or `input` (may be NULL), compared by device
- * and inode, so links and other spellings of a path count. */
+ * and inode, so links and other spellings of a path count. "-" (stdout)
+ * is always accepted. */
 int cli_check_output(const char *output, const trellis_model *model,
                      const char *input);
 

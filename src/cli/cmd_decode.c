@@ -1,14 +1,15 @@
-/* `trellis decode PATH LAYER --output W.npy [--dense]`. */
+/* `trellis decode PATH LAYER --output W.npy|- [--dense]`. */
 #include "cli_util.h"
 
 #include <stdlib.h>
 
 static const char usage[] =
-    "usage: trellis decode PATH LAYER --output W.npy [--dense]\n"
+    "usage: trellis decode PATH LAYER --output W.npy|- [--dense]\n"
     "\n"
     "Writes the layer's decoded codebook weights W_hat as fp16 [k, n]\n"
     "(bit-exact), or with --dense the original-basis weight\n"
-    "diag(suh) . Hblk . W_hat . Hblk . diag(svh) as fp32 [k, n] (no bias).\n";
+    "diag(suh) . Hblk . W_hat . Hblk . diag(svh) as fp32 [k, n] (no bias).\n"
+    "--output - writes the .npy to stdout (errors stay on stderr).\n";
 
 int cmd_decode(int argc, char **argv) {
   const char *output = NULL, *pos[2];
@@ -20,7 +21,7 @@ int cmd_decode(int argc, char **argv) {
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
   if (output == NULL) {
-    cli_error("decode: missing --output W.npy");
+    cli_error("decode: missing --output W.npy (or - for stdout)");
     return CLI_USAGE;
   }
 

@@ -5,13 +5,14 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: trellis forward PATH LAYER --input X.npy --output Y.npy\n"
+    "usage: trellis forward PATH LAYER --input X.npy --output Y.npy|-\n"
     "                       [--device auto|cpu|cuda] [--out-dtype f32|f16]\n"
     "                       [--threads N] [--tp N --rank R --split n|k]\n"
     "\n"
     "y = Hblk(Hblk(x * suh) . W_hat) * svh + bias for one EXL3 layer.\n"
     "X is fp16 or fp32, [m, k] or [k] (then Y is [n]); Y is fp32 unless\n"
-    "--out-dtype f16. --device auto (default) uses a CUDA GPU when one is\n"
+    "--out-dtype f16; --output - writes it to stdout (what ran and any\n"
+    "error go to stderr). --device auto (default) uses a CUDA GPU when one is\n"
     "present, else the CPU reference (--threads N, 0 = one per core; at\n"
     "most 256 run, and one per 16 columns of n: it prints how many ran).\n"
     "\n"
@@ -63,8 +64,10 @@ static int parse_out_dtype(const char *text, trellis_dtype *out) {
   return CLI_OK;
 }
 
+/* Runs on the GPU; `said` gets the report line printed after the output
+ * is written (so that a failure stays one line). */
 static int run_cuda(const trellis_layer *l, const npy_array *x, int64_t m,
-                    void *y, trellis_dtype ydt) {
+                    void *y, trellis_dtype ydt, char *said, size_t size) {
   char name[256];
   cli_gpu *g = NULL;
   int r = cli_gpu_device_name(name, sizeof name);
@@ -77,8 +80,8 @@ static int run_cuda(const trellis_layer *l, const npy_array *x, int64_t m,
                                 : cli_gpu_forward(g, x->data, m, y, 0, NULL);
   cli_gpu_close(g);
   if (r == CLI_OK)
-    fprintf(stderr, "device: cuda %s, path: %s\n", name,
-            trellis_path_name(path));
+    snprintf(said, size, "device: cuda %s, path: %s", name,
+             trellis_path_name(path));
   return r;
 }
 
@@ -97,7 +100,7 @@ int cmd_forward(int argc, char **argv) {
     return cli_parse_exit(r);
   if (input == NULL || output == NULL) {
     cli_error("forward: missing %s",
-              input ? "--output Y.npy" : "--input X.npy");
+              input ? "--output Y.npy (or - for stdout)" : "--input X.npy");
     return CLI_USAGE;
   }
   trellis_dtype ydt;
@@ -139,8 +142,9 @@ int cmd_forward(int argc, char **argv) {
     r = CLI_FAIL;
     goto done;
   }
+  char said[512] = "";
   if (dev == CLI_DEV_CUDA) {
-    r = run_cuda(&layer, &x, m, y, ydt);
+    r = run_cuda(&layer, &x, m, y, ydt, said, sizeof said);
   } else {
     char used[128];
     cli_cpu_threads(&layer.weight, (int)threads, used, sizeof used);
@@ -148,14 +152,17 @@ int cmd_forward(int argc, char **argv) {
     r = cli_cpu_forward(&layer.weight, x.data, x.dtype, m, y, ydt,
                         (int)threads);
     if (r == CLI_OK)
-      fprintf(stderr, "device: cpu (%s), path: cpu, %.3f ms\n", used,
-              1e3 * (cli_now() - t0));
+      snprintf(said, sizeof said, "device: cpu (%s), path: cpu, %.3f ms", used,
+               1e3 * (cli_now() - t0));
   }
   if (r == CLI_OK) {
-    cli_tp_report(&tp);
     int64_t shape[2] = {m, n};
     r = x.ndim == 1 ? cli_write_npy(output, ydt, 1, &shape[1], y)
                     : cli_write_npy(output, ydt, 2, shape, y);
+  }
+  if (r == CLI_OK) { /* what ran, once the output is written */
+    fprintf(stderr, "%s\n", said);
+    cli_tp_report(&tp);
   }
 done:
   free(y);

@@ -4,7 +4,8 @@
 #include <string.h>
 
 static const char usage[] =
-    "usage: trellis info PATH [--plan [--max-m M]] [--tp N [--split n|k]]\n"
+    "usage: trellis info PATH [--json] [--plan [--max-m M] [--gpu NAME]]\n"
+    "                    [--tp N [--split n|k] [--json]]\n"
     "\n"
     "PATH is a .safetensors file or an EXL3 model directory (config.json plus\n"
     "model.safetensors or model.safetensors.index.json shards). Prints the\n"
@@ -14,12 +15,28 @@ static const char usage[] =
     "n-gram table ExLlamaV3 1.6 can write, and totals: the bits per weight\n"
     "over every linear layer, scales and fp16 layers included.\n"
     "\n"
+    "--json prints the same as one JSON object on stdout (ASCII, names\n"
+    "\\u-escaped where not ASCII): path, quantization_config (every field;\n"
+    "null where config.json has none), layers (name, k, n, bits, half,\n"
+    "rate, pair, rate_axis, codebook, payload_bits_per_weight, bytes,\n"
+    "payload_bytes, input_signs, output_signs, bias, correction),\n"
+    "fp16_linears, other_tensors (name, kind, dtype, shape, bytes),\n"
+    "quantized_embeddings, ngram_table and totals. A rate K is bits (its\n"
+    "integer part) and half (true for K = bits + 1/2), and rate the number\n"
+    "(2.5; null for a pair, whose payload_bits_per_weight is its average);\n"
+    "head_bits and mtp_bits likewise (head_half, head_rate). With --tp the\n"
+    "per-rank view is the JSON object instead.\n"
+    "\n"
     "--plan prints instead, per layer, the GPU path and the caller buffers'\n"
     "bytes (rotated, input_f16, output_f16, workspace) at m = 1, 8, 16, 32,\n"
     "128 and M (default 256, at most 65536), and what one stream of the\n"
     "model must provision: the weights, and each buffer's largest size over\n"
     "the layers at every m up to M. Plans need a CUDA device: without one it\n"
-    "exits with status 1 and says so.\n"
+    "exits with status 1 and says so, unless --gpu NAME is given: then no\n"
+    "GPU is used and the sizes are estimates from the library's plan rules\n"
+    "for that target (h200, h100 and b200 ... or sms=N,arch=90; see the\n"
+    "README), with the defaults the rules take where only a GPU can say\n"
+    "(2 decode-GEMM CTAs per SM), for sizing buffers on a build host.\n"
     "\n"
     "--tp N prints instead each layer's bytes on each of N tensor-parallel\n"
     "ranks (payload, scales, bias: what the rank's shard holds) and each\n"
@@ -74,43 +91,26 @@ typedef struct extra_totals {
   size_t count;
 } extra_totals;
 
-static int ends_with(const char *s, const char *suffix) {
-  const size_t a = strlen(s), b = strlen(suffix);
-  return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
 /* One row per Linear an EXL3 model keeps unquantized (`<p>.weight`
  * [out, in] and its bias): K "fp16", its bytes counted in the totals. */
 static void print_fp16_linears(const trellis_model *model, int width,
                                extra_totals *t) {
   const size_t count = trellis_model_other_count(model);
   for (size_t i = 0; i < count; i++) {
-    trellis_other_kind kind;
-    trellis_tensor w, b;
-    char name[1024], shown[4 * 1024 + 1];
-    if (trellis_model_other_kind(model, i, &kind) != TRELLIS_OK ||
-        kind != TRELLIS_OTHER_FP16_LINEAR ||
-        trellis_model_other(model, i, &w) != TRELLIS_OK ||
-        !ends_with(w.name, ".weight") ||
-        strlen(w.name) - strlen(".weight") >= sizeof name - 8)
+    cli_fp16_linear f;
+    char shown[4 * 1024 + 1];
+    if (!cli_fp16_linear_at(model, i, &f))
       continue;
-    const size_t plen = strlen(w.name) - strlen(".weight");
-    memcpy(name, w.name, plen);
-    strcpy(name + plen, ".bias");
-    const int bias = trellis_model_find_tensor(model, name, &b) == TRELLIS_OK;
-    name[plen] = '\0';
-    const size_t bytes = w.nbytes + (bias ? b.nbytes : 0);
-    const double kn = (double)w.shape[0] * (double)w.shape[1];
+    const double kn = (double)f.k * (double)f.n;
     printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
-           SHOWN(name, shown), (long long)w.shape[1], (long long)w.shape[0],
-           "fp16", trellis_tensor_dtype_name(w.dtype),
-           kn > 0 ? 8.0 * (double)w.nbytes / kn : 0.0, (double)bytes / 1e6, "-",
-           bias ? "yes" : "no");
-    t->bytes += bytes;
+           SHOWN(f.name, shown), (long long)f.k, (long long)f.n, "fp16",
+           trellis_tensor_dtype_name(f.dtype),
+           kn > 0 ? 8.0 * (double)f.weight_bytes / kn : 0.0,
+           (double)f.bytes / 1e6, "-", f.bias ? "yes" : "no");
+    t->bytes += f.bytes;
     t->weights += kn;
     t->count++;
   }
-  trellis_clear_error();
 }
 
 /* ExLlamaV3 1.6's ring tables, listed by name (never linear layers): a
@@ -118,75 +118,42 @@ static void print_fp16_linears(const trellis_model *model, int width,
  * `<key>.signs` [G, 256]) and the n-gram file's shards ([rows, 1 + 10 K]). */
 static void print_ring_tables(const trellis_model *model) {
   const size_t count = trellis_model_other_count(model);
-  char shown[4 * 1024 + 1], key[1024];
+  char shown[4 * 1024 + 1];
   for (size_t i = 0; i < count; i++) {
-    trellis_other_kind kind;
-    trellis_tensor t, signs;
-    if (trellis_model_other_kind(model, i, &kind) != TRELLIS_OK ||
-        kind != TRELLIS_OTHER_EXL3_EMBEDDING ||
-        trellis_model_other(model, i, &t) != TRELLIS_OK ||
-        !ends_with(t.name, ".trellis") || strlen(t.name) >= sizeof key)
+    cli_embedding e;
+    if (!cli_embedding_at(model, i, &e))
       continue;
-    /* <key>.trellis or <key>.shard_N.trellis: the signs are <key>.signs */
-    strcpy(key, t.name);
-    key[strlen(key) - strlen(".trellis")] = '\0';
-    char *shard = strrchr(key, '.');
-    if (shard && strncmp(shard, ".shard_", 7) == 0)
-      *shard = '\0';
-    strcat(key, ".signs");
-    const int64_t groups =
-        trellis_model_find_tensor(model, key, &signs) == TRELLIS_OK &&
-                signs.ndim == 2
-            ? signs.shape[0]
-            : 0;
-    const int64_t per = groups > 0 ? t.shape[1] / groups : 0;
     printf("note: %s is a quantized token embedding (vocab %lld, %lld "
            "group%s of 256",
-           SHOWN(t.name, shown), (long long)t.shape[0], (long long)groups,
-           groups == 1 ? "" : "s");
-    if (per > 0 && t.shape[1] % groups == 0 && (per - 1) % 16 == 0)
-      printf(", K %lld", (long long)((per - 1) / 16));
+           SHOWN(e.name, shown), (long long)e.vocab, (long long)e.groups,
+           e.groups == 1 ? "" : "s");
+    if (e.bits > 0)
+      printf(", K %lld", (long long)e.bits);
     printf(", %.3f MB), not a linear layer; decode and forward do not "
            "read it\n",
-           (double)t.nbytes / 1e6);
+           (double)e.bytes / 1e6);
   }
-  const trellis_file *ngram = trellis_model_ngram_file(model);
-  const size_t n = ngram ? trellis_file_tensor_count(ngram) : 0;
-  size_t bytes = 0, shards = 0;
-  int64_t rows = 0, width = 0;
-  for (size_t i = 0; i < n; i++) {
-    trellis_tensor t;
-    if (trellis_file_tensor(ngram, i, &t) != TRELLIS_OK)
-      continue;
-    bytes += t.nbytes;
-    if (ends_with(t.name, ".trellis") && t.ndim == 2) {
-      shards++;
-      rows += t.shape[0];
-      width = t.shape[1];
-    }
-  }
-  if (ngram) {
+  cli_ngram ng;
+  if (cli_ngram_of(model, &ng)) {
     printf("note: ngram_embedding.safetensors is a hashed n-gram table (%zu "
            "tensors, %zu ring shard%s, %lld rows",
-           n, shards, shards == 1 ? "" : "s", (long long)rows);
-    if (width > 1 && (width - 1) % 10 == 0)
-      printf(" of K %lld", (long long)((width - 1) / 10));
+           ng.tensors, ng.shards, ng.shards == 1 ? "" : "s",
+           (long long)ng.rows);
+    if (ng.bits > 0)
+      printf(" of K %lld", (long long)ng.bits);
     printf(", %.3f MB), outside the index; decode and forward do not read "
            "it\n",
-           (double)bytes / 1e6);
+           (double)ng.bytes / 1e6);
   }
-  trellis_clear_error();
 }
 
 /* A b12x research layer's rank-16 correction is listed, not applied. */
 static void print_corrections(const trellis_model *model, size_t count) {
   for (size_t i = 0; i < count; i++) {
     trellis_layer_info l;
-    trellis_tensor t;
-    char name[512], shown[4 * 1024 + 1];
+    char shown[4 * 1024 + 1];
     if (trellis_model_layer_info(model, i, &l) != TRELLIS_OK ||
-        snprintf(name, sizeof name, "%s.qsrt_a", l.name) >= (int)sizeof name ||
-        trellis_model_find_tensor(model, name, &t) != TRELLIS_OK)
+        !cli_layer_has_correction(model, &l))
       continue;
     printf("note: %s has a rank-16 correction (qsrt_a, qsrt_b) that "
            "decode and forward do not apply\n",
@@ -197,13 +164,14 @@ static void print_corrections(const trellis_model *model, size_t count) {
 
 int cmd_info(int argc, char **argv) {
   const char *pos[1], *max_m = NULL, *tp_text = NULL, *split_text = NULL;
-  int plan = 0;
+  const char *gpu = NULL;
+  int plan = 0, json = 0;
   static const char *const names[] = {"PATH"};
-  const cli_option opts[] = {{"--plan", NULL, &plan},
-                             {"--max-m", &max_m, NULL},
-                             {"--tp", &tp_text, NULL},
-                             {"--split", &split_text, NULL}};
-  int r = cli_parse(argc, argv, usage, opts, 4, pos, names, 1);
+  const cli_option opts[] = {
+      {"--plan", NULL, &plan},  {"--max-m", &max_m, NULL},
+      {"--tp", &tp_text, NULL}, {"--split", &split_text, NULL},
+      {"--json", NULL, &json},  {"--gpu", &gpu, NULL}};
+  int r = cli_parse(argc, argv, usage, opts, 6, pos, names, 1);
   if (r != CLI_PARSED)
     return cli_parse_exit(r);
   cli_tp tp;
@@ -214,13 +182,19 @@ int cmd_info(int argc, char **argv) {
     return CLI_USAGE;
   }
   if (tp.ranks)
-    return cli_info_tp(pos[0], &tp);
-  if (max_m && !plan) {
-    cli_error("info: --max-m needs --plan");
+    return cli_info_tp(pos[0], &tp, json);
+  if ((max_m || gpu) && !plan) {
+    cli_error("info: %s needs --plan", max_m ? "--max-m" : "--gpu");
+    return CLI_USAGE;
+  }
+  if (plan && json) {
+    cli_error("info: --json covers the table and --tp, not --plan");
     return CLI_USAGE;
   }
   if (plan)
-    return cli_info_plan(pos[0], max_m);
+    return cli_info_plan(pos[0], max_m, gpu);
+  if (json)
+    return cli_info_json(pos[0]);
 
   trellis_model *model = NULL;
   trellis_clear_error();
@@ -270,11 +244,7 @@ int cmd_info(int argc, char **argv) {
     int legacy = l.input_signs == TRELLIS_SIGNS_LEGACY ||
                  l.output_signs == TRELLIS_SIGNS_LEGACY;
     char bits[16]; /* K, or a pair's kind and rate axis */
-    if (l.pair != TRELLIS_PAIR_NONE)
-      snprintf(bits, sizeof bits, "%s/%s", trellis_pair_kind_name(l.pair),
-               trellis_rate_axis_name(l.rate_axis));
-    else
-      cli_rate_text(l.bits, l.half, bits, sizeof bits);
+    cli_layer_rate_text(&l, bits, sizeof bits);
     printf("%-*s %6lld %6lld %-5s %-8s %5.2f %9.3f %-13s %s\n", width,
            SHOWN(l.name, shown), (long long)l.k, (long long)l.n, bits,
            trellis_codebook_name(l.codebook),

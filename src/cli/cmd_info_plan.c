@@ -7,7 +7,11 @@
  * plan depends on a layer's shape, K, codebook, sign forms and bias, never
  * on its values: layers alike in all of these share one uploaded weight
  * and one plan ("kind"), so a model's report needs a few uploads, not the
- * model on the device. */
+ * model on the device.
+ *
+ * With --gpu NAME no device is used: each kind gets the plan the library's
+ * pure rules would make on that target (cli_gpu_target.c), and the report
+ * says its sizes are estimates. */
 #include "cli_util.h"
 
 #include <stdlib.h>
@@ -20,9 +24,10 @@
 typedef struct kind {
   trellis_layer_info key;
   trellis_device_weight *dw;
-  trellis_plan *plan; /* NULL: the layer runs on the CPU only */
-  char why[160];      /* why there is no plan */
-  size_t layers;      /* how many layers are of this kind */
+  trellis_plan *plan;        /* NULL: the layer runs on the CPU only */
+  cli_target_plan *estimate; /* --gpu NAME: the rules' plan instead */
+  char why[160];             /* why there is no plan */
+  size_t layers;             /* how many layers are of this kind */
 } kind;
 
 static int same_kind(const trellis_layer_info *a, const trellis_layer_info *b) {
@@ -39,9 +44,17 @@ static void print_name(const char *s, int width) {
   printf("%*s", len < width ? width - len : 0, "");
 }
 
-/* Uploads layer i and plans it; an unsupported layer gets no plan. */
+/* Uploads layer i and plans it; an unsupported layer gets no plan. With a
+ * target, the rules' plan instead (nothing uploaded). */
 static int make_kind(const trellis_model *model, size_t i, int64_t max_m,
-                     kind *out) {
+                     const cli_gpu_target *target, kind *out) {
+  if (target) {
+    if (!(out->estimate = cli_target_plan_make(target, &out->key, max_m))) {
+      cli_error("%s: out of host memory", out->key.name);
+      return CLI_FAIL;
+    }
+    return CLI_OK;
+  }
   trellis_layer layer;
   trellis_clear_error();
   trellis_status st = trellis_model_layer(model, i, &layer);
@@ -63,9 +76,19 @@ static int make_kind(const trellis_model *model, size_t i, int64_t max_m,
   return CLI_OK;
 }
 
+/* Whether the kind has a plan (on the device or from the rules). */
+static int planned(const kind *kd) { return kd->plan || kd->estimate; }
+
 static int query(const kind *kd, int64_t m, trellis_buffer_sizes *sz) {
   memset(sz, 0, sizeof *sz);
   sz->struct_size = sizeof *sz;
+  if (kd->estimate) {
+    if (cli_target_plan_query(kd->estimate, m, sz))
+      return CLI_OK;
+    cli_error("%s: --gpu: buffer sizes overflow at m = %lld", kd->key.name,
+              (long long)m);
+    return CLI_FAIL;
+  }
   trellis_clear_error();
   trellis_status st = trellis_plan_query(kd->plan, m, sz);
   return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, kd->key.name);
@@ -76,9 +99,37 @@ static void print_sizes(const trellis_buffer_sizes *sz) {
          sz->output_f16_bytes, sz->workspace_bytes);
 }
 
+/* Each buffer's largest size over the kinds' plans at m: on the device
+ * trellis_plans_buffer_sizes (the call an engine makes), with a target
+ * the same maximum over the rules' plans. */
+static int max_sizes(const char *path, const kind *kinds, size_t nkinds,
+                     const trellis_plan **plans, size_t nplans, int64_t m,
+                     trellis_buffer_sizes *max) {
+  if (nkinds == 0 || !kinds[0].estimate) {
+    trellis_clear_error();
+    trellis_status st = trellis_plans_buffer_sizes(plans, nplans, m, max);
+    return st == TRELLIS_OK ? CLI_OK : cli_lib_error(st, path);
+  }
+  memset(max, 0, sizeof *max);
+  max->struct_size = sizeof *max;
+  for (size_t i = 0; i < nkinds; i++) {
+    trellis_buffer_sizes one;
+    if (query(&kinds[i], m, &one) != CLI_OK)
+      return CLI_FAIL;
+#define MAX_FIELD(f) max->f = one.f > max->f ? one.f : max->f
+    MAX_FIELD(rotated_bytes);
+    MAX_FIELD(input_f16_bytes);
+    MAX_FIELD(output_f16_bytes);
+    MAX_FIELD(workspace_bytes);
+#undef MAX_FIELD
+  }
+  return CLI_OK;
+}
+
 static int report(const char *path, const trellis_model *model, int64_t max_m,
-                  kind *kinds, size_t nkinds, const size_t *kind_of,
-                  const trellis_plan **plans, size_t nplans) {
+                  const cli_gpu_target *target, kind *kinds, size_t nkinds,
+                  const size_t *kind_of, const trellis_plan **plans,
+                  size_t nplans) {
   const size_t count = trellis_model_layer_count(model);
   int64_t ms[6];
   int nm = 0;
@@ -89,13 +140,25 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
   ms[nm++] = max_m;
 
   char device[256] = "";
-  cli_gpu_device_name(device, sizeof device);
+  if (target)
+    snprintf(device, sizeof device, "estimates for %s (--gpu %s)", target->what,
+             target->name);
+  else
+    cli_gpu_device_name(device, sizeof device);
   char shown[1024];
   printf("%s\n", cli_escape(path, shown, sizeof shown));
   printf("plans: max_m %lld, fp16 input, output and compute, default flags; "
          "%s; %zu plan%s for %zu layers (layers alike in shape, K, "
          "codebook, signs and bias share one)\n",
          (long long)max_m, device, nplans, nplans == 1 ? "" : "s", count);
+  if (target)
+    printf("note: no GPU was used: these are the library's plan rules for "
+           "the target with the defaults they take when the GPU is unknown "
+           "(2 decode-GEMM CTAs per SM, the register-direct kernel's launch "
+           "bounds, every cluster size fitting) and a build with a kernel "
+           "image for sm_%d%d; a plan on the GPU itself may choose other "
+           "k-splits and so another workspace\n",
+           target->cc_major, target->cc_minor);
 
   int width = 5;
   for (size_t i = 0; i < count; i++) {
@@ -122,14 +185,14 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
                trellis_rate_axis_name(l.rate_axis));
     else
       snprintf(bits, sizeof bits, "%d", l.bits);
-    for (int j = 0; j < (kd->plan ? nm : 1); j++) {
+    for (int j = 0; j < (planned(kd) ? nm : 1); j++) {
       if (j == 0) {
         print_name(l.name, width);
         printf(" %6lld %6lld %-5s %-8s", (long long)l.k, (long long)l.n, bits,
                trellis_codebook_name(l.codebook));
       } else
         printf("%*s", width + 29, "");
-      if (!kd->plan) {
+      if (!planned(kd)) {
         printf(" %6s %s\n", "-", kd->why);
         continue;
       }
@@ -157,7 +220,7 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
          others, others == 1 ? "" : "s", other_bytes);
   size_t unplanned = 0;
   for (size_t i = 0; i < nkinds; i++)
-    if (!kinds[i].plan)
+    if (!planned(&kinds[i]))
       unplanned += kinds[i].layers;
   if (unplanned)
     printf("note: %zu layer%s run%s on the CPU only and %s not in the "
@@ -170,14 +233,12 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
          "output_f16", "workspace", "layers per path");
   for (int j = 0; j < nm; j++) {
     trellis_buffer_sizes max;
-    trellis_clear_error();
-    trellis_status st = trellis_plans_buffer_sizes(plans, nplans, ms[j], &max);
-    if (st != TRELLIS_OK)
-      return cli_lib_error(st, path);
+    if (max_sizes(path, kinds, nkinds, plans, nplans, ms[j], &max) != CLI_OK)
+      return CLI_FAIL;
     size_t per_path[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < nkinds; i++) {
       trellis_buffer_sizes sz;
-      if (!kinds[i].plan)
+      if (!planned(&kinds[i]))
         continue;
       if (query(&kinds[i], ms[j], &sz) != CLI_OK)
         return CLI_FAIL;
@@ -200,9 +261,8 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
   memset(&all, 0, sizeof all);
   for (int64_t m = 1; m <= max_m; m++) {
     trellis_buffer_sizes max;
-    trellis_status st = trellis_plans_buffer_sizes(plans, nplans, m, &max);
-    if (st != TRELLIS_OK)
-      return cli_lib_error(st, path);
+    if (max_sizes(path, kinds, nkinds, plans, nplans, m, &max) != CLI_OK)
+      return CLI_FAIL;
     if (max.rotated_bytes > all.rotated_bytes)
       all.rotated_bytes = max.rotated_bytes;
     if (max.input_f16_bytes > all.input_f16_bytes)
@@ -225,25 +285,31 @@ static int report(const char *path, const trellis_model *model, int64_t max_m,
   return CLI_OK;
 }
 
-int cli_info_plan(const char *path, const char *max_m_text) {
+int cli_info_plan(const char *path, const char *max_m_text,
+                  const char *gpu_text) {
   long max_m = DEFAULT_MAX_M;
   if (max_m_text &&
       cli_parse_int("--max-m", max_m_text, 1, MOST_MAX_M, &max_m) != CLI_OK)
     return CLI_USAGE;
+  cli_gpu_target target_storage;
+  const cli_gpu_target *target = NULL;
+  if (gpu_text) {
+    if (cli_gpu_target_parse(gpu_text, &target_storage) != CLI_OK)
+      return CLI_USAGE;
+    target = &target_storage;
+  }
 
   trellis_model *model = NULL;
   trellis_clear_error();
   trellis_status st = trellis_model_open(path, &model);
   if (st != TRELLIS_OK)
     return cli_lib_error(st, path);
-  if (!trellis_cuda_built() || trellis_cuda_device_count() <= 0) {
-    cli_error("%s: --plan: plan sizes need a CUDA device (a plan is made "
-              "from a weight in device memory), and %s; 'trellis info %s' "
-              "lists the layers without one",
+  if (!target && (!trellis_cuda_built() || trellis_cuda_device_count() <= 0)) {
+    cli_error("%s: --plan: plans are made from a weight in device memory "
+              "and %s; --gpu NAME (e.g. --gpu h200) estimates them from the "
+              "rules without one",
               path,
-              trellis_cuda_built() ? "none is usable here"
-                                   : "this trellis was built without CUDA",
-              path);
+              trellis_cuda_built() ? CLI_NO_CUDA_DEVICE : CLI_NO_CUDA_BUILD);
     trellis_model_close(model);
     return CLI_FAIL;
   }
@@ -270,7 +336,7 @@ int cli_info_plan(const char *path, const char *max_m_text) {
     if (j == nkinds) {
       kinds[j].key = l;
       nkinds++;
-      if ((r = make_kind(model, i, max_m, &kinds[j])) != CLI_OK)
+      if ((r = make_kind(model, i, max_m, target, &kinds[j])) != CLI_OK)
         break;
       if (kinds[j].plan)
         plans[nplans++] = kinds[j].plan;
@@ -279,8 +345,10 @@ int cli_info_plan(const char *path, const char *max_m_text) {
     kind_of[i] = j;
   }
   if (r == CLI_OK)
-    r = report(path, model, max_m, kinds, nkinds, kind_of, plans, nplans);
+    r = report(path, model, max_m, target, kinds, nkinds, kind_of, plans,
+               target ? nkinds : nplans);
   for (size_t j = 0; kinds && j < nkinds; j++) {
+    free(kinds[j].estimate);
     trellis_plan_destroy(kinds[j].plan); /* plans before their weights */
     trellis_device_weight_destroy(kinds[j].dw);
   }

@@ -27,8 +27,8 @@ static const struct {
                                "workspace missing or too small"},
     [TRELLIS_ERR_BUFFER] = {"TRELLIS_ERR_BUFFER",
                             "buffer missing, too small or misaligned"},
-    [TRELLIS_ERR_NO_DEVICE] = {"TRELLIS_ERR_NO_DEVICE",
-                               "no usable CUDA device"},
+    [TRELLIS_ERR_NO_DEVICE] = {"TRELLIS_ERR_NO_DEVICE", TRL_NO_CUDA_DEVICE
+                               " (or " TRL_NO_CUDA_BUILD ")"},
     [TRELLIS_ERR_ARCH] = {"TRELLIS_ERR_ARCH",
                           "not compiled for this GPU architecture"},
     [TRELLIS_ERR_CUDA] = {"TRELLIS_ERR_CUDA", "CUDA error"},

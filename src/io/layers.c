@@ -480,9 +480,45 @@ typedef struct layer_pair {
   trl_layer_extra extra;
 } layer_pair;
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+int trl_layer_name_cmp(const char *a, const char *b) {
+  const char *p = a, *q = b;
+  while (*p && *q) {
+    if (is_digit(*p) && is_digit(*q)) {
+      /* a run of digits: by value (leading zeros skipped, then length,
+       * then digits) */
+      while (*p == '0')
+        p++;
+      while (*q == '0')
+        q++;
+      size_t lp = 0, lq = 0;
+      while (is_digit(p[lp]))
+        lp++;
+      while (is_digit(q[lq]))
+        lq++;
+      if (lp != lq)
+        return lp < lq ? -1 : 1;
+      const int c = memcmp(p, q, lp);
+      if (c)
+        return c;
+      p += lp;
+      q += lq;
+      continue;
+    }
+    if (*p != *q)
+      return (unsigned char)*p < (unsigned char)*q ? -1 : 1;
+    p++;
+    q++;
+  }
+  if (*p || *q)
+    return *p ? 1 : -1;
+  return strcmp(a, b); /* equal by value (x01, x1): a total order still */
+}
+
 static int cmp_pairs(const void *a, const void *b) {
-  return strcmp(((const layer_pair *)a)->layer.name,
-                ((const layer_pair *)b)->layer.name);
+  return trl_layer_name_cmp(((const layer_pair *)a)->layer.name,
+                            ((const layer_pair *)b)->layer.name);
 }
 
 static int sort_layers(trl_layer_set *s) {

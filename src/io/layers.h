@@ -32,7 +32,7 @@ typedef struct trl_layer_extra {
 } trl_layer_extra;
 
 typedef struct trl_layer_set {
-  trellis_layer *layers;  /* sorted by name */
+  trellis_layer *layers;  /* in model order (trl_layer_name_cmp) */
   trl_layer_extra *extra; /* extra[i] belongs to layers[i] */
   size_t count;
   trellis_tensor *others; /* tensors of no layer, sorted by name */
@@ -67,6 +67,12 @@ trellis_status trl_layers_discover(const trellis_tensor *tensors, size_t count,
 trellis_status trl_layers_realign(trl_layer_set *s, size_t i,
                                   const char *label);
 void trl_layers_free(trl_layer_set *s);
+
+/* The order of a set's layers (model order): names compared byte by byte,
+ * except that runs of digits compare by value, so model.layers.2 comes
+ * before model.layers.10; names equal by value (x01, x1) fall back to
+ * strcmp, so distinct names never compare equal. */
+int trl_layer_name_cmp(const char *a, const char *b);
 
 /* Where b12x layers (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, io/qsrt.h) take
  * their codebook and pair layout from. */

@@ -907,7 +907,7 @@ trellis_status trellis_model_other(const trellis_model *m, size_t index,
 }
 
 static int cmp_layer_key(const void *key, const void *elem) {
-  return strcmp(key, ((const trellis_layer *)elem)->name);
+  return trl_layer_name_cmp(key, ((const trellis_layer *)elem)->name);
 }
 
 static int cmp_tensor_key(const void *key, const void *elem) {

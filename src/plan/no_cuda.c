@@ -3,8 +3,8 @@
 #include "core/internal.h"
 
 static trellis_status no_cuda(void) {
-  return trl_fail(TRELLIS_ERR_NO_DEVICE,
-                  "libtrellis was built without CUDA support");
+  return trl_fail(TRELLIS_ERR_NO_DEVICE, TRL_NO_CUDA_BUILD
+                  "; rebuild it with the CUDA toolkit (nvcc on PATH)");
 }
 
 int trellis_cuda_built(void) { return 0; }

@@ -22,6 +22,12 @@
 #define CLI_FAIL 1  /* the request was valid but could not be done */
 #define CLI_USAGE 2 /* bad command line */
 
+/* The library's wording of the two ways CUDA can be missing
+ * (core/internal.h's TRL_NO_CUDA_BUILD and TRL_NO_CUDA_DEVICE, the same
+ * text: tests/test_messages.c holds them equal). */
+#define CLI_NO_CUDA_BUILD "libtrellis was built without CUDA"
+#define CLI_NO_CUDA_DEVICE "no CUDA device is available"
+
 /* ---- errors ------------------------------------------------------------ */
 
 /* Prints "trellis: <message>" as one line on stderr. Control characters,

@@ -348,10 +348,11 @@ static size_t format_header(char *h, size_t cap, trellis_dtype dtype, int ndim,
   return total;
 }
 
-trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
-                         const int64_t *shape, const void *data) {
-  if (!path)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+/* The header of an array about to be written, and its data's bytes. */
+static trellis_status write_header(trellis_dtype dtype, int ndim,
+                                   const int64_t *shape, const void *data,
+                                   char *header, size_t hcap, size_t *hsize,
+                                   size_t *data_bytes) {
   if (dtype != TRELLIS_F16 && dtype != TRELLIS_F32)
     return trl_fail(TRELLIS_ERR_DTYPE, "npy write: dtype %d is not F16 or F32",
                     (int)dtype);
@@ -374,9 +375,32 @@ trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
     return trl_fail(TRELLIS_ERR_SHAPE, "npy write: size overflows");
   if (bytes > 0 && !data)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "data is NULL");
-  char header[512];
-  size_t hsize = format_header(header, sizeof header, dtype, ndim, shape);
-  if (hsize == 0)
+  *hsize = format_header(header, hcap, dtype, ndim, shape);
+  if (*hsize == 0)
     return trl_fail(TRELLIS_ERR_INTERNAL, "npy write: header too long");
-  return out_file_write(path, header, hsize, data, bytes);
+  *data_bytes = bytes;
+  return TRELLIS_OK;
+}
+
+trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
+                         const int64_t *shape, const void *data) {
+  if (!path)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "path is NULL");
+  char header[512];
+  size_t hsize = 0, bytes = 0;
+  trellis_status st = write_header(dtype, ndim, shape, data, header,
+                                   sizeof header, &hsize, &bytes);
+  return st != TRELLIS_OK ? st
+                          : out_file_write(path, header, hsize, data, bytes);
+}
+
+trellis_status npy_write_fd(int fd, const char *label, trellis_dtype dtype,
+                            int ndim, const int64_t *shape, const void *data) {
+  char header[512];
+  size_t hsize = 0, bytes = 0;
+  trellis_status st = write_header(dtype, ndim, shape, data, header,
+                                   sizeof header, &hsize, &bytes);
+  return st != TRELLIS_OK ? st
+                          : out_file_write_fd(fd, label ? label : "output",
+                                              header, hsize, data, bytes);
 }

@@ -39,6 +39,11 @@ trellis_status npy_read(const char *path, npy_array *out);
  * out_file_check's. */
 trellis_status npy_write(const char *path, trellis_dtype dtype, int ndim,
                          const int64_t *shape, const void *data);
+/* The same .npy image written to the open descriptor `fd`
+ * (out_file_write_fd: stdout for `--output -`); messages start with
+ * `label`. */
+trellis_status npy_write_fd(int fd, const char *label, trellis_dtype dtype,
+                            int ndim, const int64_t *shape, const void *data);
 /* Elements of the array (product of the shape). */
 size_t npy_count(const npy_array *a);
 void npy_free(npy_array *a);

@@ -57,6 +57,15 @@ trellis_status out_file_check(const char *path, struct stat *sb, int *exists) {
   return st;
 }
 
+static int write_all(int fd, const void *buf, size_t len);
+
+trellis_status out_file_write_fd(int fd, const char *label, const void *head,
+                                 size_t hsize, const void *data, size_t bytes) {
+  if (!write_all(fd, head, hsize) || (bytes > 0 && !write_all(fd, data, bytes)))
+    return trl_errno_fail(label, "cannot write", errno);
+  return TRELLIS_OK;
+}
+
 static int write_all(int fd, const void *buf, size_t len) {
   const char *p = buf;
   while (len > 0) {

@@ -32,6 +32,12 @@ trellis_status out_file_check(const char *path, struct stat *sb, int *exists);
  * file is unchanged. */
 trellis_status out_file_write(const char *path, const void *head, size_t hsize,
                               const void *data, size_t bytes);
+/* Writes `head` then `data` to the open descriptor `fd` (a pipe, a
+ * terminal, a file: whatever it is; `--output -` is stdout), retrying
+ * short writes and EINTR; messages start with `label`. Nothing is
+ * replaced atomically: a failure may leave part of the bytes written. */
+trellis_status out_file_write_fd(int fd, const char *label, const void *head,
+                                 size_t hsize, const void *data, size_t bytes);
 
 #ifdef __cplusplus
 }

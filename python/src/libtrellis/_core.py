@@ -318,7 +318,7 @@ class Model:
         return out
 
     def layer_info(self) -> List[Dict[str, Any]]:
-        """One dict per EXL3 layer, sorted by name: name, k, n, bits,
+        """One dict per EXL3 layer, in model order: name, k, n, bits,
         codebook, signs ("scaled" or "legacy"), bias, and where the library
         reads paired layers pair and rate_axis ("P24", "n"; None for a
         uniform layer). Read from the headers."""
@@ -370,7 +370,8 @@ class Model:
             return Layer(raw.weight, _lib.text(raw.name), self)
 
     def layers(self) -> List["Layer"]:
-        """Every EXL3 layer, sorted by name."""
+        """Every EXL3 layer, in model order (sorted by name with the numbers
+        in names compared by value: model.layers.2 before model.layers.10)."""
         return [self.layer(i) for i in range(len(self))]
 
     def __iter__(self) -> Iterator["Layer"]:

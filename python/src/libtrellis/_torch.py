@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import ctypes
 import itertools
-import re
 import threading
 import weakref
 from ctypes import byref, c_void_p
@@ -120,7 +119,7 @@ def _device(device: DeviceLike, allow_cpu: bool = True) -> torch.device:
     if not torch.cuda.is_available():
         raise error(
             "TRELLIS_ERR_NO_DEVICE",
-            "device %s: no CUDA device is available (torch sees none)" % device,
+            "device %s: %s (torch sees none)" % (device, _core.NO_CUDA_DEVICE),
         )
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -1135,13 +1134,13 @@ class EXL3Linear(torch.nn.Module):
     @classmethod
     def from_model(cls, path: Any, **kwargs: Any) -> Dict[str, "EXL3Linear"]:
         """{layer name: EXL3Linear} for every EXL3 layer of a checkpoint,
-        sorted by name with the numbers in it compared by value
-        (model.layers.2 before model.layers.10); the modules share one
+        in the library's model order (the numbers in names compared by
+        value: model.layers.2 before model.layers.10); the modules share one
         SharedBuffers (keyword arguments as for EXL3Linear)."""
         kwargs.setdefault("buffers", SharedBuffers())
         out = {}
         with _core.Model(path) as model:
-            for name in sorted(model.layer_names(), key=_natural_key):
+            for name in model.layer_names():
                 out[name] = cls(model, name, **kwargs)
         return out
 
@@ -1329,10 +1328,6 @@ class EXL3Linear(torch.nn.Module):
             self.max_m,
             self.dtype,
         )
-
-
-def _natural_key(name: str) -> list:
-    return [(0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", name)]
 
 
 def _markers_of(model: "_core.Model", name: str, device: torch.device) -> Dict[str, torch.Tensor]:

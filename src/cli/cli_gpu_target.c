@@ -1,0 +1,176 @@
+/* `info --plan --gpu NAME`: plan sizes without a GPU, from the library's
+ * pure rules (plan/gate.h, plan/layout.h, plan/direct_rules.h,
+ * plan/kernel_config.h) for a named target, so that buffers can be sized
+ * on a build host.
+ *
+ * This mirrors what trellis_plan_create (plan/plan.c: the path of
+ * plan_path_for, the layout parameters of plan_create and plan_direct,
+ * plan/dense.c's dense_direct and dense_fold_input) decides for the
+ * default plan desc `info --plan` uses (fp16 input, output and compute,
+ * no flags, no split_k, the library's own rotations), with what only a GPU
+ * can say replaced by the defaults the rules assume when it is unknown:
+ * the decode-GEMM's CTAs per SM (cudaFuncGetAttributes and the occupancy
+ * query; choose_splits assumes 2), the register-direct kernel's registers
+ * (0: its launch bounds' cap) and how many of its clusters fit at once (0:
+ * no limit known), and a kernel image for the target's arch in the build
+ * (the fused path and the register-direct kernel need an sm_90 one). The
+ * sizes are therefore estimates: a real plan's k-splits, and so its
+ * workspace, can differ. When plan.c's rules change, this file must
+ * follow (tests/gpu_plan_target.c holds it to real plans on a GPU). */
+#include "cli_util.h"
+
+#include "format/codebooks.h"
+#include "format/lanes.h"
+#include "plan/gate.h"
+#include "plan/layout.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The targets by name: SM count and compute capability. */
+static const struct {
+  const char *name;
+  int sms, major, minor;
+  const char *what;
+} targets[] = {
+    {"h200", 132, 9, 0, "NVIDIA H200 (SXM)"},
+    {"h100", 132, 9, 0, "NVIDIA H100 SXM"},
+    {"h100-pcie", 114, 9, 0, "NVIDIA H100 PCIe"},
+    {"a100", 108, 8, 0, "NVIDIA A100"},
+    {"l40s", 142, 8, 9, "NVIDIA L40S"},
+    {"b200", 148, 10, 0, "NVIDIA B200"},
+    {"rtx-pro-6000", 188, 12, 0, "NVIDIA RTX PRO 6000 Blackwell"},
+};
+#define TARGET_COUNT (sizeof targets / sizeof targets[0])
+
+const char *cli_gpu_target_names(void) {
+  return "h200, h100, h100-pcie, a100, l40s, b200, rtx-pro-6000, or "
+         "sms=N,arch=MAJORMINOR (e.g. sms=132,arch=90)";
+}
+
+/* "sms=N,arch=A" in either order; A is 80, 89, 90, 100, 120, ... */
+static int parse_custom(const char *text, cli_gpu_target *out) {
+  long sms = -1, arch = -1;
+  char buf[64];
+  if (strlen(text) >= sizeof buf)
+    return 0;
+  strcpy(buf, text);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+       tok = strtok_r(NULL, ",", &save)) {
+    long *dst = strncmp(tok, "sms=", 4) == 0    ? &sms
+                : strncmp(tok, "arch=", 5) == 0 ? &arch
+                                                : NULL;
+    const char *num = tok + (dst == &sms ? 4 : 5);
+    char *end = NULL;
+    if (!dst || *dst >= 0 || !*num)
+      return 0;
+    *dst = strtol(num, &end, 10);
+    if (*end)
+      return 0;
+  }
+  if (sms < 1 || sms > 4096 || arch < 50 || arch > 1299)
+    return 0;
+  out->sm_count = (int)sms;
+  out->cc_major = (int)(arch / 10);
+  out->cc_minor = (int)(arch % 10);
+  snprintf(out->name, sizeof out->name, "sms=%ld,arch=%ld", sms, arch);
+  snprintf(out->what, sizeof out->what, "a GPU of %ld SMs, sm_%ld", sms, arch);
+  return 1;
+}
+
+int cli_gpu_target_parse(const char *text, cli_gpu_target *out) {
+  memset(out, 0, sizeof *out);
+  for (size_t i = 0; i < TARGET_COUNT; i++)
+    if (strcmp(text, targets[i].name) == 0) {
+      snprintf(out->name, sizeof out->name, "%s", targets[i].name);
+      snprintf(out->what, sizeof out->what, "%s: %d SMs, sm_%d%d",
+               targets[i].what, targets[i].sms, targets[i].major,
+               targets[i].minor);
+      out->sm_count = targets[i].sms;
+      out->cc_major = targets[i].major;
+      out->cc_minor = targets[i].minor;
+      return CLI_OK;
+    }
+  if (parse_custom(text, out))
+    return CLI_OK;
+  char shown[256];
+  cli_error("--gpu: expected %s, got '%s'", cli_gpu_target_names(),
+            cli_escape(text, shown, sizeof shown));
+  return CLI_USAGE;
+}
+
+struct cli_target_plan {
+  trellis_layer_info l;
+  int64_t max_m;
+  int fused_image; /* the fused kernel and the register-direct one */
+  int64_t dense_min_m;
+  trl_layout_params lp;
+};
+
+cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
+                                      const trellis_layer_info *l,
+                                      int64_t max_m) {
+  cli_target_plan *p = calloc(1, sizeof *p);
+  if (!p)
+    return NULL;
+  p->l = *l;
+  p->l.name = NULL; /* borrowed from the model: not kept */
+  p->max_m = max_m;
+  /* plan_create: an sm_90 device running an sm_90 image (assumed built) */
+  p->fused_image = t->cc_major >= 9;
+  p->dense_min_m = (t->cc_major == 9 && l->k >= 1024) ? 257 : 192;
+  p->lp.k = l->k;
+  p->lp.n = l->n;
+  p->lp.sm_count = t->sm_count;
+  /* dense.c for fp16 in, out and compute, the plan's own rotations */
+  p->lp.dense_direct = !l->half;
+  p->lp.dense_fold_input = !l->half;
+  p->lp.pair_k =
+      l->pair != TRELLIS_PAIR_NONE && l->rate_axis == TRELLIS_RATE_AXIS_K;
+  /* ctas_per_sm: 0 (unknown), choose_splits takes 2 */
+  /* plan_direct, with registers and active clusters unknown (0) */
+  p->lp.codebook = l->codebook;
+  p->lp.rate = trl_lanes_rate(l->bits, l->half);
+  p->lp.direct = p->fused_image && !trl_codebook_is_sqg((int)l->codebook) &&
+                 l->pair == TRELLIS_PAIR_NONE;
+  p->lp.direct_max_cluster = TRL_DIRECT_MAX_CLUSTER;
+  return p;
+}
+
+/* plan_path_for with the default desc. */
+static trellis_path target_path(const cli_target_plan *p, int64_t m) {
+  trl_gate_input g;
+  memset(&g, 0, sizeof g);
+  g.m = m;
+  g.bits = p->l.bits;
+  g.half = p->l.half;
+  g.codebook = p->l.codebook;
+  g.paired = p->l.pair != TRELLIS_PAIR_NONE;
+  g.compute_dtype = TRELLIS_F16;
+  g.fused_image_present = p->fused_image;
+  if (trl_gate(&g) == TRL_GATE_OPEN)
+    return TRELLIS_PATH_FUSED;
+  if (m >= p->dense_min_m)
+    return TRELLIS_PATH_DENSE;
+  if (p->l.half && !trl_layout_direct(&p->lp, TRELLIS_PATH_GENERIC, m))
+    return TRELLIS_PATH_DENSE;
+  return TRELLIS_PATH_GENERIC;
+}
+
+int cli_target_plan_query(const cli_target_plan *p, int64_t m,
+                          trellis_buffer_sizes *out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  if (m < 1 || m > p->max_m)
+    return 0;
+  trl_layout lay;
+  const trellis_path path = target_path(p, m);
+  if (!trl_layout_compute(&p->lp, path, m, &lay))
+    return 0;
+  out->path = path;
+  out->rotated_bytes = lay.rotated_bytes;
+  out->input_f16_bytes = lay.input_f16_bytes;
+  out->output_f16_bytes = lay.output_f16_bytes;
+  out->workspace_bytes = lay.workspace_bytes;
+  return 1;
+}
