@@ -106,24 +106,28 @@ static void test_layout_fused_needs_no_workspace(void **state) {
 }
 
 /* Where the register-direct kernel runs (plan with it available): up to
- * 16 rows on the fused and the generic path, never on the dense one. It
- * needs no workspace; the rotated buffer stays part of the contract.
+ * 8 rows (16 at a half rate) on the fused and the generic path, never on
+ * the dense one. It needs no workspace; the rotated buffer stays part of
+ * the contract.
  * Unavailable (LEGACY_KERNELS, EXACT_WEIGHTS, bf16 compute, external
  * rotation, SQG codebooks, pairs, no sm_90 image): never. */
 static void test_layout_direct(void **state) {
   (void)state;
   const trellis_path paths[] = {TRELLIS_PATH_FUSED, TRELLIS_PATH_GENERIC};
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 4; ++i) {
     trl_layout_params p = params(8192, 28672);
+    p.rate = i < 2 ? 12 : 5; /* K6, K2.5 */
+    p.codebook = TRELLIS_CB_MUL1;
     for (int on = 0; on <= 1; ++on) {
       p.direct = on;
       for (int64_t m = 1; m <= 128; ++m) {
-        const int want = on && m <= 16;
-        assert_int_equal(trl_layout_direct(&p, paths[i], m), want);
+        /* an integer rate up to 8 rows, a half rate up to 16 */
+        const int want = on && m <= (p.rate % 2 ? 16 : 8);
+        assert_int_equal(trl_layout_direct(&p, paths[i % 2], m), want);
         trl_layout l;
-        assert_true(trl_layout_compute(&p, paths[i], m, &l));
+        assert_true(trl_layout_compute(&p, paths[i % 2], m, &l));
         assert_int_equal(l.rotated_bytes, (size_t)(m * 8192 * 2));
-        if (want || paths[i] == TRELLIS_PATH_FUSED)
+        if (want || paths[i % 2] == TRELLIS_PATH_FUSED)
           assert_int_equal(l.workspace_bytes, 0);
         else
           assert_true(l.workspace_bytes > 0);
@@ -131,6 +135,7 @@ static void test_layout_direct(void **state) {
     }
     p.direct = 1;
     assert_false(trl_layout_direct(&p, TRELLIS_PATH_DENSE, 1));
+    (void)paths;
   }
 }
 

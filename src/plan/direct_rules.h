@@ -29,6 +29,7 @@ extern "C" {
 #define TRL_DIRECT_AFFINE 1 /* MUL1: fp16 1024 + S, the affine map after */
 #define TRL_DIRECT_INT8 2   /* MUL1, m <= 4: int8 MMA, s8 activation limbs */
 #define TRL_DIRECT_MAX_M 16 /* rows: two blocks of 8 tokens */
+#define TRL_DIRECT_ONE_BLOCK_M 8 /* rows of one block */
 #define TRL_DIRECT_INT8_MAX_M 4
 #define TRL_DIRECT_WARPS 8
 #define TRL_DIRECT_CTAS_PER_SM 2 /* its launch bounds */

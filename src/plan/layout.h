@@ -132,16 +132,20 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
 /* The register-direct kernel's launch for m rows (trl_direct_shape with
  * the plan's registers and cluster limits). 0 when none fits.
  * trl_layout_direct: whether it runs m rows on `path` (one launch, no
- * workspace: the fused path's contract): up to TRL_DIRECT_MAX_M on the
- * fused and the generic path wherever the plan can run it and a launch
- * fits. Otherwise the fused cluster kernel (fused path) or the split-K
+ * workspace: the fused path's contract): up to 8 rows (16 at a half rate)
+ * on the fused and the generic path wherever the plan can run it and a
+ * launch fits. Otherwise the fused cluster kernel (fused path) or the split-K
  * decode-GEMM. */
 int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
                            trl_direct_grid *out);
 static inline int trl_layout_direct(const trl_layout_params *p,
                                     trellis_path path, int64_t m) {
   trl_direct_grid g;
-  return p->direct && m <= TRL_DIRECT_MAX_M &&
+  /* its two-token-block form (9..16 rows) measured slower than the fused
+   * cluster kernel and the split-K decode-GEMM on every bench layer
+   * (docs/TUNING.md): only a half rate, which has neither, takes it */
+  const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
+  return p->direct && m <= max_m &&
          (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
          trl_layout_direct_grid(p, m, &g);
 }
