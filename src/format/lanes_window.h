@@ -49,6 +49,14 @@
 #define TRL_LANES_UNROLL
 #endif
 
+/* Not constexpr (lanes.h's TRL_LANES_FN is): these use the device's
+ * intrinsics and inline assembly. */
+#if defined(__CUDACC__)
+#define TRL_LANES_WFN __host__ __device__ __forceinline__
+#else
+#define TRL_LANES_WFN static inline
+#endif
+
 /* The word counts are constants of the kernels' register arrays. */
 #if defined(__CUDACC__)
 #define TRL_LANES_CFN __host__ __device__ constexpr inline
@@ -87,7 +95,7 @@ TRL_LANES_CFN int trl_lanes_own_words(int bits) {
 TRL_LANES_CFN int trl_lanes_prefix_words(int bits) { return bits & 1 ? 2 : 1; }
 
 /* Word index, in a staged group, of word w (0 .. h-1) of `lane`. */
-TRL_LANES_FN int trl_lanes_staged_word(int h, int lane, int w) {
+TRL_LANES_WFN int trl_lanes_staged_word(int h, int lane, int w) {
   const int quads = h / 4;
   const int swz = w < 4 * quads ? 8 * (w % 4) : 16 * ((w - 4 * quads) & 1);
   return 32 * w + (lane ^ swz);
@@ -95,7 +103,7 @@ TRL_LANES_FN int trl_lanes_staged_word(int h, int lane, int w) {
 
 /* Word index, in a staged group, of word g (0 .. 32 h - 1) of the group in
  * the lane layout (trl_lanes_word_offset's inverse, then staged). */
-TRL_LANES_FN int trl_lanes_staged_of_layout(int h, int g) {
+TRL_LANES_WFN int trl_lanes_staged_of_layout(int h, int g) {
   const int quads = h / 4, pair = (h % 4) >= 2;
   int lane, w;
   if (g < 128 * quads) {
@@ -112,18 +120,18 @@ TRL_LANES_FN int trl_lanes_staged_of_layout(int h, int g) {
 }
 
 /* Byte offset in a staged group of word w of `lane`. */
-TRL_LANES_FN int trl_lanes_staged_offset(int h, int lane, int w) {
+TRL_LANES_WFN int trl_lanes_staged_offset(int h, int lane, int w) {
   return 4 * trl_lanes_staged_word(h, lane, w);
 }
 
 /* Word index j clamped to the lane's string of 2K words. */
-TRL_LANES_FN int trl_lanes_clamp_word(int bits, int j) {
+TRL_LANES_WFN int trl_lanes_clamp_word(int bits, int j) {
   return j < 0 ? 0 : j >= 2 * bits ? 2 * bits - 1 : j;
 }
 
 /* Byte offset in the staged group of own word i (0 .. own_words - 1) of
  * `lane` for tile `tau`. */
-TRL_LANES_FN int trl_lanes_own_offset(int bits, int lane, int tau, int i) {
+TRL_LANES_WFN int trl_lanes_own_offset(int bits, int lane, int tau, int i) {
   const int h = 2 * bits;
   if (bits <= 2) /* 8 (K = 1) or 16 (K = 2) bits a tile */
     return trl_lanes_staged_offset(h, lane, tau * bits / 4);
@@ -136,7 +144,7 @@ TRL_LANES_FN int trl_lanes_own_offset(int bits, int lane, int tau, int i) {
 
 /* Byte offset in the staged group of prefix word i (0 .. prefix_words -
  * 1). */
-TRL_LANES_FN int trl_lanes_prefix_offset(int bits, int lane, int tau, int i) {
+TRL_LANES_WFN int trl_lanes_prefix_offset(int bits, int lane, int tau, int i) {
   const int h = 2 * bits;
   if (bits <= 2) /* i = 0: lane L-1, i = 1 (K = 1): lane L-2 */
     return trl_lanes_staged_offset(h, (lane + 31 - i) % 32, tau * bits / 4);
@@ -150,7 +158,7 @@ TRL_LANES_FN int trl_lanes_prefix_offset(int bits, int lane, int tau, int i) {
 
 /* The own words' shift, (a - p) mod 32; K = 1, 2: the byte permute that
  * puts the own byte (half) after the prefix's; K = 4, 8: 0 (not used). */
-TRL_LANES_FN uint32_t trl_lanes_own_shift(int bits, int tau) {
+TRL_LANES_WFN uint32_t trl_lanes_own_shift(int bits, int tau) {
   if (bits == 1) {
     const uint32_t b = 3u - (uint32_t)(tau % 4);
     return 0x7600u | b << 4 | b;
@@ -164,7 +172,7 @@ TRL_LANES_FN uint32_t trl_lanes_own_shift(int bits, int tau) {
 
 /* The prefix's shift to the top of a word; K = 1: the byte permute that
  * puts lane L-2's byte above lane L-1's; K = 2, 4, 8: 0 (not used). */
-TRL_LANES_FN uint32_t trl_lanes_prefix_shift(int bits, int tau) {
+TRL_LANES_WFN uint32_t trl_lanes_prefix_shift(int bits, int tau) {
   if (bits == 1) {
     const uint32_t b = 3u - (uint32_t)(tau % 4);
     return (4u + b) << 12 | b << 8;
@@ -175,7 +183,7 @@ TRL_LANES_FN uint32_t trl_lanes_prefix_shift(int bits, int tau) {
 }
 
 /* The top 32 bits of hi:lo << r (r in 0..31): the funnel shift. */
-TRL_LANES_FN uint32_t trl_lanes_funnel(uint32_t hi, uint32_t lo, uint32_t r) {
+TRL_LANES_WFN uint32_t trl_lanes_funnel(uint32_t hi, uint32_t lo, uint32_t r) {
 #if defined(__CUDA_ARCH__)
   return __funnelshift_l(lo, hi, r);
 #else
@@ -185,7 +193,7 @@ TRL_LANES_FN uint32_t trl_lanes_funnel(uint32_t hi, uint32_t lo, uint32_t r) {
 
 /* Byte i of the result is byte (sel >> 4i) & 7 of the 8 bytes lo, hi
  * (lo's byte 0 first): the byte permute (no sign replication). */
-TRL_LANES_FN uint32_t trl_lanes_prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
+TRL_LANES_WFN uint32_t trl_lanes_prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
 #if defined(__CUDA_ARCH__)
   return __byte_perm(lo, hi, sel);
 #else
@@ -199,7 +207,7 @@ TRL_LANES_FN uint32_t trl_lanes_prmt(uint32_t lo, uint32_t hi, uint32_t sel) {
 
 /* Bits of `a` where `mask` is 0, of `b` where it is 1: one LOP3 (the
  * compiler's own form of it took two). */
-TRL_LANES_FN uint32_t trl_lanes_select(uint32_t a, uint32_t b, uint32_t mask) {
+TRL_LANES_WFN uint32_t trl_lanes_select(uint32_t a, uint32_t b, uint32_t mask) {
 #if defined(__CUDA_ARCH__)
   uint32_t r;
   asm("lop3.b32 %0, %1, %2, %3, 0xD8;" : "=r"(r) : "r"(a), "r"(b), "r"(mask));
@@ -210,9 +218,9 @@ TRL_LANES_FN uint32_t trl_lanes_select(uint32_t a, uint32_t b, uint32_t mask) {
 }
 
 /* E (nv words) from the loaded own and prefix words and the two shifts. */
-TRL_LANES_FN void trl_lanes_window(int bits, const uint32_t *own,
-                                   const uint32_t *prefix, uint32_t own_shift,
-                                   uint32_t prefix_shift, uint32_t *e) {
+TRL_LANES_WFN void trl_lanes_window(int bits, const uint32_t *own,
+                                    const uint32_t *prefix, uint32_t own_shift,
+                                    uint32_t prefix_shift, uint32_t *e) {
   const int nv = trl_lanes_window_words(bits);
   if (bits == 1) {
     const uint32_t t = trl_lanes_prmt(prefix[0], prefix[1], prefix_shift);
