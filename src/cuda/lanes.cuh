@@ -9,8 +9,8 @@
  * checkpoint layout gave.
  *
  * The offsets and shifts depend on (lane, tau) only and are computed once
- * per kernel. Per tile, against the checkpoint layout's LaneWords (kNW =
- * kNV + 1 loads, kNV funnel shifts by the lane's bit offset):
+ * per kernel. Per tile, against the checkpoint layout's fetch (kNW = kNV +
+ * 1 loads, kNV funnel shifts by the lane's bit offset):
  *  - K = 4, 8: K / 4 + 1 loads (2, 3: one fewer), kNV funnel shifts by a
  *    constant;
  *  - K = 3, 5, 6, 7: kNW loads of its own and 1 (even K) or 2 (odd K) of

@@ -23,27 +23,6 @@ template <int K> struct TileGeom {
   static constexpr int kNW = kNV + 1;
 };
 
-/* Byte offsets, inside one tile of the checkpoint layout, of the kNW words
- * holding lane L's bits, and the bit offset of its first window in the
- * first of them. Computed once per kernel: they depend on the lane only.
- * The lane layout's equivalent is LaneTile (lanes.cuh). */
-template <int K> struct LaneWords {
-  uint32_t off[TileGeom<K>::kNW];
-  int o;
-  __device__ __forceinline__ explicit LaneWords(int lane) {
-    using G = TileGeom<K>;
-    /* first stream bit of weight 8L's window, kept positive mod 256K */
-    const int start = (8 * lane * K + K - 16 + 256 * K) % (256 * K);
-    o = start & 31;
-#pragma unroll
-    for (int i = 0; i < G::kNW; ++i) {
-      int idx = (start >> 5) + i;
-      idx = idx >= G::kWords ? idx - G::kWords : idx;
-      off[i] = 4u * (uint32_t)idx;
-    }
-  }
-};
-
 /* Left shifts by a constant, two ways. LiteralShifts: the compiler sees the
  * amount and emits a shift (integer ALU pipe). Pow2Table: the kernel gets
  * the powers of two as a parameter, so v * pow2[r] stays an IMAD on the

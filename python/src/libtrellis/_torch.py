@@ -284,8 +284,7 @@ class DeviceWeight:
             return  # a library before the lane layout plans them as stored
         records = [f for f in ("trellis", "trellis1") if f in self._tensors]
         out = {
-            f: self._tensors[f] if in_place else torch.empty_like(self._tensors[f])
-            for f in records
+            f: self._tensors[f] if in_place else torch.empty_like(self._tensors[f]) for f in records
         }
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
