@@ -24,7 +24,10 @@ static const path_case kPaths[] = {
      TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DECODE |
          TRELLIS_PLAN_LEGACY_KERNELS,
      TRELLIS_PATH_GENERIC},
-    {"dense", TRELLIS_PLAN_FORCE_DENSE, TRELLIS_PATH_DENSE},
+    /* FORCE_DENSE acts on the generic side: an exl3-real K6/MCG layer
+     * would take the fused path without FORCE_GENERIC */
+    {"dense", TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DENSE,
+     TRELLIS_PATH_DENSE},
 };
 #define NPATHS (sizeof kPaths / sizeof kPaths[0])
 
