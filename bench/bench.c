@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's entry point and the order of the work: device facts and
  * the HBM read peak, then per shape FP16 and FP8 cuBLASLt and our layer for
  * each (bits, codebook) and M, then the targets block, CSV and JSON. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's shared types and functions (internal to trellis_bench):
  *   bench.c    the entry point and the order of the work;
  *   options.c  the command line;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's files: the rows as CSV (--csv) and everything as JSON
  * (--json: the machine, the method, the rows, the launch overhead and the
  * targets). Plain C (both builds). */

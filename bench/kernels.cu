@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels of the benchmark: the HBM read-peak probe (the denominator of
  * every "% of read peak") and a random fill for weight copies and inputs
  * (fp16, and E4M3 for the FP8 peer). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernels of the benchmark (C linkage): the HBM read-peak probe and a
  * device-side random fill for benchmark data. Each returns a cudaError_t as
  * int (0 = success), launches on `stream` and never synchronises. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's own layers. For one (shape, bits, codebook): C distinct
  * random copies of the layer (C x payload >= the cold size, C >= 2), one
  * prepared plan per copy; for each M the copy-0 plan is checked against the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis-bench`: the benchmark as its own program; `trellis bench` runs
  * the same entry point. */
 #include "trellis_bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's command line: options, the modes' defaults (--quick,
  * --sweep) and the usage text. */
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's peers, measured in the same run: the device facts, the HBM
  * read peak (a 16-byte-load read kernel over 2 GiB), FP16 cuBLASLt with
  * both weight layouts and FP8 W8A8 cuBLASLt, timed by the same cold

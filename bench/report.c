@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's stdout: derived numbers of a row, the headline, one table
  * row per (shape, M, bits, codebook) as it is measured; the run's date and
  * commit. Plain C (both builds). */

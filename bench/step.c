@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The decode-step engine (step.h): uploads and plans every layer, sizes
  * the shared buffers once, and runs one step eagerly, as one CUDA graph
  * (FULL) or as one graph per piece between attention stand-ins

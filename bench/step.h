@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The decode step of a whole model (`trellis bench --model`): its layer list
  * and wiring (step_model.c, plain C) and the engine that uploads, plans and
  * runs it eagerly, as one CUDA graph (FULL) or one graph per piece between

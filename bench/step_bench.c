@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis bench --model`: the decode step of a model (step.h) timed
  * eagerly, FULL and PIECEWISE after each mode's check, per layer kind, and
  * beside the same step built from FP16 cuBLASLt and FP8 W8A8 cuBLASLt

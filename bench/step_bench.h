@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The parts of `trellis bench --model` (step_bench.c) that the
  * tensor-parallel step (tp_step.c) runs on every rank: our step timed and
  * checked, the FP16 and FP8 cuBLASLt peers, the table. With a model's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The layer list of a decode step (step.h): from a model directory or a
  * preset synthesised in memory, in the architecture's order and wired by
  * role. Plain C (both builds). */

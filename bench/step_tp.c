@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tensor-parallel step against the single-GPU step (step.h,
  * "tensor parallelism"): the lockstep run of every rank's engine on one
  * GPU and the layer-by-layer comparison of the ranks' outputs. Used by

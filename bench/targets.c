@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's targets: read from targets.json (what each target scores
  * and its limit) and evaluated on the measured rows; the verdicts close the
  * run. Plain C (both builds). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's timing of a launch sequence, by CUDA-graph replay and
  * eagerly (cudaEvents around each replay or pass; medians). */
 #include "bench.h"

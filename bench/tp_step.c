@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trellis-tp-step: the decode step of a model with tensor parallelism, one
  * rank per GPU (one thread each, communicators from ncclCommInitAll): q, k,
  * v, q_b, gate, up, gate_up and the head column-parallel, o and down

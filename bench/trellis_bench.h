@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's entry points, for the programs that run it:
  * `trellis-bench` (bench/main.c) and the `trellis bench` subcommand of the
  * CLI, which behave the same. Part of the trellis_bench library, never of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # trellis_find_dep(name header target [OPTIONAL]): an imported target for a
 # C library found through pkg-config when available, else by
 # find_path/find_library (honours CMAKE_PREFIX_PATH, e.g. Debian packages

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer entry point over weight validation and the CPU forward.
  *
  * Byte 0 picks the mode:

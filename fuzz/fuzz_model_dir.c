@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer entry point over model directories: the input describes the
  * entries of a directory (regular files, symbolic links, FIFOs,
  * subdirectories), which are written into a private temporary directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer entry point over every parser that reads untrusted bytes: the
  * safetensors header (plus EXL3 layer discovery on what it accepts), .npy
  * files, config.json's quantization_config and the shard index. Each input

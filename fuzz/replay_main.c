@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays the fuzz corpora without libFuzzer (the ctest `fuzz_replay`
  * test). Every fuzz target is linked in with its entry point renamed to
  * fuzz_one_TARGET. Arguments are TARGET:PATH, PATH a file or a directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libtrellis: EXL3 trellis-quantized linear layers on NVIDIA GPUs, with a
  * bit-exact CPU reference.

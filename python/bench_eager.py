@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-call cost of an eager EXL3Linear against nn.Linear of the same shape.
 
     python python/bench_eager.py [--device cuda|cpu] [--m 1] [--calls 2000]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A/B timing on the device machine: builds the tree once per variant
 # (VARIANTS, default "A B") with its configure arguments (A_ARGS, B_ARGS,
 # ..., e.g. -DCMAKE_CUDA_FLAGS=-DSOME_MACRO), then runs `trellis bench

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
 # the GPU tests under compute-sanitizer, optionally the benchmark and the
 # Python package's tests, and print a short summary last.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Sourced by the device scripts: Debian packages of jansson/cmocka found in
 # .deps/ are unpacked to a private prefix when the machine lacks them (the
 # device image has no registry); the CUDA toolkit goes on PATH;

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Nsight Compute on the hot kernels (device machine): one launch each of the
 # fused and generic decode-GEMM at M rows (default 1) on the given shape.
 # Clocks are left alone (--clock-control none). Environment: KERNELS (name

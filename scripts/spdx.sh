@@ -1,5 +1,6 @@
 #!/bin/sh
-# The licence line of every tracked source file: SPDX-License-Identifier:
+# SPDX-License-Identifier: Apache-2.0
+# The licence line of every tracked source file: the SPDX identifier
 # Apache-2.0 (LICENSE holds the text) in the file's header.
 #
 # usage: scripts/spdx.sh [check|add|list]

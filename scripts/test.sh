@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds libtrellis and runs its test suite with CTest. This is the README's
 # test command; CI runs the same script (adding -DTRELLIS_WERROR=ON).
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Bad invocations of the `trellis` CLI. Each one must exit non-zero without
 # crashing (exit code < 128), print exactly one line on stderr, and that line
 # must name the file, tensor or argument at fault.

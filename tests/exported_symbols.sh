@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libtrellis.so exports exactly its public API: every dynamic symbol it
 # defines is a function declared TRELLIS_API in trellis.h and every such
 # function is exported. Internal functions are hidden (-fvisibility=hidden);

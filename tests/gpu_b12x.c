@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The b12x formats on the GPU (FORMAT.md §9): SQG codebooks and pairs on
  * the generic path (split-K decode-GEMM) and the dense path (reconstruct +
  * cuBLASLt):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU: the register-direct decode-GEMM (cuda/direct_gemm.cuh), through
  * plans: every rate and codebook at m = 1..16 against the CPU reference
  * with NaN-poisoned outputs, every cluster size (forced by the test hook),

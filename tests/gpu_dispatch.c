@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel dispatch layer: a variant this build does not compile is an
  * error that names the family, the key and what the build has, never a
  * default variant. The launchers reject such a key before any CUDA call,

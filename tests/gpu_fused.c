@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU fused K6/MCG small-M path (the register-direct kernel up to 16 rows,
  * else the fused cluster kernel): parity with the generic path's
  * split-K kernel, every m, dtypes, capture with only output + rotated

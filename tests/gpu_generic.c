@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU generic path: every test vector, random layers against the CPU
  * reference, dtypes, the external rotation, CUDA-graph capture, concurrent
  * plans and misuse. Exits 77 (skipped) without a GPU. */

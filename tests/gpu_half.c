@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU: ExLlamaV3 1.6's half-integer rates (testvectors/half: MUL1 at K
  * 1.5, 2.5, 3.5) and the six layers ExLlamaV3 1.6.5's own quantizer wrote
  * (testvectors/exl3-real, against y_exact) through a plan on every path:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lane layout on the GPU (FORMAT.md, "The lane layout"):
  *   - trellis_weight_repack equals trellis_weight_repack_host bit for bit,
  *     every K 1..8 and every pair kind on both axes, out of place and in

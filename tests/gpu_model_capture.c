@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole-model decode steps captured into CUDA graphs, through the
  * benchmark's step engine (bench/step.h):
  *   - synthetic models written by synth (a GLM-style shard with K5 and K6

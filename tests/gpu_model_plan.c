@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Whole-model planning on a GPU: trellis_plans_buffer_sizes and `trellis
  * info --plan`.
  *   - over every layer of the toy model and of synthetic models (mixed K

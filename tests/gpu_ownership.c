@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ownership on the GPU side: prepare is idempotent and a failed prepare
  * leaves nothing behind (a retry starts clean; run under compute-sanitizer
  * --leak-check full this also shows nothing leaks), and an uploaded weight

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Misused plans are reported, not undefined: a plan used after destroy
  * (its memory kept, as builds without NDEBUG keep it, so the test itself
  * reads no freed memory), a pointer that is not a plan, and a run with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis info --plan --gpu sms=N,arch=XY` (the plan rules without a GPU,
  * src/cli/cli_gpu_target.c) against `info --plan` on this GPU, for the
  * same N and XY: every layer's path at every m listed, and its rotated,

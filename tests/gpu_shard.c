@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensor-parallel shards on one GPU (trellis_weight_shard, FORMAT.md §6.6):
  * a shard is uploaded and planned like any layer, so
  *   - for codebooks 3INST, MCG (K6 takes the fused path), MUL1, SQG and a

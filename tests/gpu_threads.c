@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plans from several host threads, as trellis.h's threading rules allow:
  * plans of one uploaded weight created, prepared and run by eight threads
  * at once, each on its own stream (the fused path's small m, the generic

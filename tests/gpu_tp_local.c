@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The tensor-parallel decode step (bench/step.h, step_model_open_tp) with
  * every rank on one GPU, without NCCL: the step's all-reduces are done by
  * step_lockstep (a local sum), which is also trellis-tp-step's single-GPU

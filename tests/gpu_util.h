@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers for the GPU tests (header-only: every gpu_*.c is one program).
  * Random EXL3 layers (tools/synth.h), device buffers, running a plan, CPU
  * reference. */

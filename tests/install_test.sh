@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the build into a temporary prefix and builds a small program
 # against it as a user would: through pkg-config (also after moving the
 # prefix: the .pc file is relative to itself) and through the CMake package

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The b12x formats (FORMAT.md §9) without files: the SQG tables and
  * their hashes, the graph, both SQG decoders (worked examples, full-table
  * hashes, statistics), known-answer tiles and pairs, the staircase

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The b12x known-answer vectors (testvectors/b12x/manifest.json) through the
  * loader, the CPU decoders and the CLI, and the loader's rejection of
  * malformed b12x containers (FORMAT.md §9.6, §9.7):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The benchmark's host side (no GPU needed): the command line, the targets
  * of bench/targets.json and their verdicts on hand-made rows, the CSV and
  * JSON files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The `trellis` CLI end to end (fork/exec of TRELLIS_CLI_PATH, files in a
  * temporary directory):
  *   - `decode` of every test-vector case is w_hat bit for bit; `--dense` is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The `trellis` tool given hostile files and file systems (fork/exec of
  * TRELLIS_CLI_PATH with a watchdog, files in a temporary directory). Each
  * command must end on its own (no hang), exit 1 with one printable line on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis forward --tp N --rank R --split n|k` and `trellis info --tp N`
  * end to end, on a model of two 640 x 512 and 512 x 640 layers with bias:
  *   - split n: the ranks' outputs, side by side, are the unsharded output

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Codebooks (FORMAT.md §4): worked examples, full-table checksums,
  * statistics, and the table against the scalar decode. */
 #include <setjmp.h>

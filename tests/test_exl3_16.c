@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checkpoints as ExLlamaV3 1.6 writes them (EXL3-1.6 §2, §6-§8): the toy
  * 1.6 model (MUL1 at K 2, 2.5, 3.5 and 4, a body Linear kept fp16, an
  * untied 3.5-bit lm_head, head_bits 3.5) opened, listed and decoded; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU forward, dense weight and H128: the end-to-end layers of FORMAT.md
  * §10.2, the dense weight of the shipped test vectors to fp32 accuracy
  * (test_vectors.c runs the rest of each case), a bit-exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gate between the fused and generic paths, and the buffer layout:
  * pure functions, tested on the CPU. */
 #include "testutil.h"

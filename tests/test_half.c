@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp16 / bf16 round-to-nearest-even conversions against slow references:
  * exhaustive over fp16, tie/overflow/subnormal sweeps, random floats. */
 #include <setjmp.h>

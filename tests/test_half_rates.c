@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ExLlamaV3 1.6's half-integer rates K = KA + 1/2 (EXL3-1.6 §1; MUL1, KA
  * 1..3, tiles of 24, 40 and 56 int16): the spec's worked example (§1.4)
  * bit for bit, the tile states against their definition (ring windows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile files and file systems: FIFOs and other non-regular files,
  * dangling and looping symbolic links, foreign files given as shards,
  * headers beyond the limits, and files truncated while open. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lane layout (format/lanes.h): word offsets, the repack and its
  * inverse, and what the GPU kernels rely on: that a lane finds its states'
  * windows in its own words and the words of the lanes below it. */

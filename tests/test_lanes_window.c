@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPU's window fetch from a staged group of the lane layout
  * (format/lanes_window.h, the code cuda/lanes.cuh runs), on the host: the
  * staged arrangement is a permutation whose loads and copies are free of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile layers: misaligned tensors (realigned on fetch, never when
  * listing) and non-finite scales or bias (rejected at open, and by
  * trellis_weight_check_values for weights built by the caller). */

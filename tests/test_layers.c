@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* EXL3 layer discovery: every test vector, and every malformed layer. */
 #include "testutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Messages are safe to print: control characters, bytes that are not UTF-8
  * and invisible line-reordering marks are escaped as "\xHH" wherever they
  * come from (a tensor name in a file, a path given by the caller), so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Model directories: the toy EXL3 model, single files, broken indexes and
  * config.json parsing. */
 #include "testutil.h"

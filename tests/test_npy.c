@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* .npy reader/writer: round trips and malformed files. */
 #include "testutil.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trellis_plans_buffer_sizes without a GPU: its arguments, an empty set
  * (zero sizes, path NONE). The sizes of real plans are gpu_model_plan's. */
 #include "testutil.h"

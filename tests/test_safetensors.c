@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* safetensors reader: valid files, and every kind of bad file, each built
  * both in memory and on disk. */
 #include "testutil.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensor-parallel shards (trellis_weight_shard): for every codebook and K,
  * both axes and 2, 3 and 4 ranks (even and uneven splits, explicit split
  * points), a shard decodes bit-exact to the slice of the full W_hat, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The decode-step benchmark's host side (no GPU needed): the layer list and
  * wiring of presets and of a model directory, the device words' formula
  * against the synth RNG, the scales of synth_linear_scales against what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis synth` and its generator (tools/synth_model.c), and what runs
  * of `trellis info --plan` without a GPU:
  *   - the presets' shapes and names, the bitrate rule (the full presets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the threading rules of trellis.h promise, tested: many threads on
  * one model and on one layer (fetching, realigning, decoding, running the
  * CPU forward, which starts threads of its own), files read from many

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tile decoding (FORMAT.md §3, §10.1): windows, permutation and
  * known-answer tiles for every K and codebook. */
 #include <setjmp.h>

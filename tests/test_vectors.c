@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every case of the known-answer vectors through the library's CPU side:
  * testvectors/manifest.json, half/ (ExLlamaV3 1.6's half-integer rates,
  * K 1.5 / 2.5 / 3.5) and exl3-real/ (layers ExLlamaV3 1.6.5's quantizer

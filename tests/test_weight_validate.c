@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trellis_weight validation: every failure has its status and a message
  * naming the field, what was expected and what was given. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared test helpers (see testutil.h). */
 #define _DEFAULT_SOURCE /* wait4: a child's own peak memory (tu_run_tool) */
 #include "testutil.h"

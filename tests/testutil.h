@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers for the cmocka test programs.
  *
  * Include order in a test file:

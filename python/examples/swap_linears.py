@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Swap the nn.Linear modules of a small torch model for EXL3Linear and
 capture the model's forward in one CUDA graph.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers of the transformers tests: EXL3 models to load (the 1.6 toy
 model of tests/data, synthetic ones written by `trellis synth`) and the
 same architecture built with the dense weights."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ExLlamaV3 1.6 checkpoints at the NumPy level: the half-integer rates
 (K 1.5 / 2.5 / 3.5, MUL1: tests/data/testvectors/half), the layers 1.6.5's
 own quantizer wrote (exl3-real, against y_exact) and the toy 1.6 model."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EXL3 checkpoints in Hugging Face transformers on the CPU: import
 libtrellis.hf, AutoModelForCausalLM.from_pretrained, the last-token logits
 against the same architecture with the dense weights (rel L2 <= 1e-2),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EXL3 checkpoints in Hugging Face transformers on a CUDA GPU: loaded with
 device_map="cuda", the last-token logits against the dense model (rel L2 <=
 1e-2), greedy generation eagerly, with a static cache under

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Hostile and careless use of the NumPy level: objects closed while other
 threads compute, integers that do not fit the C types, strings with NUL
 characters, and the messages of what is refused."""

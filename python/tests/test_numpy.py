@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NumPy level against the known-answer vectors (runs on any machine)."""
 
 import os

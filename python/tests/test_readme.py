@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The README's Python blocks run as written, from the repository root."""
 
 import os

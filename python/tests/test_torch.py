@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch level where PyTorch is importable, with or without a GPU: the
 operator, and EXL3Linear on the CPU (the library's reference forward)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch level on a CUDA GPU: EXL3Linear against the CPU reference,
 CUDA graphs, torch.compile, streams and bad input. Skipped without PyTorch,
 a CUDA device or a CUDA build of the library."""

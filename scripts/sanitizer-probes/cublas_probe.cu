@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A GEMM through cuBLAS writes C, then a kernel reads all of C. initcheck
  * reports every read as uninitialised while it does not see the library's
  * stores (on sm_90 its GEMMs store through the tensor memory accelerator);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A correct bulk-copy ring, the pattern of the persistent kernel: one
  * producer warp fills two shared-memory slots with cp.async.bulk completing
  * on a "full" mbarrier; two consumer warps wait on it, read the slot and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU side of the CLI: device buffers, copies and timing around the
  * plan/prepare/query/run API. Only this file touches the CUDA runtime, and
  * only when the library was built with CUDA (TRELLIS_HAVE_CUDA comes from the

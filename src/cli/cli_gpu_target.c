@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `info --plan --gpu NAME`: plan sizes without a GPU, from the library's
  * pure rules (plan/gate.h, plan/layout.h, plan/direct_rules.h,
  * plan/kernel_config.h) for a named target, so that buffers can be sized

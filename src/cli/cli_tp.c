@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensor-parallel shards in the CLI: `forward ... --tp N --rank R --split
  * n|k` runs rank R's shard of the layer (trellis_weight_shard, FORMAT.md
  * §6.6) and `info PATH --tp N [--split n|k]` lists each rank's bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers of the `trellis` CLI: model/layer and .npy access with
  * one-line errors, devices. */
 #include "cli_util.h"

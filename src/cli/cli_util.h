@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the `trellis` subcommands: opening layers and their sizes,
  * .npy files with one-line errors, devices and the GPU side. Exit codes, errors
  * and the option parser come from the tools library (tools/cli.h). */

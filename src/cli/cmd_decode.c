@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis decode PATH LAYER --output W.npy|- [--dense]`. */
 #include "cli_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis demo`: the main job on an embedded default. Builds a synthetic
  * but realistic EXL3 layer (fixed seed), runs it on the best device and
  * checks it against a reference, printing what ran, the error and the time.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis forward PATH LAYER --input X.npy --output Y.npy ...`. */
 #include "cli_util.h"
 

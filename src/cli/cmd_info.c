@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis info PATH`: quantization config, one row per EXL3 layer, totals. */
 #include "cli_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis info PATH --json`: every field of the table as one JSON object
  * on stdout, built and written with jansson. The keys are listed in
  * cmd_info.c's usage text and the README.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis info PATH --plan [--max-m M]`: per EXL3 layer the path each m
  * takes and the caller buffers a run needs, then what one stream of the
  * model must provision: the weights, and each buffer's largest size over

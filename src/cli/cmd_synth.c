@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis synth PRESET OUT_DIR`: a synthetic EXL3 model directory
  * (the generator is tools/synth_model.c). */
 #include "cli_util.h"

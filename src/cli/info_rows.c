@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What `trellis info` lists besides the EXL3 layers, read from the
  * headers alone: the table (cmd_info.c) and --json (cmd_info_json.c) print
  * the same rows. */

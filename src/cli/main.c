@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis`: the command-line tool of libtrellis. Dispatches to one
  * subcommand per file (cmd_*.c); `bench` is the benchmark's entry point
  * (bench/, also the trellis-bench program). */

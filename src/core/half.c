@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fp16 / bf16 <-> fp32 conversions, round-to-nearest-even, bit-exact with
  * the GPU's __float2half_rn / __float2bfloat16_rn. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal helpers shared by every module of the library. */
 #ifndef TRL_INTERNAL_H
 #define TRL_INTERNAL_H

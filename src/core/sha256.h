@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SHA-256 (FIPS 180-4), for the library's checks of its built-in tables. */
 #ifndef TRL_CORE_SHA256_H
 #define TRL_CORE_SHA256_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Overflow-checked size arithmetic, the one copy every module uses. Each
  * helper returns 1 and stores the result, or returns 0 (leaving the output
  * untouched) when the result does not fit in size_t. Header-only so that

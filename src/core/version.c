@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "internal.h"
 
 int trellis_version_number(void) { return TRELLIS_VERSION_NUMBER; }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU reference forward: y = Hblk(Hblk(x * s_in) . W_hat) * s_out + bias.
  *
  * Numerics (see trellis.h): the rotated input is rounded to fp16 exactly as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device helpers shared by every kernel: the codebooks, fp16 packing, MMA. */
 #ifndef TRL_CUDA_COMMON_CUH
 #define TRL_CUDA_COMMON_CUH

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launchers of the decode-GEMM. The variants themselves are compiled in
  * gemm_k1.cu .. gemm_k8.cu (this file does not include dispatch_unit.cuh). */
 #include "decode_gemm.cuh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decode-GEMM of the generic path: partial[s][m][n] = rotated[m][k_s] .
  * W_hat[k_s][n] for the k-split s, fp32 accumulation on the tensor cores.
  *

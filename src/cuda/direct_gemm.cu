@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launchers of the register-direct decode-GEMM (direct_gemm.cuh); its
  * variants live in the unit files direct_u0.cu .. direct_u10.cu, one rate
  * each. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The register-direct decode-GEMM for small m (1..16 rows): input
  * rotation, decode-GEMM, split-k reduction and output rotation in one
  * launch that needs no workspace (the fused path's contract).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Register-direct decode-GEMM unit 0: the variants of the rate at position
  * 0 of TRL_DIRECT_RATES, see direct_gemm.cuh and dispatch.cuh. */
 #include "direct_gemm.cuh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one dispatch layer of the kernel variants: a runtime key (bits,
  * codebook, m-blocks, dtypes, flags) becomes a template instantiation, or
  * TRL_KERNEL_UNSUPPORTED with a message that names the family, the key

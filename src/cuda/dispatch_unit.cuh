@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The body of one translation unit of a family spread over kUnits units
  * (see dispatch.cuh): include the family's header, then this one, then
  * TRL_DISPATCH_UNIT(Family, u). Only unit files include it, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fused K6/MCG small-M path: input rotation, decode-GEMM and output
  * rotation in one launch that needs no workspace.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decode-GEMM unit 5: the variants of the bitrate at position 5 of
  * TRL_GPU_BITS (K = 6), see decode_gemm.cuh and dispatch.cuh. */
 #include "decode_gemm.cuh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decode-GEMM unit 7: the variants of the bitrate at position 7 of
  * TRL_GPU_BITS (K = 8), see decode_gemm.cuh and dispatch.cuh. */
 #include "decode_gemm.cuh"

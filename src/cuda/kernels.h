@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host-callable launchers of the CUDA kernels (C linkage). Each launches on
  * `stream` and returns a cudaError_t as int (0 = success), or
  * TRL_KERNEL_UNSUPPORTED when this build has no kernel variant for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lane layout on the device: the repack of a checkpoint tile array
  * (FORMAT.md, "The lane layout"; format/lanes.c is the host reference).
  * One warp per group: it stages the group's 8 tiles in shared memory, then

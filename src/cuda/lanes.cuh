@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Groups of the lane layout in shared memory (FORMAT.md, "The lane
  * layout"; the bit math is format/lanes_window.h, tested on the host).
  * GroupCopy stages a group (8 tiles of one tile row, 256 K bytes) from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decodes W_hat (or a column slice of it) to a dense fp16/bf16 row-major
  * matrix, for the large-M path that hands the GEMM to cuBLASLt. The payload
  * is in the lane layout (format/lanes.h): every kernel stages whole groups

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* W_hat of the half-integer rates (K 1.5, 2.5, 3.5: MUL1) from the lane
  * layout, for the dense path: dst[k][n_cols] = W_hat[:, n0 .. n0 + n_cols)
  * (the plain form, fp16 or bf16). One warp per group: the lane's words as

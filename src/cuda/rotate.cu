@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rotation kernels: the input H128 (x * suh -> fp16), the generic output
  * stage (split-K reduce, H128, * svh, + bias, dtype) and small helpers. One
  * warp rotates one 128-element block; lanes hold 4 consecutive elements. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-lane decode of one 16x16 trellis tile into mma.m16n8k16 B fragments.
  * Lane L decodes weights i = 8L + j (j = 0..7) of the tile, which the in-tile
  * permutation of the format places exactly at this lane's B-fragment slots:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Warpgroup MMA (sm_90a): D[64 x N] += A[64 x 16] . B[16 x N], fp32
  * accumulators in registers, A from registers (one 16x16 slice per warp in
  * the mma.m16n8k16 A layout), B from shared memory through a descriptor.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Procedural codebooks (FORMAT.md §4): 16-bit trellis state -> fp16; the
  * SQG codebooks (§9, their tables live in sqg.c) behind the same entry
  * points. */

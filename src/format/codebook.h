@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal codebook tables (the public ones live in trellis.h) and the
  * (codebook, K) rules of the table, which the loader shares. */
 #ifndef TRL_FORMAT_CODEBOOK_H

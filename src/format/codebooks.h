@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one table of codebooks and the rates each allows (FORMAT.md §4, §8,
  * §9; EXL3-1.6 §1). Every codebook fact elsewhere is generated from it:
  * names and the name parser, validation and the K ranges, the markers a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Constants of the EXL3 format, written once for the CPU reference
  * (format/), the GPU kernels (cuda/) and the checkpoint reader (io/). Plain
  * macros: the header is C and CUDA alike. The bitrate range

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Original-basis weight W = diag(s_in) . Hblk . W_hat . Hblk . diag(s_out),
  * in fp32, in the order of exllamav3's get_weight_tensor: left rotation, row
  * scale, right rotation, column scale. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* H128 butterflies in the GPU's order; see hadamard.h for why the in-place
  * radix-2 form below is bit-identical to the lane/shuffle form. */
 #include "format/hadamard.h"

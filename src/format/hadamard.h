@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU block Hadamard (H128), bit-identical to the GPU butterfly order. */
 #ifndef TRL_FORMAT_HADAMARD_H
 #define TRL_FORMAT_HADAMARD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lane layout on the host: the reference repack and its inverse
  * (FORMAT.md, "The lane layout"; the GPU's copy is cuda/lanes.cu). */
 #include "format/lanes.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lane layout: the GPU's arrangement of a trellis payload (FORMAT.md,
  * "The lane layout").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where a lane finds its states in a group of the lane layout (FORMAT.md,
  * "The lane layout") staged in shared memory: the staged arrangement, the
  * few words a lane loads for one tile, the shifts that put its window

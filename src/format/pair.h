@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Paired payloads (FORMAT.md §9.5): two 128-channel records of one layer,
  * split on the rate axis. Header-only (also __host__ __device__ under nvcc),
  * so the loader and the kernels share the rules without linking the

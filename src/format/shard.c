@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tensor-parallel shards of a layer (trellis.h, "Tensor parallelism").
  *
  * A shard is worked out per record (format/weight.h: a uniform layer is one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SQG codebooks (FORMAT.md §9.2-§9.4): the T12 and D3L tables, their
  * SHA-256 checks and the per-K state -> value tables of the CPU decoders. */
 #include "format/sqg.h"

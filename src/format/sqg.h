@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SQG codebooks of the b12x formats (FORMAT.md §9.2-§9.4): the 16-bit trellis
  * state of a weight goes through a bijective "graph" to a 16-bit rank (a
  * quantile position), and the rank to an fp16 value through one small table.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tile decoding: tail-biting trellis windows and the in-tile permutation. */
 #include "format/tile.h"
 

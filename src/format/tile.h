@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal tile decoding helpers (FORMAT.md §3). */
 #ifndef TRL_FORMAT_TILE_H
 #define TRL_FORMAT_TILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trellis_weight: initialisation, validation, scales and W_hat decoding. */
 #include "format/weight.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal helpers around trellis_weight. */
 #ifndef TRL_FORMAT_WEIGHT_H
 #define TRL_FORMAT_WEIGHT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "io/json_bounds.h"
 
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON helpers for untrusted text. Structural counts are taken without
  * parsing: jansson builds the whole tree before a reader can look at it
  * (about 40-100 bytes per value), so the readers check these counts against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* EXL3 layer discovery (FORMAT.md §2, §8), and b12x layers
  * (`<p>.qsrt_trellis` / `<p>.qsrt_pair`, checked in io/qsrt.c).
  *

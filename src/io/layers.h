@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* EXL3 layer discovery over a name-sorted list of tensors. */
 #ifndef TRL_IO_LAYERS_H
 #define TRL_IO_LAYERS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* EXL3 models: one .safetensors file, or a directory holding
  * model.safetensors or model.safetensors.index.json shards, plus an optional
  * config.json with a quantization_config (FORMAT.md §2.6).

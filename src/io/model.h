@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Model-directory parsing steps, exposed for tests and the fuzzer. */
 #ifndef TRL_IO_MODEL_H
 #define TRL_IO_MODEL_H

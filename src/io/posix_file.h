@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small POSIX file helpers shared by the readers in src/io (and the .npy
  * reader of the tools). Every file the library reads is opened through
  * trl_open_regular(), so no open can block on a FIFO or touch a

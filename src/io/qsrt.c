@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* b12x layer containers (FORMAT.md §9.7) and their validation (§9.6).
  *
  * Choices:

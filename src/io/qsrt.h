@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* b12x layer containers (FORMAT.md §9.7): `<p>.qsrt_trellis`
  * (uniform) or `<p>.qsrt_pair` (a pair), with `<p>.qsrt_suh` and
  * `<p>.qsrt_svh`; the codebook (and a pair's kind and rate axis) come from

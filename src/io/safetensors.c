@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Strictly validated, memory-mapped safetensors files.
  *
  * Layout: 8-byte little-endian header length N, N bytes of JSON header, then

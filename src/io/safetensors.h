@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal view of an open safetensors file (the public API only hands out
  * an opaque trellis_file). */
 #ifndef TRL_IO_SAFETENSORS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Initialisers of the versioned public structs and enum names that do not
  * depend on CUDA. */
 #include "core/internal.h"

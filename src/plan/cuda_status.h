@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA runtime errors and launcher results as library statuses. Its own
  * unit so that every plan file can report one without depending on the
  * others. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Dense path of the generic scheduler for large m: decode W_hat column
  * slices into the workspace and hand the GEMM to cuBLASLt (fp32 compute).
  *  - With an external rotation: W_hat, fp32 output, the caller rotates.

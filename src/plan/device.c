@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public GPU entry points outside the plan: device queries, weight
  * upload and the library's H128 rotation. */
 #include "core/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The register-direct decode-GEMM's rules (cuda/direct_gemm.cuh): which
  * variants exist, its shared-memory layout and how a launch is shaped.
  * Pure C, read by the plan (query and run, tests/test_gate.c without a GPU)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fused K6/MCG small-M path, host side: the per-plan flags and the
  * launch. Needs no workspace. */
 #include "plan/plan_internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "plan/gate.h"
 
 trl_gate_reason trl_gate(const trl_gate_input *in) {

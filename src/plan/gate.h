@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gate between the fused K6/MCG small-M path and the generic path.
  * One pure function that plan and run share, so the path a plan reports for
  * m is the path run takes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the plan and the kernels agree on: the kernel variants this build
  * has and the fused kernel's limits. The plan's rules (plan/layout.h,
  * plan/gate.c) read it; src/cuda includes it for the kernels' template

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Buffer layout of one run: the single function that both sizes the
  * workspace (trellis_plan_query) and carves it (trellis_run), so size and use
  * cannot disagree. Pure C, no CUDA. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPU entry points of a build without CUDA: each returns
  * TRELLIS_ERR_NO_DEVICE with a message saying why. */
 #include "core/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plan / prepare / query / run of the CUDA build. run() never allocates,
  * never synchronises and never sets attributes: all of that is done once in
  * create/prepare. */

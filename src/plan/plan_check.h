@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Telling a live plan from a destroyed one (plan.c). Every plan carries a
  * magic number from create until destroy, which overwrites it with a
  * poison value before the memory goes; query, prepare, run and destroy

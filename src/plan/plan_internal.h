@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The plan object, shared by the plan/prepare/run files of the CUDA build. */
 #ifndef TRL_PLAN_INTERNAL_H
 #define TRL_PLAN_INTERNAL_H

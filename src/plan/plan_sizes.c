@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* trellis_plans_buffer_sizes: the shared buffers of a set of plans, from
  * trellis_plan_query alone (pure C; in a build without CUDA no plan exists
  * and a non-empty set fails as the query does). */

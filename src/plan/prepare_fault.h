@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault injection into trellis_plan_prepare, for the tests of its ownership
  * rule (a failed prepare leaves nothing allocated, a retry starts clean). */
 #ifndef TRL_PLAN_PREPARE_FAULT_H

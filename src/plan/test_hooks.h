@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hooks the GPU tests and the sanitizer runs set before they create plans:
  * not part of the API, not thread-safe. */
 #ifndef TRL_PLAN_TEST_HOOKS_H

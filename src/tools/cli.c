@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line support: one-line errors and the option parser (see cli.h). */
 #include "tools/cli.h"
 #include "core/internal.h"

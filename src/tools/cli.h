@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command-line support shared by the `trellis` and `trellis-bench`
  * programs: exit codes, one-line errors and the option parser.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device buffers of a plan (see device.h). */
 #include "tools/device.h"
 #include "tools/cli.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device buffers of a plan for the `trellis` and `trellis-bench` programs
  * (CUDA builds only). */
 #ifndef TOOLS_DEVICE_H

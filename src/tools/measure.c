@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing, CPU reference and accuracy helpers (see measure.h). */
 #include "tools/measure.h"
 #include "tools/cli.h"

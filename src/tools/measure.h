@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing, the CPU reference and accuracy figures, as the `trellis` and
  * `trellis-bench` programs report them. Failing helpers print one line (see
  * cli.h) and return CLI_FAIL. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* .npy reading and writing (see npy.h). The header is a Python dict literal;
  * it is parsed with a small strict scanner, never evaluated. */
 #include "tools/npy.h"

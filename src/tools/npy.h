@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Minimal .npy reader/writer for the CLI and the tests (part of the tools
  * library, never of libtrellis).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output files that never lose what their path held (see out_file.h). */
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "tools/out_file.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output files written without ever losing what their path held: the bytes
  * go to a new temporary file beside the path (".NAME.PID.N.tmp", created
  * with O_EXCL, with the mode of the file it replaces, or 0666 less the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Synthetic data (see synth.h). */
 #include "tools/synth.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Synthetic data for the demo, the benchmark and the tests: one RNG,
  * random EXL3 layers shaped like a real checkpoint's, random inputs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Synthetic EXL3 model directories (see synth_model.h). */
 #include "tools/synth_model.h"
 #include "tools/synth.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Synthetic EXL3 model directories (`trellis synth`): the presets, the
  * per-tensor bitrate rule, the shard plan and the tensor data, laid out as
  * ExLlamaV3 writes a model (FORMAT.md §2.6): config.json with its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A program built against an installed libtrellis (tests/install_test.sh):
  * trellis.h comes first, so it must compile on its own. Checks the library
  * matches the header, decodes one known tile on the CPU and gets a readable

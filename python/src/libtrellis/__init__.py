@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libtrellis: EXL3 trellis-quantized linear layers.
 
 Python bindings of the libtrellis C library (loaded with ctypes from the

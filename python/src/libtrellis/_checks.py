@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks of arguments before they cross into C.
 
 ctypes converts a Python int to a C integer by keeping its low bits and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The NumPy level: models, layers, decode and the CPU forward.
 
 Every computation is a call into libtrellis; this module checks what the C

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes declarations of include/trellis.h and the loaded libtrellis.so.
 
 Every struct mirrors the C header field for field. Structs the caller fills

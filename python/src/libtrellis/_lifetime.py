@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """When C memory may be freed while other threads compute on it.
 
 A ctypes call releases the GIL, so one thread's close() can free a model's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The PyTorch level: EXL3Linear, the libtrellis::exl3_linear operator, plans
 and the buffers the plans of a model share.
 

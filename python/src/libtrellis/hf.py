@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """EXL3 checkpoints in Hugging Face transformers.
 
     import libtrellis.hf
