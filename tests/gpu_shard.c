@@ -5,7 +5,7 @@
  *     pair, at 2, 3 and 4 ranks: the column shards' outputs are the CPU
  *     reference's columns of the unsharded layer, and the row shards'
  *     partials (the bias on rank 0) sum to its output, within §7.2's 2e-3,
- *     at m = 1, 8 and 160 (the persistent, fused, generic and dense paths
+ *     at m = 1, 8 and 160 (the register-direct, fused, generic and dense paths
  *     the plans pick);
  *   - every rank's plan of a split, captured into one CUDA graph, replays
  *     equal to the eager runs bit for bit, outputs poisoned with NaN first.

@@ -772,8 +772,9 @@ const char *trellis_other_kind_name(trellis_other_kind kind) {
   return "invalid";
 }
 
-trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
-                                        trellis_other_kind *out) {
+/* The arguments of the two other-tensor getters. */
+static trellis_status check_other_args(const trellis_model *m, size_t index,
+                                       const void *out) {
   if (!m || !out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
                     m ? "out" : "m");
@@ -781,6 +782,14 @@ trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "%s: other-tensor index %zu out of range (%zu)", m->label,
                     index, m->set.other_count);
+  return TRELLIS_OK;
+}
+
+trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
+                                        trellis_other_kind *out) {
+  trellis_status st = check_other_args(m, index, out);
+  if (st != TRELLIS_OK)
+    return st;
   *out = (trellis_other_kind)m->set.other_kind[index];
   return TRELLIS_OK;
 }
@@ -893,14 +902,10 @@ size_t trl_model_copied_bytes(const trellis_model *m) {
 
 trellis_status trellis_model_other(const trellis_model *m, size_t index,
                                    trellis_tensor *out) {
-  if (!m || !out)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                    m ? "out" : "m");
-  if (index >= m->set.other_count)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "%s: other-tensor index %zu out of range (%zu)", m->label,
-                    index, m->set.other_count);
-  trellis_status st = check_tensor_file(m, &m->set.others[index]);
+  trellis_status st = check_other_args(m, index, out);
+  if (st != TRELLIS_OK)
+    return st;
+  st = check_tensor_file(m, &m->set.others[index]);
   if (st != TRELLIS_OK)
     return st;
   *out = m->set.others[index];

@@ -43,7 +43,8 @@ struct trellis_plan {
   int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
   int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
-  /* the persistent small-m kernel's configurations, 8 and 16 tokens */
+  /* the layout rules' inputs: shape, SM count, the register-direct
+   * kernel's variants and the fused kernel's cluster (plan/layout.h) */
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
