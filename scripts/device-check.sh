@@ -100,6 +100,27 @@ if [ "$what" = direct ]; then
         "$OUT/ncu-direct-k$1-$2.txt" | head -40 | sed "s/^/  [k$1 $2] /"
     done
   fi
+  # DIRECT_VARIANTS="label=nvcc flags;label=flags": the register-direct
+  # kernel's units rebuilt with each set of flags (its compile-time tunables,
+  # e.g. -DTRL_DIRECT_FMA_TOP=8), then `trellis bench` with VARIANT_ARGS
+  # (default: 8192x28672, 28672x8192, 4096x4096 at m = 1, 4, K6 and K4, MCG
+  # and MUL1) into $OUT/bench-<label>.txt, its rows in the summary.
+  if [ -n "${DIRECT_VARIANTS:-}" ]; then
+    IFS=';' read -r -a variants <<<"$DIRECT_VARIANTS"
+    for v in "${variants[@]}"; do
+      label=${v%%=*} flags=${v#*=}
+      rm -f "$BUILD"/src/CMakeFiles/trellis_objects.dir/cuda/direct_u*.o
+      t0=$(date +%s)
+      NVCC_APPEND_FLAGS="$flags" cmake --build "$BUILD" -j"$(nproc)" --target trellis_cli \
+        >"$OUT/build-$label.log" 2>&1 || { echo "variant $label: build failed"; continue; }
+      # shellcheck disable=SC2086 # VARIANT_ARGS holds several arguments
+      timeout 300 "$BUILD/trellis" bench ${VARIANT_ARGS:---shapes "8192,28672;28672,8192;4096,4096" --m 1,4 --bits 6,4 --codebook mcg,mul1 --reps 20 --warmup-ms 20} \
+        >"$OUT/bench-$label.txt" 2>&1
+      echo "== variant $label ($flags): build $(($(date +%s) - t0)) s, bench rc $?"
+      awk -F"|" '/^\| [0-9]/ {s = $2 "-K" $3 $4; gsub(/ /, "", s); print "  " s, $5, $6, $7, $13, $14, $15}' \
+        "$OUT/bench-$label.txt"
+    done
+  fi
   if [ -n "${SKETCH:-}" ] && [ -f "$SKETCH/stream.cu" ]; then
     nvcc -arch=sm_90 -O3 -std=c++17 -Xcompiler -fopenmp -o /tmp/sketch-stream "$SKETCH/stream.cu" &&
       /tmp/sketch-stream quick >"$OUT/sketch.txt" 2>&1
