@@ -65,7 +65,9 @@ if [ "$what" = direct ]; then
     --m 1,4,16 --bits 6,4 --codebook mcg,mul1 --reps 20 --warmup-ms 20
   timeout 400 "$BUILD/trellis" bench --csv "$OUT/bench-direct.csv" "$@" >"$OUT/bench-direct.txt" 2>&1
   echo "bench: rc $?"
-  grep -E "^\||peak|MET|MISSED|error|FAIL" "$OUT/bench-direct.txt" | head -90
+  grep -E "peak:|error|FAIL" "$OUT/bench-direct.txt" | head -10
+  awk -F"|" '/^\| [0-9]/ {s = $2 "-K" $3 $4; gsub(/ /, "", s); print "  " s, $5, $6, $7, $13, $14, $15}' \
+    "$OUT/bench-direct.txt" | head -90
   # NCU=1: Nsight Compute on one launch of the register-direct kernel
   # (8192x28672, M = 1, K6 MCG and K4 MUL1): speed of light, occupancy,
   # warp stalls
@@ -76,15 +78,19 @@ if [ "$what" = direct ]; then
       selected drain imc_miss tex_throttle misc membar sleeping; do
       stalls="$stalls,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
     done
-    for cfg in "6 mcg" "2 mcg" "4 mul1"; do
+    # NCU_CFGS: "K codebook m;..." (default K6 MCG, K2 MCG, K4 MUL1 at m = 1)
+    IFS=';' read -r -a cfgs <<<"${NCU_CFGS:-6 mcg 1;2 mcg 1;4 mul1 1}"
+    for cfg in "${cfgs[@]}"; do
+      # shellcheck disable=SC2086 # three words
       set -- $cfg
       timeout 240 ncu --clock-control none --kernel-name regex:direct_kernel \
         --launch-skip 4 --launch-count 1 \
         --metrics "smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,gpu__time_duration.sum$stalls" \
-        "$BUILD/trellis" bench --shapes 8192,28672 --m 1 --bits "$1" --codebook "$2" \
-        --reps 2 --warmup-ms 0 >"$OUT/ncu-stalls-k$1-$2.txt" 2>&1
-      grep -E "smsp__|sm__|gpu__" "$OUT/ncu-stalls-k$1-$2.txt" | awk '{print $1, $(NF)}' |
-        sed -e 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | sed "s/^/  [k$1 $2] /"
+        "$BUILD/trellis" bench --shapes 8192,28672 --m "$3" --bits "$1" --codebook "$2" \
+        --reps 2 --warmup-ms 0 >"$OUT/ncu-stalls-k$1-$2-m$3.txt" 2>&1
+      grep -E "smsp__|sm__|gpu__" "$OUT/ncu-stalls-k$1-$2-m$3.txt" | awk '{print $1, $(NF)}' |
+        sed -e 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' |
+        paste -sd' ' | sed "s/^/  [k$1 $2 m$3] /"
     done
   fi
   if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then

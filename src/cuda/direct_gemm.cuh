@@ -90,43 +90,24 @@ template <int S> __device__ __forceinline__ uint32_t shl(uint32_t x) {
   }
 }
 
-/* x >> 16, on the integer ALU (SHF) or, with FMA, as the high word of
- * x * 2^16 (IMAD.HI, the FMA pipe): the windows split between the two
- * pipes (TRL_DIRECT_FMA_TOP of every 8 take the FMA form). */
-#ifndef TRL_DIRECT_FMA_TOP
-#define TRL_DIRECT_FMA_TOP 0
-#endif
-template <bool FMA> __device__ __forceinline__ uint32_t top16(uint32_t x) {
-  if constexpr (FMA) {
-    uint32_t r;
-    asm("mul.hi.u32 %0, %1, 65536;" : "=r"(r) : "r"(x));
-    return r;
-  } else {
-    return x >> 16;
-  }
-}
-template <int J> __host__ __device__ constexpr bool fma_top() {
-  return (J * TRL_DIRECT_FMA_TOP) % 8 + TRL_DIRECT_FMA_TOP >= 8;
-}
-
 /* 16 bits of a lane's string at bit B (MSB first), zero-extended. */
-template <int H, int B, bool FMA = false>
+template <int H, int B>
 __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
   constexpr int i = B >> 5, r = B & 31;
   if constexpr (r == 0)
-    return top16<FMA>(w[i]);
+    return w[i] >> 16;
   else if constexpr (r == 16)
     return w[i] & 0xFFFFu;
   else if constexpr (r == 8)
     return __byte_perm(w[i], 0u, 0x4421);
   else if constexpr (r < 16)
-    return top16<FMA>(shl<r>(w[i]));
+    return shl<r>(w[i]) >> 16;
   else { /* bits 16..47 of w[i] : w[i + 1], then as above */
     const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
     if constexpr (r == 24)
       return __byte_perm(mid, 0u, 0x4421);
     else
-      return top16<FMA>(shl<r - 16>(mid));
+      return shl<r - 16>(mid) >> 16;
   }
 }
 
@@ -170,9 +151,9 @@ window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
     /* state J's window: bits [kLead + q, kLead + q + 16) of P ++ span */
     constexpr int o = kLead + trl_lanes_state_offset(H, J);
     if constexpr (o >= 16)
-      s[J] = field16<H, kSpan * T + o - 16, fma_top<J>()>(w);
+      s[J] = field16<H, kSpan * T + o - 16>(w);
     else
-      s[J] = top16<fma_top<J>()>(shl<o>(cross));
+      s[J] = shl<o>(cross) >> 16;
     window_states<H, T, J + 1>(w, cross, s);
   }
 }
@@ -307,23 +288,6 @@ template <int H> struct LaneCursor {
   }
 };
 
-/* A group's bytes into L2 (one lane asks for all of them). */
-__device__ __forceinline__ void prefetch_l2(const void *g, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(g), "r"(bytes)
-               : "memory");
-}
-
-/* Groups a warp asks L2 for ahead of its loads: about
- * TRL_DIRECT_PF_BYTES of payload (0: none), so the loads that follow find
- * their lines in L2 and leave L1 sooner, while the prefetched lines live
- * far shorter than L2 turns over. */
-#ifndef TRL_DIRECT_PF_BYTES
-#define TRL_DIRECT_PF_BYTES 6144
-#endif
-template <int H> __host__ __device__ constexpr int prefetch_groups() {
-  return TRL_DIRECT_PF_BYTES / (128 * H);
-}
-
 /* -------------------------------------------------------- MMAs -- */
 
 __device__ __forceinline__ void hmma(float (&c)[4], uint32_t a0, uint32_t a1,
@@ -380,23 +344,13 @@ __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
 
 /* -------------------------------------------------- prologue -- */
 
-/* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
- * scale): a warp per (token, block), the same arithmetic as the input
- * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
+/* One (token, block) unit of stage_x: x and suh of the lane's 4 columns
+ * in h and s. */
 template <int VAR>
-__device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
-                        int64_t b1) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int m = (int)p.m;
-  const int nb = (int)(b1 - b0);
-  /* xs holds the m tokens only: the B operands of missing ones are zero
-   * in registers (load_x) */
-  for (int u = warp; u < m * nb; u += kWarps) {
-    const int tok = u / nb, b = u % nb;
-    const int64_t col = (b0 + b) * 128 + 4 * lane;
-    float h[4], s[4];
-    load4_as_float((trellis_dtype)p.in_dtype, p.x, (int64_t)tok * p.k + col, h);
-    load4_f16(p.s_in, col, s);
+__device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
+                                           int b, int lane, float (&h)[4],
+                                           const float (&s)[4]) {
+  {
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
@@ -452,6 +406,42 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
       if ((lane & 3) == 0)
         reinterpret_cast<float *>(
             sm.base + sm.off_sumx)[(b * 8 + lane / 4) * m + tok] = sum;
+    }
+  }
+}
+
+/* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
+ * scale): a warp per (token, block), the same arithmetic as the input
+ * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
+template <int VAR>
+__device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
+                        int64_t b1) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int m = (int)p.m;
+  const int nb = (int)(b1 - b0);
+  /* xs holds the m tokens only: the B operands of missing ones are zero
+   * in registers (load_x). A warp takes the (token, block) units warp,
+   * warp + 8, ..., kBatch at a time, their loads issued together: the
+   * prologue waits about one load latency, not one per unit. */
+  constexpr int kBatch = VAR == kInt8 ? 2 : 4;
+  const int units = m * nb;
+  for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
+    float hb[kBatch][4], sb[kBatch][4];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int u = u0 + j * kWarps;
+      if (u < units) {
+        const int64_t col = (b0 + u % nb) * 128 + 4 * lane;
+        load4_as_float((trellis_dtype)p.in_dtype, p.x,
+                       (int64_t)(u / nb) * p.k + col, hb[j]);
+        load4_f16(p.s_in, col, sb[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int u = u0 + j * kWarps;
+      if (u < units)
+        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j]);
     }
   }
 }
@@ -782,36 +772,18 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   LaneCursor<H> cur;
   cur.at(pay + ((8 * b0 + w0) * ngroups + q) * kGroupBytes, lane);
   int lleft = wlen; /* loads left in the round being loaded */
-  /* the prefetch cursor: the next group to ask L2 for, its round's count */
-  constexpr int kPf = prefetch_groups<H>();
-  const char *pf = pay + ((8 * b0 + w0) * ngroups + q) * kGroupBytes;
-  int pleft = wlen, pnext = 0;
-  auto prefetch_next = [&]() {
-    if (kPf > 0 && pnext < total) {
-      if (lane == 0)
-        prefetch_l2(pf, kGroupBytes);
-      const bool end = --pleft == 0;
-      pf += end ? rjump : kstride;
-      if (end)
-        pleft = wlen;
-      ++pnext;
-    }
-  };
   auto load_next = [&](uint32_t(&dst)[H]) {
     cur.load(dst);
     const bool end = --lleft == 0;
     cur.advance(end ? rjump : kstride);
     if (end)
       lleft = wlen;
-    prefetch_next();
   };
 
   /* 1. Weights first: they depend on nothing the previous kernel writes.
-   * L2 asked for the first kPf groups, the ring's loads (each asking for
-   * the group kPf after it). */
+   * (An L2 bulk prefetch of the groups after the ring measured slower:
+   * docs/TUNING.md.) */
   uint32_t ring[kStages][H];
-  for (int s = 0; s < kPf; ++s)
-    prefetch_next();
 #pragma unroll
   for (int s = 0; s < kStages; ++s)
     if (s < total)

@@ -53,12 +53,16 @@ TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
          (var != TRL_DIRECT_INT8 || tb == 1);
 }
 
-/* Groups in flight per warp: about 36 registers of payload (24 with two
- * token blocks, whose accumulators take 32 more), at least 2. */
+/* Groups in flight per warp: about TRL_DIRECT_RING_REGS registers of
+ * payload (24 with two token blocks, whose accumulators take 32 more), at
+ * least 2 (docs/TUNING.md). */
+#ifndef TRL_DIRECT_RING_REGS
+#define TRL_DIRECT_RING_REGS 36
+#endif
 TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
-  return tb == 1 ? (36 / h < 2   ? 2
-                    : 36 / h > 6 ? 6
-                                 : 36 / h)
+  return tb == 1 ? (TRL_DIRECT_RING_REGS / h < 2   ? 2
+                    : TRL_DIRECT_RING_REGS / h > 6 ? 6
+                                                   : TRL_DIRECT_RING_REGS / h)
                  : (24 / h < 2   ? 2
                     : 24 / h > 4 ? 4
                                  : 24 / h);
