@@ -60,16 +60,6 @@ constexpr float kMul1A = 887.0f / 131072.0f;
 constexpr float kMul1C = -1329.0f / 128.0f;
 constexpr float kLimbQ = 16319.0f; /* |q| <= 128 * 127 + 63 */
 
-/* ------------------------------------------------------------ bits -- */
-
-/* The decode is bound by the integer ALU pipe (window shifts and masks,
- * the codebook's LOP3), so every left shift here is an IMAD by a power of
- * two read from the parameter bank, which runs on the FMA pipe, and a
- * field on a half-word or byte boundary costs one byte permute. */
-struct Pow2 {
-  uint32_t v[17]; /* v[r] = 1 << r, filled by the host */
-};
-
 struct Params {
   const int16_t *payload; /* lane layout */
   const void *x;
@@ -81,13 +71,28 @@ struct Params {
   int clusters; /* clusters in the grid */
   int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
   int rounds;   /* of the busiest cluster (shared memory) */
-  Pow2 pow2;    /* see field16 */
 };
+
+/* ------------------------------------------------------------ bits -- */
+
+/* A left shift the compiler cannot fold into the right shift after it
+ * ((x << r) >> 16 would become a shift and a mask, two integer-ALU
+ * instructions): ptxas then picks IMAD.SHL (FMA pipe) or SHF, balancing
+ * the pipes. The windows below are one such shift and one right shift or
+ * byte permute each. */
+template <int S> __device__ __forceinline__ uint32_t shl(uint32_t x) {
+  if constexpr (S == 0) {
+    return x;
+  } else {
+    uint32_t r;
+    asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "n"(S));
+    return r;
+  }
+}
 
 /* 16 bits of a lane's string at bit B (MSB first), zero-extended. */
 template <int H, int B>
-__device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H],
-                                            const Pow2 &sh) {
+__device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
   constexpr int i = B >> 5, r = B & 31;
   if constexpr (r == 0)
     return w[i] >> 16;
@@ -96,13 +101,13 @@ __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H],
   else if constexpr (r == 8)
     return __byte_perm(w[i], 0u, 0x4421);
   else if constexpr (r < 16)
-    return (w[i] * sh.v[r]) >> 16;
+    return shl<r>(w[i]) >> 16;
   else { /* bits 16..47 of w[i] : w[i + 1], then as above */
     const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
     if constexpr (r == 24)
       return __byte_perm(mid, 0u, 0x4421);
     else
-      return (mid * sh.v[r - 16]) >> 16;
+      return shl<r - 16>(mid) >> 16;
   }
 }
 
@@ -120,8 +125,7 @@ __device__ __forceinline__ uint32_t field_bits(const uint32_t (&w)[H]) {
  * lower lanes' bits P reads from. P is half `ph` (0 low, 1 high) of pk. */
 template <int H, int B>
 __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
-                                               uint32_t pk, int ph,
-                                               const Pow2 &sh) {
+                                               uint32_t pk, int ph) {
   constexpr int i = B >> 5, r = B & 31;
   const uint32_t sel_p = ph ? 0x7600 : 0x5400; /* pk's half to the top */
   if constexpr (4 * H < 16) { /* span shorter than 16: zeros follow */
@@ -132,7 +136,7 @@ __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
   } else if constexpr (r == 16) {
     return __byte_perm(w[i], pk, 0x0010 | sel_p);
   } else {
-    return __byte_perm(field16<H, B>(w, sh), pk, 0x0010 | sel_p);
+    return __byte_perm(field16<H, B>(w), pk, 0x0010 | sel_p);
   }
 }
 
@@ -140,25 +144,24 @@ __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
  * lanes below sent (lower_bits): for H >= 4 the last 16 bits of lane L-1's
  * spans, two tiles to a word; for H <= 3 its words, then lane L-2's. */
 template <int H, int T, int J = 0>
-__device__ __forceinline__ void window_states(const uint32_t (&w)[H],
-                                              uint32_t cross, uint32_t (&s)[8],
-                                              const Pow2 &sh) {
+__device__ __forceinline__ void
+window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
   if constexpr (J < 8) {
     constexpr int kSpan = 4 * H, kLead = H / 2;
     /* state J's window: bits [kLead + q, kLead + q + 16) of P ++ span */
     constexpr int o = kLead + trl_lanes_state_offset(H, J);
     if constexpr (o >= 16)
-      s[J] = field16<H, kSpan * T + o - 16>(w, sh);
+      s[J] = field16<H, kSpan * T + o - 16>(w);
     else
-      s[J] = (cross * sh.v[o]) >> 16;
-    window_states<H, T, J + 1>(w, cross, s, sh);
+      s[J] = shl<o>(cross) >> 16;
+    window_states<H, T, J + 1>(w, cross, s);
   }
 }
 
 template <int H, int T>
 __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
                                             const uint32_t (&prev)[2 * H],
-                                            uint32_t (&s)[8], const Pow2 &sh) {
+                                            uint32_t (&s)[8]) {
   constexpr int kSpan = 4 * H;
   uint32_t pk; /* the 16 bits before the span, in half `ph` */
   int ph;
@@ -175,34 +178,32 @@ __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
     pk = ((a << kSpan) | b) & 0xFFFFu;
     ph = 0;
   }
-  const uint32_t cross = cross_word<H, kSpan * T>(w, pk, ph, sh);
-  window_states<H, T>(w, cross, s, sh);
+  const uint32_t cross = cross_word<H, kSpan * T>(w, pk, ph);
+  window_states<H, T>(w, cross, s);
 }
 
 /* The last 16 bits of tiles T and T + 1's spans, one half each. */
 template <int H, int T>
-__device__ __forceinline__ uint32_t tail_pair(const uint32_t (&w)[H],
-                                              const Pow2 &sh) {
+__device__ __forceinline__ uint32_t tail_pair(const uint32_t (&w)[H]) {
   constexpr int b0 = 4 * H * (T + 1) - 16, b1 = 4 * H * (T + 2) - 16;
   constexpr int r0 = b0 & 31, r1 = b1 & 31;
   if constexpr ((r0 == 0 || r0 == 16) && (r1 == 0 || r1 == 16))
     return __byte_perm(w[b0 >> 5], w[b1 >> 5],
                        (r0 ? 0x0010 : 0x0032) | (r1 ? 0x5400 : 0x7600));
   else
-    return __byte_perm(field16<H, b0>(w, sh), field16<H, b1>(w, sh), 0x5410);
+    return __byte_perm(field16<H, b0>(w), field16<H, b1>(w), 0x5410);
 }
 
 /* What a lane needs from the lanes below it for all 8 tiles of a group. */
 template <int H>
 __device__ __forceinline__ void lower_bits(const uint32_t (&w)[H], int lane,
-                                           uint32_t (&prev)[2 * H],
-                                           const Pow2 &sh) {
+                                           uint32_t (&prev)[2 * H]) {
   const int below = (lane + 31) & 31, below2 = (lane + 30) & 31;
   if constexpr (H >= 4) {
-    prev[0] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 0>(w, sh), below);
-    prev[1] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 2>(w, sh), below);
-    prev[2] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 4>(w, sh), below);
-    prev[3] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 6>(w, sh), below);
+    prev[0] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 0>(w), below);
+    prev[1] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 2>(w), below);
+    prev[2] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 4>(w), below);
+    prev[3] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 6>(w), below);
   } else {
 #pragma unroll
     for (int i = 0; i < H; ++i) {
@@ -252,6 +253,41 @@ __device__ __forceinline__ void load_group(const char *g, int lane,
     w[H - 1] = ld_stream1(g + 512 * Q + (kPair ? 256 : 0) + 4 * lane);
 }
 
+/* The same loads from a lane's cursor: one pointer per load width, each
+ * already at the lane's bytes, so a group costs its loads and one 64-bit
+ * add per pointer (the stream's address arithmetic). */
+template <int H> struct LaneCursor {
+  static constexpr int Q = H / 4, kPair = (H % 4) >= 2, kOdd = H & 1;
+  const char *p4, *p2, *p1;
+  __device__ __forceinline__ void at(const char *g, int lane) {
+    p4 = g + 16 * lane;
+    p2 = g + 512 * Q + 8 * lane;
+    p1 = g + 512 * Q + (kPair ? 256 : 0) + 4 * lane;
+  }
+  __device__ __forceinline__ void load(uint32_t (&w)[H]) const {
+#pragma unroll
+    for (int q = 0; q < Q; ++q) {
+      const uint4 v = ld_stream4(p4 + 512 * q);
+      w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z,
+            w[4 * q + 3] = v.w;
+    }
+    if constexpr (kPair) {
+      const uint2 v = ld_stream2(p2);
+      w[4 * Q] = v.x, w[4 * Q + 1] = v.y;
+    }
+    if constexpr (kOdd)
+      w[H - 1] = ld_stream1(p1);
+  }
+  __device__ __forceinline__ void advance(int64_t bytes) {
+    if constexpr (Q > 0)
+      p4 += bytes;
+    if constexpr (kPair)
+      p2 += bytes;
+    if constexpr (kOdd)
+      p1 += bytes;
+  }
+};
+
 /* -------------------------------------------------------- MMAs -- */
 
 __device__ __forceinline__ void hmma(float (&c)[4], uint32_t a0, uint32_t a1,
@@ -286,24 +322,20 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1,
 struct Smem {
   char *base;
   int xs_pitch; /* bytes per xs row */
+  int m;        /* tokens: the stride of sumx, scale, wpart and cbuf */
   uint32_t off_sumx, off_scale, off_wpart, off_cbuf;
 };
 
 constexpr int kRowPitch = TRL_DIRECT_ROW_PITCH; /* floats, 128 + 4 */
 
-template <int VAR, int TB> struct Shape {
-  static constexpr int kTokens = VAR == kInt8 ? 4 : 8 * TB; /* rows m */
-  static constexpr int kRows = 8 * TB;                      /* xs rows */
-  static constexpr int kElem = VAR == kInt8 ? 1 : 2;        /* xs bytes */
-};
-
-template <int VAR, int TB>
-__device__ __forceinline__ Smem smem_layout(char *base, int kt_cta,
+template <int VAR>
+__device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
                                             int rounds) {
   trl_direct_smem s =
-      trl_direct_smem_layout(VAR, TB, kt_cta, rounds); /* the host's rule */
+      trl_direct_smem_layout(VAR, m, kt_cta, rounds); /* the host's rule */
   return Smem{base,
               s.xs_pitch,
+              m,
               (uint32_t)s.off_sumx,
               (uint32_t)s.off_scale,
               (uint32_t)s.off_wpart,
@@ -312,35 +344,13 @@ __device__ __forceinline__ Smem smem_layout(char *base, int kt_cta,
 
 /* -------------------------------------------------- prologue -- */
 
-/* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
- * scale): a warp per (token, block), the same arithmetic as the input
- * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
-template <int VAR, int TB>
-__device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
-                        int64_t b1) {
-  using S = Shape<VAR, TB>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int m = (int)p.m;
-  const int nb = (int)(b1 - b0);
-  /* zero the rows of missing tokens: their MMA columns must add nothing */
-  for (int i = threadIdx.x; i < S::kRows * sm.xs_pitch / 4; i += kThreads) {
-    const int row = i / (sm.xs_pitch / 4);
-    const int tok = VAR == kInt8 ? row >> 1 : row;
-    if (tok >= m)
-      reinterpret_cast<uint32_t *>(sm.base)[i] = 0u;
-  }
-  /* and the sums and scales of missing tokens (read, multiplied by 0) */
-  if constexpr (VAR != kHalves)
-    for (uint32_t i = sm.off_sumx + 4 * threadIdx.x; i < sm.off_wpart;
-         i += 4 * kThreads)
-      *reinterpret_cast<float *>(sm.base + i) = 0.f;
-  __syncthreads();
-  for (int u = warp; u < m * nb; u += kWarps) {
-    const int tok = u / nb, b = u % nb;
-    const int64_t col = (b0 + b) * 128 + 4 * lane;
-    float h[4], s[4];
-    load4_as_float((trellis_dtype)p.in_dtype, p.x, (int64_t)tok * p.k + col, h);
-    load4_f16(p.s_in, col, s);
+/* One (token, block) unit of stage_x: x and suh of the lane's 4 columns
+ * in h and s. */
+template <int VAR>
+__device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
+                                           int b, int lane, float (&h)[4],
+                                           const float (&s)[4]) {
+  {
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
@@ -385,8 +395,7 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
       *reinterpret_cast<uint32_t *>(sm.base + (2 * tok + 1) * sm.xs_pitch +
                                     kcol) = lo;
       if (lane == 0)
-        reinterpret_cast<float *>(sm.base +
-                                  sm.off_scale)[b * S::kTokens + tok] =
+        reinterpret_cast<float *>(sm.base + sm.off_scale)[b * m + tok] =
             amax / kLimbQ * kMul1A;
     }
     if constexpr (VAR != kHalves) {
@@ -396,7 +405,43 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
       sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
       if ((lane & 3) == 0)
         reinterpret_cast<float *>(
-            sm.base + sm.off_sumx)[(b * 8 + lane / 4) * S::kTokens + tok] = sum;
+            sm.base + sm.off_sumx)[(b * 8 + lane / 4) * m + tok] = sum;
+    }
+  }
+}
+
+/* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
+ * scale): a warp per (token, block), the same arithmetic as the input
+ * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
+template <int VAR>
+__device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
+                        int64_t b1) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int m = (int)p.m;
+  const int nb = (int)(b1 - b0);
+  /* xs holds the m tokens only: the B operands of missing ones are zero
+   * in registers (load_x). A warp takes the (token, block) units warp,
+   * warp + 8, ..., kBatch at a time, their loads issued together: the
+   * prologue waits about one load latency, not one per unit. */
+  constexpr int kBatch = VAR == kInt8 ? 2 : 4;
+  const int units = m * nb;
+  for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
+    float hb[kBatch][4], sb[kBatch][4];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int u = u0 + j * kWarps;
+      if (u < units) {
+        const int64_t col = (b0 + u % nb) * 128 + 4 * lane;
+        load4_as_float((trellis_dtype)p.in_dtype, p.x,
+                       (int64_t)(u / nb) * p.k + col, hb[j]);
+        load4_f16(p.s_in, col, sb[j]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int u = u0 + j * kWarps;
+      if (u < units)
+        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j]);
     }
   }
 }
@@ -435,10 +480,10 @@ template <int VAR, int TB> struct BFrags {
 template <int H, int CB, int VAR, int TB, int T>
 __device__ __forceinline__ void
 consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
-             const BFrags<VAR, TB> &x, Acc<VAR, TB> &acc, const Pow2 &sh) {
+             const BFrags<VAR, TB> &x, Acc<VAR, TB> &acc) {
   if constexpr (T < 8) {
     uint32_t s[8];
-    tile_states<H, T>(w, prev, s, sh);
+    tile_states<H, T>(w, prev, s);
     if constexpr (VAR == kHalves) {
       uint32_t y[8];
 #pragma unroll
@@ -469,7 +514,7 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
       imma(acc.i[T], pr[0], pr[4], pr[2], pr[6], x.b0[0], x.b1[0]);
       imma(acc.i[T], pr[1], pr[5], pr[3], pr[7], x.b2[0], x.b3[0]);
     }
-    consume_tile<H, CB, VAR, TB, T + 1>(w, prev, x, acc, sh);
+    consume_tile<H, CB, VAR, TB, T + 1>(w, prev, x, acc);
   }
 }
 
@@ -477,24 +522,47 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
  * shared-memory latency hides behind the decode of the group before). */
 template <int TB> struct XRaw { uint32_t a[TB], b[TB]; };
 
-/* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
- * limbs) of row g (+ 8 per block) of k-tile kl in xs (shared address). */
-template <int VAR, int TB>
-__device__ __forceinline__ XRaw<TB> load_x(uint32_t xs, int pitch, int lane,
-                                           int kl) {
+/* The lane's base in xs: row g, the word at k 2t of k-tile 0. */
+template <int VAR>
+__device__ __forceinline__ uint32_t x_lane_base(uint32_t xs, int pitch,
+                                                int lane) {
   const int g = lane >> 2, t = lane & 3;
+  return xs + (uint32_t)(g * pitch) + (VAR == kInt8 ? 2 : 4) * t;
+}
+
+/* Bytes of one k-tile in an xs row. */
+template <int VAR> __device__ constexpr int x_tile_bytes() {
+  return VAR == kInt8 ? 16 : 32;
+}
+
+/* Whether the lane's B-operand row of token block b is in xs (a token
+ * there is): rows past it are zero. */
+template <int VAR>
+__device__ __forceinline__ bool x_row_valid(int lane, int b, int m) {
+  const int row = (lane >> 2) + 8 * b;
+  return row < (VAR == kInt8 ? 2 * m : m);
+}
+
+/* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
+ * limbs) of row g (+ 8 per block) of the k-tile at `at` (x_lane_base plus
+ * the k-tile's bytes: a shared address); zero where the row is not there
+ * (valid: x_row_valid per block). */
+template <int VAR, int TB>
+__device__ __forceinline__ XRaw<TB> load_x(uint32_t at, int pitch,
+                                           const bool (&valid)[TB]) {
   XRaw<TB> r;
 #pragma unroll
   for (int b = 0; b < TB; ++b) {
-    const uint32_t row = xs + (uint32_t)((g + 8 * b) * pitch);
+    const uint32_t row = at + (uint32_t)(8 * b * pitch);
+    r.a[b] = 0u, r.b[b] = 0u;
+    if (!valid[b])
+      continue;
     if constexpr (VAR == kInt8) {
-      const uint32_t at = row + 16 * kl + 2 * t;
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.a[b]) : "r"(at));
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.b[b]) : "r"(at + 8));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.a[b]) : "r"(row));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.b[b]) : "r"(row + 8));
     } else {
-      const uint32_t at = row + 32 * kl + 4 * t;
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.a[b]) : "r"(at));
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.b[b]) : "r"(at + 16));
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.a[b]) : "r"(row));
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.b[b]) : "r"(row + 16));
     }
   }
   return r;
@@ -504,10 +572,9 @@ __device__ __forceinline__ XRaw<TB> load_x(uint32_t xs, int pitch, int lane,
  * activations `xr`. */
 template <int H, int CB, int VAR, int TB>
 __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
-                                        const XRaw<TB> &xr, Acc<VAR, TB> &acc,
-                                        const Pow2 &sh) {
+                                        const XRaw<TB> &xr, Acc<VAR, TB> &acc) {
   uint32_t prev[2 * H];
-  lower_bits<H>(w, lane, prev, sh);
+  lower_bits<H>(w, lane, prev);
   /* kHalves duplicates each activation for its weight's two halves, the
    * first MMA of a tile taking the even k, the second the odd; kInt8
    * repeats a limb in the 4 bytes of its weight's product; kAffine takes
@@ -529,7 +596,7 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
       x.b0[b] = xa, x.b1[b] = xb, x.b2[b] = 0, x.b3[b] = 0;
     }
   }
-  consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc, sh);
+  consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc);
 }
 
 /* kInt8: the int32 sums of one 128-k slice into the fp32 accumulators
@@ -550,13 +617,14 @@ __device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
   }
 }
 
-/* A warp's sums of one round into wpart[warp] ([token][column]). */
+/* A warp's sums of one round into wpart[warp] ([token][column]), the m
+ * tokens there are only (round_step and reduce_out read no others). */
 template <int VAR, int TB>
 __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
-                                      int warp, int lane, const float *xsum) {
-  using S = Shape<VAR, TB>;
-  float *wp = reinterpret_cast<float *>(sm.base + sm.off_wpart) +
-              warp * S::kTokens * kRowPitch;
+                                      int warp, int lane, const float *xsum,
+                                      int m) {
+  float *wp =
+      reinterpret_cast<float *>(sm.base + sm.off_wpart) + warp * m * kRowPitch;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int tile = 0; tile < 8; ++tile) {
@@ -564,8 +632,10 @@ __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
     if constexpr (VAR == kInt8) {
       /* f[.][0][0]: row g, f[.][0][2]: row g + 8, token t */
       const float bx = (kMul1C + 1024.f * kMul1A) * xsum[0];
-      wp[t * kRowPitch + c] = acc.f[tile][0][0] + bx;
-      wp[t * kRowPitch + c + 8] = acc.f[tile][0][2] + bx;
+      if (t < m) {
+        wp[t * kRowPitch + c] = acc.f[tile][0][0] + bx;
+        wp[t * kRowPitch + c + 8] = acc.f[tile][0][2] + bx;
+      }
     } else {
 #pragma unroll
       for (int b = 0; b < TB; ++b) {
@@ -577,10 +647,14 @@ __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
           if constexpr (VAR == kAffine)
             v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[2 * b + (e & 1)]);
         }
-        wp[t0 * kRowPitch + c] = v[0];
-        wp[(t0 + 1) * kRowPitch + c] = v[1];
-        wp[t0 * kRowPitch + c + 8] = v[2];
-        wp[(t0 + 1) * kRowPitch + c + 8] = v[3];
+        if (t0 < m) {
+          wp[t0 * kRowPitch + c] = v[0];
+          wp[t0 * kRowPitch + c + 8] = v[2];
+        }
+        if (t0 + 1 < m) {
+          wp[(t0 + 1) * kRowPitch + c] = v[1];
+          wp[(t0 + 1) * kRowPitch + c + 8] = v[3];
+        }
       }
     }
   }
@@ -605,12 +679,11 @@ __device__ __forceinline__ void cluster_wait() {
  * (r % cluster). The peers' loads are issued before any is added. */
 template <int VAR, int TB>
 __device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
-  using S = Shape<VAR, TB>;
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
   const float *mine = reinterpret_cast<const float *>(sm.base + sm.off_cbuf) +
-                      r * S::kTokens * kRowPitch;
+                      r * m * kRowPitch;
   const int64_t col = ng * 128 + 4 * lane;
   float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
   load4_f16(p.s_out, col, sc);
@@ -646,22 +719,24 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
 }
 
 /* The round's CTA step (every thread): the warps' sums of round r into
- * the CTA's cbuf[r]. The cluster meets once, after the last round. */
+ * the CTA's cbuf[r], for the m tokens there are. The cluster meets once,
+ * after the last round. */
 template <int VAR, int TB>
-__device__ __forceinline__ void round_step(const Smem &sm, int r) {
-  using S = Shape<VAR, TB>;
-  constexpr int kCount = S::kTokens * 128, kPer = kCount / kThreads;
+__device__ __forceinline__ void round_step(const Smem &sm, int r, int m) {
+  constexpr int kPer = (VAR == kInt8 ? 4 : 8 * TB) * 128 / kThreads;
   const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart);
-  float *cb = reinterpret_cast<float *>(sm.base + sm.off_cbuf) +
-              r * S::kTokens * kRowPitch;
+  float *cb =
+      reinterpret_cast<float *>(sm.base + sm.off_cbuf) + r * m * kRowPitch;
   cta_barrier(); /* every warp's wpart */
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int idx = threadIdx.x + i * kThreads, tok = idx >> 7, c = idx & 127;
+    if (tok >= m)
+      break;
     float s = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      s += wp[(w * S::kTokens + tok) * kRowPitch + c];
+      s += wp[(w * m + tok) * kRowPitch + c];
     cb[tok * kRowPitch + c] = s;
   }
   cta_barrier(); /* wpart is free for the next round */
@@ -672,7 +747,6 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   extern __shared__ __align__(16) char smem_raw[];
-  using S = Shape<VAR, TB>;
   constexpr int kStages = trl_direct_stages(H, TB);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
@@ -686,21 +760,29 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const int kts = (int)(8 * (b1 - b0));
   const int w0 = kts * warp / kWarps, w1 = kts * (warp + 1) / kWarps;
   const int wlen = w1 - w0;
-  const Smem sm = smem_layout<VAR, TB>(smem_raw, p.kt_cta, p.rounds);
+  const Smem sm = smem_layout<VAR>(smem_raw, (int)p.m, p.kt_cta, p.rounds);
   const char *pay = reinterpret_cast<const char *>(p.payload);
   constexpr int kGroupBytes = 128 * H;
   const int total = rounds * wlen;
-  /* the next group to load: k-tile w0 + lpos of the share, round lr (no
-   * divisions on the stream) */
-  int lpos = 0, lr = 0;
+  /* The load cursor walks the warp's k-tiles of one round (a k-tile row
+   * apart), then jumps to the first of the next round's group. */
+  const int64_t kstride = ngroups * kGroupBytes;
+  const int64_t rjump =
+      (int64_t)p.clusters * kGroupBytes - (int64_t)(wlen - 1) * kstride;
+  LaneCursor<H> cur;
+  cur.at(pay + ((8 * b0 + w0) * ngroups + q) * kGroupBytes, lane);
+  int lleft = wlen; /* loads left in the round being loaded */
   auto load_next = [&](uint32_t(&dst)[H]) {
-    const int64_t kt = 8 * b0 + w0 + lpos, ng = q + (int64_t)lr * p.clusters;
-    load_group<H>(pay + (kt * ngroups + ng) * kGroupBytes, lane, dst);
-    if (++lpos == wlen)
-      lpos = 0, ++lr;
+    cur.load(dst);
+    const bool end = --lleft == 0;
+    cur.advance(end ? rjump : kstride);
+    if (end)
+      lleft = wlen;
   };
 
-  /* 1. Weights first: they depend on nothing the previous kernel writes. */
+  /* 1. Weights first: they depend on nothing the previous kernel writes.
+   * (An L2 bulk prefetch of the groups after the ring measured slower:
+   * docs/TUNING.md.) */
   uint32_t ring[kStages][H];
 #pragma unroll
   for (int s = 0; s < kStages; ++s)
@@ -709,7 +791,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
 
   /* 2. x, once the previous kernel is done with it. */
   griddep_wait();
-  stage_x<VAR, TB>(p, sm, b0, b1);
+  stage_x<VAR>(p, sm, b0, b1);
   griddep_launch_dependents();
   __syncthreads();
 
@@ -724,8 +806,8 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
       for (int e = 0; e < (VAR == kInt8 ? 1 : 2); ++e) {
         const int tok = VAR == kInt8 ? t : 8 * b + 2 * t + e;
         float s = 0.f;
-        for (int kt = w0; kt < w1; ++kt)
-          s += sx[kt * S::kTokens + tok];
+        for (int kt = w0; tok < sm.m && kt < w1; ++kt)
+          s += sx[kt * sm.m + tok];
         xsum[2 * b + e] = s;
       }
   }
@@ -735,41 +817,52 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   acc.zero_i();
   if (wlen == 0) { /* a share shorter than 8 k-tiles: idle warps */
     for (int r = 0; r < rounds; ++r) {
-      flush<VAR, TB>(acc, sm, warp, lane, xsum);
-      round_step<VAR, TB>(sm, r);
+      flush<VAR, TB>(acc, sm, warp, lane, xsum, (int)p.m);
+      round_step<VAR, TB>(sm, r, (int)p.m);
     }
   } else {
     /* 3. Stream: consume a stage, refill it kStages groups ahead. */
-    const uint32_t xs = (uint32_t)__cvta_generic_to_shared(sm.base);
-    int cpos = 0, cr = 0; /* the group consumed: k-tile w0 + cpos, round cr */
-    XRaw<TB> xr = load_x<VAR, TB>(xs, sm.xs_pitch, lane, w0);
+    constexpr int kXt = x_tile_bytes<VAR>();
+    const uint32_t xl = x_lane_base<VAR>(
+        (uint32_t)__cvta_generic_to_shared(sm.base), sm.xs_pitch, lane);
+    const uint32_t x_first = xl + kXt * w0;
+    int kl = w0;      /* the k-tile consumed, inside the CTA's share */
+    int cleft = wlen; /* groups left in its round */
+    int cr = 0;       /* the round */
+    bool xv[TB];
+#pragma unroll
+    for (int b = 0; b < TB; ++b)
+      xv[b] = x_row_valid<VAR>(lane, b, (int)p.m);
+    XRaw<TB> xr = load_x<VAR, TB>(x_first, sm.xs_pitch, xv);
     for (int base = 0; base < total; base += kStages) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
         const int i = base + s;
         if (i < total) {
-          const int kl = w0 + cpos; /* k-tile inside the CTA's share */
-          const bool last = cpos == wlen - 1;
+          const bool last = cleft == 1;
           /* the next group's activations, loaded while this one decodes */
-          const XRaw<TB> xn =
-              load_x<VAR, TB>(xs, sm.xs_pitch, lane, last ? w0 : kl + 1);
-          consume<H, CB, VAR, TB>(ring[s], lane, xr, acc, p.pow2);
+          const XRaw<TB> xn = load_x<VAR, TB>(
+              last ? x_first : xl + kXt * (kl + 1), sm.xs_pitch, xv);
+          consume<H, CB, VAR, TB>(ring[s], lane, xr, acc);
           xr = xn;
           if (i + kStages < total)
             load_next(ring[s]);
           if constexpr (VAR == kInt8) {
             if ((kl & 7) == 7 || last)
               convert_slice<VAR, TB>(
-                  acc, reinterpret_cast<const float *>(
-                           sm.base +
-                           sm.off_scale)[(kl >> 3) * S::kTokens + (lane & 3)]);
+                  acc, (lane & 3) < sm.m
+                           ? reinterpret_cast<const float *>(
+                                 sm.base +
+                                 sm.off_scale)[(kl >> 3) * sm.m + (lane & 3)]
+                           : 0.f);
           }
           if (last) {
-            flush<VAR, TB>(acc, sm, warp, lane, xsum);
-            round_step<VAR, TB>(sm, cr);
+            flush<VAR, TB>(acc, sm, warp, lane, xsum, (int)p.m);
+            round_step<VAR, TB>(sm, cr, (int)p.m);
+            kl = w0, cleft = wlen, ++cr;
+          } else {
+            ++kl, --cleft;
           }
-          if (++cpos == wlen)
-            cpos = 0, ++cr;
         }
       }
     }
@@ -874,8 +967,6 @@ struct Direct {
     p.clusters = l.grid.clusters;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
-    for (int r = 0; r <= 16; ++r)
-      p.pow2.v[r] = 1u << r;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -10,18 +10,15 @@
 
 namespace {
 
-using trl::direct::Pow2;
-
 constexpr int kWarps = 4;
 
 template <int H, int T>
 __device__ __forceinline__ void
-store_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
-           const Pow2 &sh, int lane, uint16_t *dst, int64_t ldd, int64_t kt,
-           int64_t col0, int bf16) {
+store_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], int lane,
+           uint16_t *dst, int64_t ldd, int64_t kt, int64_t col0, int bf16) {
   if constexpr (T < 8) {
     uint32_t s[8];
-    trl::direct::tile_states<H, T>(w, prev, s, sh);
+    trl::direct::tile_states<H, T>(w, prev, s);
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -32,7 +29,7 @@ store_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
       const int64_t col = col0 + 16 * T + g + 8 * (j >> 2);
       dst[row * ldd + col] = (uint16_t)v;
     }
-    store_tile<H, T + 1>(w, prev, sh, lane, dst, ldd, kt, col0, bf16);
+    store_tile<H, T + 1>(w, prev, lane, dst, ldd, kt, col0, bf16);
   }
 }
 
@@ -40,8 +37,7 @@ template <int H>
 __global__ void __launch_bounds__(32 * kWarps)
     reconstruct_rate_kernel(const int16_t *__restrict__ payload, int64_t k,
                             int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
-                            uint16_t *__restrict__ dst, int bf16,
-                            const Pow2 sh) {
+                            uint16_t *__restrict__ dst, int bf16) {
   const int lane = threadIdx.x & 31;
   const int64_t groups_c = n_cols / 128;
   const int64_t u = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -53,19 +49,16 @@ __global__ void __launch_bounds__(32 * kWarps)
   uint32_t w[H];
   trl::direct::load_group<H>(g, lane, w);
   uint32_t prev[2 * H];
-  trl::direct::lower_bits<H>(w, lane, prev, sh);
-  store_tile<H, 0>(w, prev, sh, lane, dst, ldd, kt, gl * 128, bf16);
+  trl::direct::lower_bits<H>(w, lane, prev);
+  store_tile<H, 0>(w, prev, lane, dst, ldd, kt, gl * 128, bf16);
 }
 
 template <int H> int launch(const trl_reconstruct_args *a, cudaStream_t s) {
-  Pow2 sh;
-  for (int r = 0; r <= 16; ++r)
-    sh.v[r] = 1u << r;
   const int64_t units = (a->k / 16) * (a->n_cols / 128);
   const int64_t blocks = (units + kWarps - 1) / kWarps;
   reconstruct_rate_kernel<H><<<(unsigned)blocks, 32 * kWarps, 0, s>>>(
       a->trellis, a->k, a->n, a->n0, a->n_cols, a->ldd, a->dst,
-      a->dst_dtype == TRELLIS_BF16, sh);
+      a->dst_dtype == TRELLIS_BF16);
   return (int)cudaGetLastError();
 }
 

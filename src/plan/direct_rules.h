@@ -53,12 +53,16 @@ TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
          (var != TRL_DIRECT_INT8 || tb == 1);
 }
 
-/* Groups in flight per warp: about 36 registers of payload (24 with two
- * token blocks, whose accumulators take 32 more), at least 2. */
+/* Groups in flight per warp: about TRL_DIRECT_RING_REGS registers of
+ * payload (24 with two token blocks, whose accumulators take 32 more), at
+ * least 2 (docs/TUNING.md). */
+#ifndef TRL_DIRECT_RING_REGS
+#define TRL_DIRECT_RING_REGS 36
+#endif
 TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
-  return tb == 1 ? (36 / h < 2   ? 2
-                    : 36 / h > 6 ? 6
-                                 : 36 / h)
+  return tb == 1 ? (TRL_DIRECT_RING_REGS / h < 2   ? 2
+                    : TRL_DIRECT_RING_REGS / h > 6 ? 6
+                                                   : TRL_DIRECT_RING_REGS / h)
                  : (24 / h < 2   ? 2
                     : 24 / h > 4 ? 4
                                  : 24 / h);
@@ -69,15 +73,18 @@ typedef struct trl_direct_smem {
   size_t off_sumx, off_scale, off_wpart, off_cbuf, bytes;
 } trl_direct_smem;
 
-/* The CTA's shared memory for a k share of kt_cta k-tiles (a multiple of
- * 8) and `rounds` groups: activations (rows of pitch bytes, 16 bytes of
- * padding so the lanes' B-operand loads hit distinct banks), per-k-tile
- * sums, per-block scales, the warps' sums and the CTA's sums of every
- * round. */
-TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int tb,
-                                                     int kt_cta, int rounds) {
-  const int tokens = var == TRL_DIRECT_INT8 ? 4 : 8 * tb;
-  const int rows = 8 * tb, elem = var == TRL_DIRECT_INT8 ? 1 : 2;
+/* The CTA's shared memory for m rows (tokens), a k share of kt_cta k-tiles
+ * (a multiple of 8) and `rounds` groups: activations (a row per token, or
+ * two s8 limb rows with kInt8, of pitch bytes: 16 bytes of padding so the
+ * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
+ * scales, the warps' sums and the CTA's sums of every round. Sized by m,
+ * not by the variant's widest m: what shared memory leaves free is the L1
+ * that the payload's loads stream through. */
+TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
+                                                     int rounds) {
+  const int tokens = m;
+  const int rows = var == TRL_DIRECT_INT8 ? 2 * m : m;
+  const int elem = var == TRL_DIRECT_INT8 ? 1 : 2;
   trl_direct_smem s = {0, 0, 0, 0, 0, 0};
   s.xs_pitch = 16 * kt_cta * elem + 16;
   size_t at = (size_t)rows * (size_t)s.xs_pitch;
@@ -152,7 +159,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
       continue;
     int64_t rounds = (groups + q - 1) / q;
     trl_direct_smem s =
-        trl_direct_smem_layout(var, tb, (int)(8 * share), (int)rounds);
+        trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
     int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
                : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
                                                 : 0;
@@ -169,7 +176,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
       if (q < 1)
         continue;
       rounds = (groups + q - 1) / q;
-      s = trl_direct_smem_layout(var, tb, (int)(8 * share), (int)rounds);
+      s = trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
       if (s.bytes > TRL_DIRECT_MAX_SMEM)
         continue;
     }

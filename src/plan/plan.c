@@ -158,12 +158,16 @@ static trellis_status plan_direct(trellis_plan *p) {
                               &p->lp.direct_regs[var][tb - 1]);
       for (int c = 1; !err && c <= p->lp.direct_max_cluster; ++c) {
         /* shared memory of a share of k for c CTAs, in the rounds of a
-         * grid of two CTAs per SM */
+         * grid of two CTAs per SM, at the variant's widest m (a smaller m
+         * takes less: at least as many clusters fit) */
         const int kt = (int)(8 * ((p->w.k / 128 + c - 1) / c));
         int64_t q = (int64_t)p->sm_count * TRL_DIRECT_CTAS_PER_SM / c;
         q = q < 1 ? 1 : q > p->w.n / 128 ? p->w.n / 128 : q;
         const int rounds = (int)((p->w.n / 128 + q - 1) / q);
-        const size_t smem = trl_direct_smem_layout(var, tb, kt, rounds).bytes;
+        const int m_max = var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M
+                                                 : TRL_DIRECT_ONE_BLOCK_M * tb;
+        const size_t smem =
+            trl_direct_smem_layout(var, m_max, kt, rounds).bytes;
         if (smem > TRL_DIRECT_MAX_SMEM)
           continue;
         int *active = &p->lp.direct_active[var][tb - 1][c];
