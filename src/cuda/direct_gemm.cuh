@@ -235,27 +235,9 @@ __device__ __forceinline__ uint32_t ld_stream1(const void *p) {
   return v;
 }
 
-/* The lane's H words of the group at `g` (format/lanes.h's offsets). */
-template <int H>
-__device__ __forceinline__ void load_group(const char *g, int lane,
-                                           uint32_t (&w)[H]) {
-  constexpr int Q = H / 4, kPair = (H % 4) >= 2, kOdd = H & 1;
-#pragma unroll
-  for (int q = 0; q < Q; ++q) {
-    const uint4 v = ld_stream4(g + 16 * (32 * q + lane));
-    w[4 * q] = v.x, w[4 * q + 1] = v.y, w[4 * q + 2] = v.z, w[4 * q + 3] = v.w;
-  }
-  if constexpr (kPair) {
-    const uint2 v = ld_stream2(g + 512 * Q + 8 * lane);
-    w[4 * Q] = v.x, w[4 * Q + 1] = v.y;
-  }
-  if constexpr (kOdd)
-    w[H - 1] = ld_stream1(g + 512 * Q + (kPair ? 256 : 0) + 4 * lane);
-}
-
-/* The same loads from a lane's cursor: one pointer per load width, each
- * already at the lane's bytes, so a group costs its loads and one 64-bit
- * add per pointer (the stream's address arithmetic). */
+/* The lane's H words of a group (format/lanes.h's offsets) from a lane's
+ * cursor: one pointer per load width, each already at the lane's bytes,
+ * so on the stream a group costs its loads and one 64-bit add per pointer. */
 template <int H> struct LaneCursor {
   static constexpr int Q = H / 4, kPair = (H % 4) >= 2, kOdd = H & 1;
   const char *p4, *p2, *p1;
@@ -287,6 +269,15 @@ template <int H> struct LaneCursor {
       p1 += bytes;
   }
 };
+
+/* The lane's H words of the group at `g`. */
+template <int H>
+__device__ __forceinline__ void load_group(const char *g, int lane,
+                                           uint32_t (&w)[H]) {
+  LaneCursor<H> c;
+  c.at(g, lane);
+  c.load(w);
+}
 
 /* -------------------------------------------------------- MMAs -- */
 
@@ -350,63 +341,61 @@ template <int VAR>
 __device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
                                            int b, int lane, float (&h)[4],
                                            const float (&s)[4]) {
-  {
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
+  h128_warp(h, lane);
+  float r[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    r[e] = __half2float(__float2half_rn(h[e])); /* the fp16 rotated x */
+  const int kcol = b * 128 + 4 * lane;          /* in the CTA's share */
+  if constexpr (VAR != kInt8) {
+    __half2 lo = __floats2half2_rn(r[0], r[1]);
+    __half2 hi = __floats2half2_rn(r[2], r[3]);
+    *reinterpret_cast<uint2 *>(sm.base + tok * sm.xs_pitch + 2 * kcol) =
+        make_uint2(*reinterpret_cast<uint32_t *>(&lo),
+                   *reinterpret_cast<uint32_t *>(&hi));
+  } else {
+    float amax =
+        fmaxf(fmaxf(fabsf(r[0]), fabsf(r[1])), fmaxf(fabsf(r[2]), fabsf(r[3])));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const float inv = amax > 0.f ? kLimbQ / amax : 0.f;
+    uint32_t hi = 0, lo = 0;
+    int qsum = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int q = __float2int_rn(r[e] * inv);
+      const int l0 = ((q + 64) & 127) - 64, l1 = (q - l0) >> 7;
+      hi |= (uint32_t)(l1 & 0xFF) << (8 * e);
+      lo |= (uint32_t)(l0 & 0xFF) << (8 * e);
+      qsum += q;
+    }
+    /* the constant term sums the quantised x: then it cancels the
+     * common part of the byte sums' error exactly (MUL1's values are
+     * far from centred: 887 S / 2^17 averages ~3.45) */
+    const float dq = (float)qsum * (amax / kLimbQ);
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
-    h128_warp(h, lane);
-    float r[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      r[e] = __half2float(__float2half_rn(h[e])); /* the fp16 rotated x */
-    const int kcol = b * 128 + 4 * lane;          /* in the CTA's share */
-    if constexpr (VAR != kInt8) {
-      __half2 lo = __floats2half2_rn(r[0], r[1]);
-      __half2 hi = __floats2half2_rn(r[2], r[3]);
-      *reinterpret_cast<uint2 *>(sm.base + tok * sm.xs_pitch + 2 * kcol) =
-          make_uint2(*reinterpret_cast<uint32_t *>(&lo),
-                     *reinterpret_cast<uint32_t *>(&hi));
-    } else {
-      float amax = fmaxf(fmaxf(fabsf(r[0]), fabsf(r[1])),
-                         fmaxf(fabsf(r[2]), fabsf(r[3])));
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-      const float inv = amax > 0.f ? kLimbQ / amax : 0.f;
-      uint32_t hi = 0, lo = 0;
-      int qsum = 0;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int q = __float2int_rn(r[e] * inv);
-        const int l0 = ((q + 64) & 127) - 64, l1 = (q - l0) >> 7;
-        hi |= (uint32_t)(l1 & 0xFF) << (8 * e);
-        lo |= (uint32_t)(l0 & 0xFF) << (8 * e);
-        qsum += q;
-      }
-      /* the constant term sums the quantised x: then it cancels the
-       * common part of the byte sums' error exactly (MUL1's values are
-       * far from centred: 887 S / 2^17 averages ~3.45) */
-      const float dq = (float)qsum * (amax / kLimbQ);
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        r[e] = e == 0 ? dq : 0.f;
-      *reinterpret_cast<uint32_t *>(sm.base + (2 * tok) * sm.xs_pitch + kcol) =
-          hi;
-      *reinterpret_cast<uint32_t *>(sm.base + (2 * tok + 1) * sm.xs_pitch +
-                                    kcol) = lo;
-      if (lane == 0)
-        reinterpret_cast<float *>(sm.base + sm.off_scale)[b * m + tok] =
-            amax / kLimbQ * kMul1A;
-    }
-    if constexpr (VAR != kHalves) {
-      /* the sum over each 16 k: four lanes */
-      float sum = (r[0] + r[1]) + (r[2] + r[3]);
-      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-      if ((lane & 3) == 0)
-        reinterpret_cast<float *>(
-            sm.base + sm.off_sumx)[(b * 8 + lane / 4) * m + tok] = sum;
-    }
+      r[e] = e == 0 ? dq : 0.f;
+    *reinterpret_cast<uint32_t *>(sm.base + (2 * tok) * sm.xs_pitch + kcol) =
+        hi;
+    *reinterpret_cast<uint32_t *>(sm.base + (2 * tok + 1) * sm.xs_pitch +
+                                  kcol) = lo;
+    if (lane == 0)
+      reinterpret_cast<float *>(sm.base + sm.off_scale)[b * m + tok] =
+          amax / kLimbQ * kMul1A;
+  }
+  if constexpr (VAR != kHalves) {
+    /* the sum over each 16 k: four lanes */
+    float sum = (r[0] + r[1]) + (r[2] + r[3]);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+    sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+    if ((lane & 3) == 0)
+      reinterpret_cast<float *>(
+          sm.base + sm.off_sumx)[(b * 8 + lane / 4) * m + tok] = sum;
   }
 }
 
@@ -826,9 +815,8 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     const uint32_t xl = x_lane_base<VAR>(
         (uint32_t)__cvta_generic_to_shared(sm.base), sm.xs_pitch, lane);
     const uint32_t x_first = xl + kXt * w0;
-    int kl = w0;      /* the k-tile consumed, inside the CTA's share */
-    int cleft = wlen; /* groups left in its round */
-    int cr = 0;       /* the round */
+    int kl = w0; /* the k-tile consumed, inside the CTA's share */
+    int cr = 0;  /* the round */
     bool xv[TB];
 #pragma unroll
     for (int b = 0; b < TB; ++b)
@@ -839,7 +827,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
       for (int s = 0; s < kStages; ++s) {
         const int i = base + s;
         if (i < total) {
-          const bool last = cleft == 1;
+          const bool last = kl == w1 - 1;
           /* the next group's activations, loaded while this one decodes */
           const XRaw<TB> xn = load_x<VAR, TB>(
               last ? x_first : xl + kXt * (kl + 1), sm.xs_pitch, xv);
@@ -859,9 +847,9 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
           if (last) {
             flush<VAR, TB>(acc, sm, warp, lane, xsum, (int)p.m);
             round_step<VAR, TB>(sm, cr, (int)p.m);
-            kl = w0, cleft = wlen, ++cr;
+            kl = w0, ++cr;
           } else {
-            ++kl, --cleft;
+            ++kl;
           }
         }
       }

@@ -772,22 +772,25 @@ const char *trellis_other_kind_name(trellis_other_kind kind) {
   return "invalid";
 }
 
-/* The arguments of the two other-tensor getters. */
-static trellis_status check_other_args(const trellis_model *m, size_t index,
-                                       const void *out) {
+/* The arguments of the indexed getters: the per-layer queries (layers)
+ * and the two other-tensor getters. */
+static trellis_status check_index_args(const trellis_model *m, size_t index,
+                                       const void *out, int layers) {
   if (!m || !out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
                     m ? "out" : "m");
-  if (index >= m->set.other_count)
+  const size_t count = layers ? m->set.count : m->set.other_count;
+  if (index >= count)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "%s: other-tensor index %zu out of range (%zu)", m->label,
-                    index, m->set.other_count);
+                    "%s: %s index %zu out of range (%zu%s)", m->label,
+                    layers ? "layer" : "other-tensor", index, count,
+                    layers ? " layers" : "");
   return TRELLIS_OK;
 }
 
 trellis_status trellis_model_other_kind(const trellis_model *m, size_t index,
                                         trellis_other_kind *out) {
-  trellis_status st = check_other_args(m, index, out);
+  trellis_status st = check_index_args(m, index, out, 0);
   if (st != TRELLIS_OK)
     return st;
   *out = (trellis_other_kind)m->set.other_kind[index];
@@ -847,22 +850,9 @@ static trellis_status fetch_layer(const trellis_model *cm, size_t index,
   return st;
 }
 
-/* The arguments of the per-layer queries. */
-static trellis_status check_layer_args(const trellis_model *m, size_t index,
-                                       const void *out) {
-  if (!m || !out)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT, "%s is NULL",
-                    m ? "out" : "m");
-  if (index >= m->set.count)
-    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "%s: layer index %zu out of range (%zu layers)", m->label,
-                    index, m->set.count);
-  return TRELLIS_OK;
-}
-
 trellis_status trellis_model_layer(const trellis_model *m, size_t index,
                                    trellis_layer *out) {
-  trellis_status st = check_layer_args(m, index, out);
+  trellis_status st = check_index_args(m, index, out, 1);
   if (st != TRELLIS_OK)
     return st;
   return fetch_layer(m, index, out);
@@ -870,7 +860,7 @@ trellis_status trellis_model_layer(const trellis_model *m, size_t index,
 
 trellis_status trellis_model_layer_info(const trellis_model *m, size_t index,
                                         trellis_layer_info *out) {
-  trellis_status st = check_layer_args(m, index, out);
+  trellis_status st = check_index_args(m, index, out, 1);
   if (st != TRELLIS_OK)
     return st;
   /* Fields that realignment never writes. */
@@ -902,7 +892,7 @@ size_t trl_model_copied_bytes(const trellis_model *m) {
 
 trellis_status trellis_model_other(const trellis_model *m, size_t index,
                                    trellis_tensor *out) {
-  trellis_status st = check_other_args(m, index, out);
+  trellis_status st = check_index_args(m, index, out, 0);
   if (st != TRELLIS_OK)
     return st;
   st = check_tensor_file(m, &m->set.others[index]);
