@@ -93,6 +93,28 @@ if [ "$what" = direct ]; then
         paste -sd' ' | sed "s/^/  [k$1 $2 m$3] /"
     done
   fi
+  # NCU=3: warp-stall samples and executed instructions per SASS
+  # instruction into $OUT/ncu-src-K-CB-mM.csv (read on the host), for
+  # NCU_CFGS "K codebook m;..." (default K6 MCG m 1, K4 MUL1 m 1 and 4)
+  if [ "${NCU:-0}" = 3 ] && command -v ncu >/dev/null; then
+    IFS=';' read -r -a cfgs <<<"${NCU_CFGS:-6 mcg 1;4 mul1 1;4 mul1 4}"
+    for cfg in "${cfgs[@]}"; do
+      # shellcheck disable=SC2086 # three words
+      set -- $cfg
+      rep="$OUT/ncu-src-k$1-$2-m$3"
+      timeout 240 ncu --clock-control none --kernel-name regex:direct_kernel \
+        --launch-skip 4 --launch-count 1 --section SourceCounters --section WarpStateStats \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis \
+        --import-source no -f -o "$rep" \
+        "$BUILD/trellis" bench --shapes 8192,28672 --m "$3" --bits "$1" --codebook "$2" \
+        --reps 2 --warmup-ms 0 >"$rep.log" 2>&1
+      ncu --import "$rep.ncu-rep" --page source --csv --print-source sass >"$rep.csv" 2>&1 ||
+        ncu --import "$rep.ncu-rep" --page source --csv >"$rep.csv" 2>&1
+      ncu --import "$rep.ncu-rep" --page details >"$rep-details.txt" 2>&1
+      rm -f "$rep.ncu-rep"
+      echo "  [k$1 $2 m$3] source page: $(wc -l <"$rep.csv") lines; $(grep -E "Duration|Issue Slots Busy|Executed Ipc A" "$rep-details.txt" | awk '{print $1, $(NF)}' | paste -sd' ')"
+    done
+  fi
   if [ "${NCU:-0}" = 1 ] && command -v ncu >/dev/null; then
     for cfg in "6 mcg" "4 mul1"; do
       set -- $cfg
@@ -126,6 +148,8 @@ if [ "$what" = direct ]; then
       awk -F"|" '/^\| [0-9]/ {s = $2 "-K" $3 $4; gsub(/ /, "", s); print "  " s, $5, $6, $7, $13, $14, $15}' \
         "$OUT/bench-$label.txt"
     done
+    # the next build compiles the kernel's units afresh, without the flags
+    rm -f "$BUILD"/src/CMakeFiles/trellis_objects.dir/cuda/direct_u*.o
   fi
   if [ -n "${SKETCH:-}" ] && [ -f "$SKETCH/stream.cu" ]; then
     nvcc -arch=sm_90 -O3 -std=c++17 -Xcompiler -fopenmp -o /tmp/sketch-stream "$SKETCH/stream.cu" &&

@@ -23,11 +23,13 @@
  *  - Grid: clusters of `cluster` CTAs; cluster q takes the 128-column
  *    groups q, q + clusters, ... one per round; CTA rank c takes the c-th
  *    share of k (whole 128-k blocks), each of its 8 warps a contiguous
- *    range of it. Per round, the 8 warps' sums meet in shared memory and
- *    stay there; after the last round the cluster meets once and each
- *    round's owner CTA adds the CTAs' sums through distributed shared
- *    memory, rotates, scales, adds bias and stores y. Fixed orders throughout:
- * a replay is bit-identical to the eager run. No atomics, no flags.
+ *    range of it. Per round, the 8 warps' sums meet in shared memory,
+ *    where the round's owner warp adds them (named barriers: only it waits,
+ *    the others stream on) and they stay; after the last round the cluster
+ *    meets once and each round's owner CTA adds the CTAs' sums through
+ *    distributed shared memory, rotates, scales, adds bias and stores y.
+ *    Fixed orders throughout: a replay is bit-identical to the eager run.
+ *    No atomics, no flags.
  *  - Programmatic dependent launch: the first groups are loaded before
  *    griddepcontrol.wait; x is read after it. */
 #ifndef TRL_CUDA_DIRECT_GEMM_CUH
@@ -42,12 +44,22 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+/* Measurement builds only (scripts/device-check.sh DIRECT_VARIANTS, never
+ * a release): TRL_DIRECT_PROBE 1 streams the payload without decoding it
+ * (its words folded into one register), 2 reads no payload (the prologue,
+ * the rounds' barriers and the epilogue alone). Their results are wrong
+ * by design. */
+#ifndef TRL_DIRECT_PROBE
+#define TRL_DIRECT_PROBE 0
+#endif
+
 namespace trl {
 namespace direct {
 
 namespace cg = cooperative_groups;
 
 constexpr int kWarps = TRL_DIRECT_WARPS, kThreads = 32 * kWarps;
+static_assert((kWarps & (kWarps - 1)) == 0, "round owners: r & (kWarps - 1)");
 enum Var {
   kHalves = TRL_DIRECT_HALVES,
   kAffine = TRL_DIRECT_AFFINE,
@@ -80,9 +92,19 @@ struct Params {
  * instructions): ptxas then picks IMAD.SHL (FMA pipe) or SHF, balancing
  * the pipes. The windows below are one such shift and one right shift or
  * byte permute each. */
+#if TRL_DIRECT_SHL_IMAD /* measurement: every shift an IMAD (FMA pipe) */
+static __constant__ uint32_t kShlPow2[16] = {
+    1u << 0,  1u << 1,  1u << 2,  1u << 3, 1u << 4,  1u << 5,
+    1u << 6,  1u << 7,  1u << 8,  1u << 9, 1u << 10, 1u << 11,
+    1u << 12, 1u << 13, 1u << 14, 1u << 15};
+#endif
 template <int S> __device__ __forceinline__ uint32_t shl(uint32_t x) {
   if constexpr (S == 0) {
     return x;
+#if TRL_DIRECT_SHL_IMAD
+  } else if constexpr (S < 16) {
+    return x * kShlPow2[S];
+#endif
   } else {
     uint32_t r;
     asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "n"(S));
@@ -307,13 +329,15 @@ __device__ __forceinline__ void imma(int (&c)[4], uint32_t a0, uint32_t a1,
  *   sumx  fp32 [k-tile][tokens]: sum of the rotated x over each 16 k
  *         (kAffine, kInt8: the affine map's constant term);
  *   scale fp32 [128-k block][tokens]: kInt8's limb scale times a;
- *   wpart fp32 [warp][token][kRowPitch]: each warp's sums of a round;
+ *   wpart fp32 [buffer][warp][token][kRowPitch]: each warp's sums of a
+ *         round, round r in buffer r % wbufs;
  *   cbuf  fp32 [round][token][kRowPitch]: the CTA's sums of every
  *         round, read by the round's owner CTA at the end. */
 struct Smem {
   char *base;
   int xs_pitch; /* bytes per xs row */
   int m;        /* tokens: the stride of sumx, scale, wpart and cbuf */
+  int wbufs;    /* wpart buffers (trl_direct_wbufs) */
   uint32_t off_sumx, off_scale, off_wpart, off_cbuf;
 };
 
@@ -327,6 +351,7 @@ __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
   return Smem{base,
               s.xs_pitch,
               m,
+              s.wbufs,
               (uint32_t)s.off_sumx,
               (uint32_t)s.off_scale,
               (uint32_t)s.off_wpart,
@@ -562,6 +587,13 @@ __device__ __forceinline__ XRaw<TB> load_x(uint32_t at, int pitch,
 template <int H, int CB, int VAR, int TB>
 __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
                                         const XRaw<TB> &xr, Acc<VAR, TB> &acc) {
+#if TRL_DIRECT_PROBE == 1
+  uint32_t v = xr.a[0];
+#pragma unroll
+  for (int i = 0; i < H; ++i)
+    v ^= w[i];
+  acc.f[0][0][0] += (float)(v & 1u);
+#else
   uint32_t prev[2 * H];
   lower_bits<H>(w, lane, prev);
   /* kHalves duplicates each activation for its weight's two halves, the
@@ -586,6 +618,7 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
     }
   }
   consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc);
+#endif
 }
 
 /* kInt8: the int32 sums of one 128-k slice into the fp32 accumulators
@@ -606,14 +639,14 @@ __device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
   }
 }
 
-/* A warp's sums of one round into wpart[warp] ([token][column]), the m
- * tokens there are only (round_step and reduce_out read no others). */
+/* A warp's sums of one round into wpart[buf][warp] ([token][column]), the
+ * m tokens there are only (round_end and reduce_out read no others). */
 template <int VAR, int TB>
 __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
                                       int warp, int lane, const float *xsum,
-                                      int m) {
-  float *wp =
-      reinterpret_cast<float *>(sm.base + sm.off_wpart) + warp * m * kRowPitch;
+                                      int m, int buf) {
+  float *wp = reinterpret_cast<float *>(sm.base + sm.off_wpart) +
+              (buf * kWarps + warp) * m * kRowPitch;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int tile = 0; tile < 8; ++tile) {
@@ -650,11 +683,16 @@ __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
   acc.zero_f();
 }
 
-/* Barriers by id (not __syncthreads): the round step runs from several
+/* Barriers by id (not __syncthreads): the round's end runs from several
  * places of the unrolled stream loop, and warps of different k-share
- * lengths reach it from different ones. */
-__device__ __forceinline__ void cta_barrier() {
-  asm volatile("barrier.sync 1, %0;" ::"r"(kThreads) : "memory");
+ * lengths reach it from different ones. Ids 2 + b: buffer b of wpart is
+ * full (the round's owner waits, the others arrive); 4 + b: it is read (the
+ * owner arrives, the others wait before their next flush into it). */
+__device__ __forceinline__ void bar_sync(int id) {
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(kThreads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id) {
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(kThreads) : "memory");
 }
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;" ::: "memory");
@@ -707,28 +745,43 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
   }
 }
 
-/* The round's CTA step (every thread): the warps' sums of round r into
- * the CTA's cbuf[r], for the m tokens there are. The cluster meets once,
- * after the last round. */
+/* The end of round r for one warp: its sums into wpart[r % wbufs]; the
+ * round's owner warp (r % kWarps) waits for the others' and adds the 8 in
+ * warp order into cbuf[r], for the m tokens there are, while the others go
+ * on streaming. Before a flush a warp waits only for the owner of the
+ * buffer's previous round to have read it (wbufs rounds back). The cluster
+ * meets once, after the last round. */
 template <int VAR, int TB>
-__device__ __forceinline__ void round_step(const Smem &sm, int r, int m) {
-  constexpr int kPer = (VAR == kInt8 ? 4 : 8 * TB) * 128 / kThreads;
-  const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart);
+__device__ __forceinline__ void round_end(Acc<VAR, TB> &acc, const Smem &sm,
+                                          int r, int rounds, int warp, int lane,
+                                          const float *xsum, int m) {
+  const int nb = sm.wbufs, buf = nb == 2 ? r & 1 : 0; /* r % nb */
+  if (r >= nb && warp != ((r - nb) & (kWarps - 1)))
+    bar_sync(4 + buf); /* round r - nb's owner has read the buffer */
+  flush<VAR, TB>(acc, sm, warp, lane, xsum, m, buf);
+  if (warp != (r & (kWarps - 1))) {
+    bar_arrive(2 + buf);
+    return;
+  }
+  bar_sync(2 + buf); /* every warp's sums of round r */
+  const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart) +
+                    buf * kWarps * m * kRowPitch;
   float *cb =
       reinterpret_cast<float *>(sm.base + sm.off_cbuf) + r * m * kRowPitch;
-  cta_barrier(); /* every warp's wpart */
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int idx = threadIdx.x + i * kThreads, tok = idx >> 7, c = idx & 127;
-    if (tok >= m)
-      break;
-    float s = 0.f;
+  for (int tok = 0; tok < m; ++tok) {
+    float4 v[kWarps];
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      s += wp[(w * m + tok) * kRowPitch + c];
-    cb[tok * kRowPitch + c] = s;
+      v[w] = *reinterpret_cast<const float4 *>(wp + (w * m + tok) * kRowPitch +
+                                               4 * lane);
+    float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      t.x += v[w].x, t.y += v[w].y, t.z += v[w].z, t.w += v[w].w;
+    *reinterpret_cast<float4 *>(cb + tok * kRowPitch + 4 * lane) = t;
   }
-  cta_barrier(); /* wpart is free for the next round */
+  if (r + nb < rounds)
+    bar_arrive(4 + buf); /* the buffer is free again */
 }
 
 template <int H, int CB, int VAR, int TB>
@@ -752,7 +805,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const Smem sm = smem_layout<VAR>(smem_raw, (int)p.m, p.kt_cta, p.rounds);
   const char *pay = reinterpret_cast<const char *>(p.payload);
   constexpr int kGroupBytes = 128 * H;
-  const int total = rounds * wlen;
+  const int total = TRL_DIRECT_PROBE == 2 ? 0 : rounds * wlen;
   /* The load cursor walks the warp's k-tiles of one round (a k-tile row
    * apart), then jumps to the first of the next round's group. */
   const int64_t kstride = ngroups * kGroupBytes;
@@ -804,11 +857,9 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   Acc<VAR, TB> acc;
   acc.zero_f();
   acc.zero_i();
-  if (wlen == 0) { /* a share shorter than 8 k-tiles: idle warps */
-    for (int r = 0; r < rounds; ++r) {
-      flush<VAR, TB>(acc, sm, warp, lane, xsum, (int)p.m);
-      round_step<VAR, TB>(sm, r, (int)p.m);
-    }
+  if (wlen == 0 || total == 0) { /* a share under 8 k-tiles: idle warps */
+    for (int r = 0; r < rounds; ++r)
+      round_end<VAR, TB>(acc, sm, r, rounds, warp, lane, xsum, (int)p.m);
   } else {
     /* 3. Stream: consume a stage, refill it kStages groups ahead. */
     constexpr int kXt = x_tile_bytes<VAR>();
@@ -845,8 +896,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
                            : 0.f);
           }
           if (last) {
-            flush<VAR, TB>(acc, sm, warp, lane, xsum, (int)p.m);
-            round_step<VAR, TB>(sm, cr, (int)p.m);
+            round_end<VAR, TB>(acc, sm, cr, rounds, warp, lane, xsum, (int)p.m);
             kl = w0, ++cr;
           } else {
             ++kl;

@@ -70,14 +70,24 @@ TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
 
 typedef struct trl_direct_smem {
   int xs_pitch; /* bytes per activation row */
+  int wbufs;    /* buffers of the warps' sums: rounds in flight */
   size_t off_sumx, off_scale, off_wpart, off_cbuf, bytes;
 } trl_direct_smem;
+
+/* Buffers of the warps' sums for m rows and `rounds` rounds: two (a
+ * round's owner warp adds them while the others run the next round) where
+ * there is a next round and they stay small, else one (the others wait
+ * only for its read, before their next flush). */
+TRL_DIRECT_FN int trl_direct_wbufs(int m, int rounds) {
+  return m <= 4 && rounds > 1 ? 2 : 1;
+}
 
 /* The CTA's shared memory for m rows (tokens), a k share of kt_cta k-tiles
  * (a multiple of 8) and `rounds` groups: activations (a row per token, or
  * two s8 limb rows with kInt8, of pitch bytes: 16 bytes of padding so the
  * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
- * scales, the warps' sums and the CTA's sums of every round. Sized by m,
+ * scales, the warps' sums (wbufs rounds of them) and the CTA's sums of every
+ * round. Sized by m,
  * not by the variant's widest m: what shared memory leaves free is the L1
  * that the payload's loads stream through. */
 TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
@@ -85,7 +95,8 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
   const int tokens = m;
   const int rows = var == TRL_DIRECT_INT8 ? 2 * m : m;
   const int elem = var == TRL_DIRECT_INT8 ? 1 : 2;
-  trl_direct_smem s = {0, 0, 0, 0, 0, 0};
+  trl_direct_smem s = {0, 0, 0, 0, 0, 0, 0};
+  s.wbufs = trl_direct_wbufs(m, rounds);
   s.xs_pitch = 16 * kt_cta * elem + 16;
   size_t at = (size_t)rows * (size_t)s.xs_pitch;
   s.off_sumx = at;
@@ -94,7 +105,7 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
   at += var == TRL_DIRECT_INT8 ? (size_t)(kt_cta / 8) * tokens * 4 : 0;
   at = (at + 15) / 16 * 16;
   s.off_wpart = at;
-  at += (size_t)TRL_DIRECT_WARPS * tokens * TRL_DIRECT_ROW_PITCH * 4;
+  at += (size_t)s.wbufs * TRL_DIRECT_WARPS * tokens * TRL_DIRECT_ROW_PITCH * 4;
   s.off_cbuf = at;
   at += (size_t)rounds * tokens * TRL_DIRECT_ROW_PITCH * 4;
   s.bytes = at;
