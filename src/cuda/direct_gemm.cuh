@@ -83,28 +83,35 @@ struct Params {
   int clusters; /* clusters in the grid */
   int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
   int rounds;   /* of the busiest cluster (shared memory) */
+  int pre;      /* x is rotated already (fp16: the input rotation's) */
 };
 
 /* ------------------------------------------------------------ bits -- */
 
 /* A left shift the compiler cannot fold into the right shift after it
  * ((x << r) >> 16 would become a shift and a mask, two integer-ALU
- * instructions): ptxas then picks IMAD.SHL (FMA pipe) or SHF, balancing
- * the pipes. The windows below are one such shift and one right shift or
- * byte permute each. */
-#if TRL_DIRECT_SHL_IMAD /* measurement: every shift an IMAD (FMA pipe) */
+ * instructions). The windows below are one such shift and one right shift
+ * or byte permute each. F (the halves form: its codebook's LOP3 keeps the
+ * integer ALU the busiest pipe) makes every shift an IMAD by a power of two
+ * from the constant bank, which ptxas cannot turn back into a shift: the
+ * FMA pipe takes them all. Without F ptxas picks IMAD.SHL or SHF
+ * (docs/TUNING.md). TRL_DIRECT_SHL_IMAD 0 / 1 (measurement builds) force
+ * either for every form. */
 static __constant__ uint32_t kShlPow2[16] = {
     1u << 0,  1u << 1,  1u << 2,  1u << 3, 1u << 4,  1u << 5,
     1u << 6,  1u << 7,  1u << 8,  1u << 9, 1u << 10, 1u << 11,
     1u << 12, 1u << 13, 1u << 14, 1u << 15};
+template <int S, bool F = false>
+__device__ __forceinline__ uint32_t shl(uint32_t x) {
+#ifdef TRL_DIRECT_SHL_IMAD
+  constexpr bool kFma = TRL_DIRECT_SHL_IMAD;
+#else
+  constexpr bool kFma = F;
 #endif
-template <int S> __device__ __forceinline__ uint32_t shl(uint32_t x) {
   if constexpr (S == 0) {
     return x;
-#if TRL_DIRECT_SHL_IMAD
-  } else if constexpr (S < 16) {
+  } else if constexpr (kFma && S < 16) {
     return x * kShlPow2[S];
-#endif
   } else {
     uint32_t r;
     asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "n"(S));
@@ -113,7 +120,7 @@ template <int S> __device__ __forceinline__ uint32_t shl(uint32_t x) {
 }
 
 /* 16 bits of a lane's string at bit B (MSB first), zero-extended. */
-template <int H, int B>
+template <int H, int B, bool F = false>
 __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
   constexpr int i = B >> 5, r = B & 31;
   if constexpr (r == 0)
@@ -123,13 +130,13 @@ __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
   else if constexpr (r == 8)
     return __byte_perm(w[i], 0u, 0x4421);
   else if constexpr (r < 16)
-    return shl<r>(w[i]) >> 16;
+    return shl<r, F>(w[i]) >> 16;
   else { /* bits 16..47 of w[i] : w[i + 1], then as above */
     const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
     if constexpr (r == 24)
       return __byte_perm(mid, 0u, 0x4421);
     else
-      return shl<r - 16>(mid) >> 16;
+      return shl<r - 16, F>(mid) >> 16;
   }
 }
 
@@ -145,7 +152,7 @@ __device__ __forceinline__ uint32_t field_bits(const uint32_t (&w)[H]) {
 
 /* (P << 16) | (span bits 0..15): the 32 bits a window that starts in the
  * lower lanes' bits P reads from. P is half `ph` (0 low, 1 high) of pk. */
-template <int H, int B>
+template <int H, int B, bool F = false>
 __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
                                                uint32_t pk, int ph) {
   constexpr int i = B >> 5, r = B & 31;
@@ -158,14 +165,14 @@ __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
   } else if constexpr (r == 16) {
     return __byte_perm(w[i], pk, 0x0010 | sel_p);
   } else {
-    return __byte_perm(field16<H, B>(w), pk, 0x0010 | sel_p);
+    return __byte_perm(field16<H, B, F>(w), pk, 0x0010 | sel_p);
   }
 }
 
 /* The lane's 8 states of tile T of the group in `w`. `prev` holds what the
  * lanes below sent (lower_bits): for H >= 4 the last 16 bits of lane L-1's
  * spans, two tiles to a word; for H <= 3 its words, then lane L-2's. */
-template <int H, int T, int J = 0>
+template <int H, int T, bool F, int J = 0>
 __device__ __forceinline__ void
 window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
   if constexpr (J < 8) {
@@ -173,14 +180,14 @@ window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
     /* state J's window: bits [kLead + q, kLead + q + 16) of P ++ span */
     constexpr int o = kLead + trl_lanes_state_offset(H, J);
     if constexpr (o >= 16)
-      s[J] = field16<H, kSpan * T + o - 16>(w);
+      s[J] = field16<H, kSpan * T + o - 16, F>(w);
     else
-      s[J] = shl<o>(cross) >> 16;
-    window_states<H, T, J + 1>(w, cross, s);
+      s[J] = shl<o, F>(cross) >> 16;
+    window_states<H, T, F, J + 1>(w, cross, s);
   }
 }
 
-template <int H, int T>
+template <int H, int T, bool F = false>
 __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
                                             const uint32_t (&prev)[2 * H],
                                             uint32_t (&s)[8]) {
@@ -200,8 +207,8 @@ __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
     pk = ((a << kSpan) | b) & 0xFFFFu;
     ph = 0;
   }
-  const uint32_t cross = cross_word<H, kSpan * T>(w, pk, ph);
-  window_states<H, T>(w, cross, s);
+  const uint32_t cross = cross_word<H, kSpan * T, F>(w, pk, ph);
+  window_states<H, T, F>(w, cross, s);
 }
 
 /* The last 16 bits of tiles T and T + 1's spans, one half each. */
@@ -361,15 +368,17 @@ __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
 /* -------------------------------------------------- prologue -- */
 
 /* One (token, block) unit of stage_x: x and suh of the lane's 4 columns
- * in h and s. */
+ * in h and s, or (pre) the rotated x in h. */
 template <int VAR>
 __device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
                                            int b, int lane, float (&h)[4],
-                                           const float (&s)[4]) {
+                                           const float (&s)[4], int pre) {
+  if (!pre) {
 #pragma unroll
-  for (int e = 0; e < 4; ++e)
-    h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
-  h128_warp(h, lane);
+    for (int e = 0; e < 4; ++e)
+      h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
+    h128_warp(h, lane);
+  }
   float r[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e)
@@ -426,7 +435,9 @@ __device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
 
 /* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
  * scale): a warp per (token, block), the same arithmetic as the input
- * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
+ * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16); with
+ * p.pre x is that kernel's output and is only copied (and summed,
+ * quantised). */
 template <int VAR>
 __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
                         int64_t b1) {
@@ -440,7 +451,7 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
   constexpr int kBatch = VAR == kInt8 ? 2 : 4;
   const int units = m * nb;
   for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
-    float hb[kBatch][4], sb[kBatch][4];
+    float hb[kBatch][4], sb[kBatch][4] = {};
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int u = u0 + j * kWarps;
@@ -448,14 +459,15 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
         const int64_t col = (b0 + u % nb) * 128 + 4 * lane;
         load4_as_float((trellis_dtype)p.in_dtype, p.x,
                        (int64_t)(u / nb) * p.k + col, hb[j]);
-        load4_f16(p.s_in, col, sb[j]);
+        if (!p.pre)
+          load4_f16(p.s_in, col, sb[j]);
       }
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int u = u0 + j * kWarps;
       if (u < units)
-        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j]);
+        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j], p.pre);
     }
   }
 }
@@ -497,7 +509,7 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
              const BFrags<VAR, TB> &x, Acc<VAR, TB> &acc) {
   if constexpr (T < 8) {
     uint32_t s[8];
-    tile_states<H, T>(w, prev, s);
+    tile_states<H, T, VAR == kHalves>(w, prev, s);
     if constexpr (VAR == kHalves) {
       uint32_t y[8];
 #pragma unroll
@@ -1005,6 +1017,7 @@ struct Direct {
     p.clusters = l.grid.clusters;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
+    p.pre = l.grid.pre;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
