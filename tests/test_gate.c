@@ -3,8 +3,8 @@
  * pure functions, tested on the CPU. */
 #include "testutil.h"
 
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/gate.h"
+#include "rules/layout.h"
 
 static trl_gate_input open_gate(void) {
   trl_gate_input g = {0};

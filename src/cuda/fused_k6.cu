@@ -32,7 +32,7 @@ namespace fused {
 using namespace trl::gemm;
 
 constexpr int K = TRL_FUSED_BITS;
-/* Largest cluster prepare picks (plan/kernel_config.h), every m-block
+/* Largest cluster prepare picks (rules/kernel_config.h), every m-block
  * variant: with the claims, 16-CTA clusters cost m = 128; without them
  * (TRL_FUSED_PRE) the model picks 16 only where strips are few, and there
  * it gains (6144x1024, m >= 32: 16-20%, bench/RESULTS.md). */

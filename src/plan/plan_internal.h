@@ -5,8 +5,8 @@
 
 #include "core/internal.h"
 #include "plan/cuda_status.h"
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/gate.h"
+#include "rules/layout.h"
 #include "plan/plan_check.h"
 #include "plan/prepare_fault.h"
 #include "cuda/kernels.h"
@@ -44,7 +44,7 @@ struct trellis_plan {
   int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   /* the layout rules' inputs: shape, SM count, the register-direct
-   * kernel's variants and the fused kernel's cluster (plan/layout.h) */
+   * kernel's variants and the fused kernel's cluster (rules/layout.h) */
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */

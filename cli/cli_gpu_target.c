@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `info --plan --gpu NAME`: plan sizes without a GPU, from the library's
- * pure rules (plan/gate.h, plan/layout.h, plan/direct_rules.h,
- * plan/kernel_config.h) for a named target, so that buffers can be sized
+ * pure rules (rules/gate.h, rules/layout.h, plan/direct_rules.h,
+ * rules/kernel_config.h) for a named target, so that buffers can be sized
  * on a build host.
  *
  * This mirrors what trellis_plan_create (plan/plan.c: the path of
@@ -22,8 +22,8 @@
 
 #include "format/codebooks.h"
 #include "format/lanes.h"
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/gate.h"
+#include "rules/layout.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
 #define TRL_PLAN_LAYOUT_H
 
 #include "plan/direct_rules.h"
-#include "plan/kernel_config.h"
+#include "rules/kernel_config.h"
 #include "trellis.h"
 
 #include <stddef.h>
