@@ -131,7 +131,8 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
       break;
     /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
      * algorithm of the smallest bucket that holds it: one picked for a
-     * larger m can be far slower (bench/RESULTS.md) */
+     * larger m can be far slower (docs/TUNING.md, "Dense path: cuBLASLt
+     * algorithm buckets") */
     int64_t next = 1;
     while (next <= b)
       next *= 2;
