@@ -2,8 +2,8 @@
 /* Helpers for the GPU tests (header-only: every gpu_*.c is one program).
  * Random EXL3 layers (tools/synth.h), device buffers, running a plan, CPU
  * reference. */
-#ifndef TRELLIS_GPU_UTIL_H
-#define TRELLIS_GPU_UTIL_H
+#ifndef GPU_UTIL_H
+#define GPU_UTIL_H
 
 #include "cuda/kernels.h"
 #include "plan/test_hooks.h"

@@ -16,8 +16,8 @@
  *   TRELLIS_TEST_DATA  tests/data (TU_TV_DIR is its testvectors folder)
  *   TRELLIS_CLI_PATH   the built `trellis` command-line tool
  */
-#ifndef TRELLIS_TESTUTIL_H
-#define TRELLIS_TESTUTIL_H
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
 
 #include <setjmp.h>
 #include <stdarg.h>
