@@ -264,6 +264,52 @@ void tv_close(tv_loaded *t) {
   memset(t, 0, sizeof *t);
 }
 
+size_t tv_load_b12x_manifest(tv_b12x_case **cases) {
+  char *path = tu_tv_path(TU_TV_B12X "/manifest.json");
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  if (!root)
+    fail_msg("b12x manifest: %s", err.text);
+  free(path);
+  json_t *list = json_object_get(root, "cases");
+  assert_true(json_is_array(list));
+  const size_t n = json_array_size(list);
+  tv_b12x_case *cs = calloc(n ? n : 1, sizeof *cs);
+  assert_non_null(cs);
+  for (size_t i = 0; i < n; i++) {
+    json_t *c = json_array_get(list, i);
+    tv_b12x_case *b = &cs[i];
+    char cb[16];
+    snprintf(b->base.set, sizeof b->base.set, "%s", TU_TV_B12X);
+    copy_field(b->base.name, sizeof b->base.name, c, "name");
+    copy_field(b->base.layer, sizeof b->base.layer, c, "layer");
+    copy_field(cb, sizeof cb, c, "codebook");
+    b->base.codebook = codebook_of(cb);
+    b->base.k = int_field(c, "k");
+    b->base.n = int_field(c, "n");
+    b->base.m = int_field(c, "m");
+    json_t *kind = json_object_get(c, "pair_kind");
+    if (kind) {
+      json_t *bits = json_object_get(c, "bits");
+      assert_true(json_is_array(bits) && json_array_size(bits) == 2);
+      b->pair =
+          (trellis_pair_kind)(json_integer_value(json_array_get(bits, 0)) << 4 |
+                              json_integer_value(json_array_get(bits, 1)));
+      assert_string_equal(trellis_pair_kind_name(b->pair),
+                          json_string_value(kind));
+      char axis[8];
+      copy_field(axis, sizeof axis, c, "rate_axis");
+      b->axis =
+          strcmp(axis, "n") == 0 ? TRELLIS_RATE_AXIS_N : TRELLIS_RATE_AXIS_K;
+    } else {
+      b->base.bits = (int)int_field(c, "bits");
+    }
+  }
+  json_decref(root);
+  *cases = cs;
+  return n;
+}
+
 void tu_sha256_u16_hex(const uint16_t *v, size_t count, char hex[65]) {
   uint8_t *le = malloc(count * 2 + 1);
   assert_non_null(le);
