@@ -115,6 +115,14 @@ typedef struct tv_b12x_case {
  * failure. */
 size_t tv_load_b12x_manifest(tv_b12x_case **cases);
 
+/* The checks every set's cases take (c->name in the messages):
+ * trellis_decode_weight equals w_hat bit for bit; trellis_dense_weight and
+ * trellis_cpu_forward (fp16 and fp32 x, fp32 and fp16 y, 1 and 2 threads)
+ * match w_dense and y within tu_assert_close's `tol`. */
+void tv_check_w_hat(const tv_case *c, const tv_loaded *t);
+void tv_check_w_dense(const tv_case *c, const tv_loaded *t, double tol);
+void tv_check_cpu_forward(const tv_case *c, const tv_loaded *t, double tol);
+
 /* ------------------------------------------------------------ metrics -- */
 
 /* ||got - ref|| / ||ref|| in double (||got - ref|| when ref is all zero). */
