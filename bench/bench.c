@@ -3,7 +3,7 @@
  * the HBM read peak, then per shape FP16 and FP8 cuBLASLt and our layer for
  * each (bits, codebook) and M, then the targets block, CSV and JSON. */
 #include "bench.h"
-#include "trellis_bench.h"
+#include "bench_main.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -156,7 +156,7 @@ done:
   return r;
 }
 
-int trellis_bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
+int bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
   cudaStream_t s = NULL;
   double kn = NAN, nk = NAN;
   int r = CLI_FAIL;
@@ -181,7 +181,7 @@ static int bench_run(const bench_options *o, const bench_targets *defs) {
   return CLI_USAGE;
 }
 
-int trellis_bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
+int bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
   (void)k, (void)n, (void)m, (void)us;
   cli_error("bench: " CLI_NO_CUDA_BUILD);
   return CLI_FAIL;
@@ -189,7 +189,7 @@ int trellis_bench_cublas_us(int64_t k, int64_t n, int64_t m, double *us) {
 
 #endif
 
-int trellis_bench_main(int argc, char **argv) {
+int bench_main(int argc, char **argv) {
   bench_options o;
   int r = bench_parse_options(argc, argv, &o);
   if (r != CLI_PARSED)

@@ -10,8 +10,8 @@
  *   files.c    the CSV and JSON files.
  * peers, layers and timing need CUDA (built only then); the rest is plain
  * C. Method: bench/README.md. */
-#ifndef TRELLIS_BENCH_INTERNAL_H
-#define TRELLIS_BENCH_INTERNAL_H
+#ifndef BENCH_H
+#define BENCH_H
 
 #include "tools/cli.h"
 #include "tools/measure.h"

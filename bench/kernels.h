@@ -2,8 +2,8 @@
 /* Kernels of the benchmark (C linkage): the HBM read-peak probe and a
  * device-side random fill for benchmark data. Each returns a cudaError_t as
  * int (0 = success), launches on `stream` and never synchronises. */
-#ifndef TRELLIS_BENCH_KERNELS_H
-#define TRELLIS_BENCH_KERNELS_H
+#ifndef BENCH_KERNELS_H
+#define BENCH_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>

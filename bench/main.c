@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis-bench`: the benchmark as its own program; `trellis bench` runs
  * the same entry point. */
-#include "trellis_bench.h"
+#include "bench_main.h"
 
 int main(int argc, char **argv) {
   char name[] = "bench"; /* messages and help name the command alike */
   argv[0] = name;
-  return trellis_bench_main(argc, argv);
+  return bench_main(argc, argv);
 }

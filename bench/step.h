@@ -12,8 +12,8 @@
  * block's output. A layer reading a narrower operand than its source (q_b
  * on the block input, down on gate_up's) reads the source's first m x k
  * elements. Method and output: bench/README.md. */
-#ifndef TRELLIS_BENCH_STEP_H
-#define TRELLIS_BENCH_STEP_H
+#ifndef BENCH_STEP_H
+#define BENCH_STEP_H
 
 #include "tools/synth_model.h"
 #include "trellis.h"

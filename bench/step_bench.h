@@ -4,8 +4,8 @@
  * checked, the FP16 and FP8 cuBLASLt peers, the table. With a model's
  * step_tp set, every collective and every decision that changes them is
  * taken alike on all ranks (step_tp.agree_min). */
-#ifndef TRELLIS_BENCH_STEP_BENCH_H
-#define TRELLIS_BENCH_STEP_BENCH_H
+#ifndef BENCH_STEP_BENCH_H
+#define BENCH_STEP_BENCH_H
 
 #include "bench.h"
 #include "step.h"

@@ -19,9 +19,6 @@
 #include "format/pair.h"
 #include "plan/plan_internal.h"
 
-#include <jansson.h>
-
-#define B12X_DIR TU_TV_DIR "/b12x"
 /* the CPU test's tolerance against the float64 y (test_b12x_vectors.c);
  * bf16 operands: ~2^-9 relative per product (gpu_generic's bound) */
 #define TOL 2e-3
@@ -282,34 +279,8 @@ static void test_decode_exact(void **state) {
 
 /* ----------------------------------------------------- known answers -- */
 
-typedef struct bcase {
-  char name[96];
-  char layer[128];
-} bcase;
-
-static bcase *cases;
+static tv_b12x_case *cases;
 static size_t ncases;
-
-static void load_manifest(void) {
-  json_error_t err;
-  json_t *root = json_load_file(B12X_DIR "/manifest.json", 0, &err);
-  if (!root)
-    fail_msg("b12x manifest: %s", err.text);
-  json_t *list = json_object_get(root, "cases");
-  assert_true(json_is_array(list));
-  ncases = json_array_size(list);
-  cases = calloc(ncases, sizeof *cases);
-  assert_non_null(cases);
-  for (size_t i = 0; i < ncases; i++) {
-    json_t *c = json_array_get(list, i);
-    const char *name = json_string_value(json_object_get(c, "name"));
-    const char *layer = json_string_value(json_object_get(c, "layer"));
-    assert_true(name && layer);
-    snprintf(cases[i].name, sizeof cases[i].name, "%s", name);
-    snprintf(cases[i].layer, sizeof cases[i].layer, "%s", layer);
-  }
-  json_decref(root);
-}
 
 /* rows x cols of src (count_rows rows) repeated cyclically to `rows`. */
 static void *repeat_rows(const void *src, int64_t src_rows, int64_t rows,
@@ -327,23 +298,14 @@ static void *repeat_rows(const void *src, int64_t src_rows, int64_t rows,
  * dense at its m (the output rotation folded), fp16 and bf16 compute. */
 static void test_vectors(void **state) {
   (void)state;
-  load_manifest();
+  ncases = tv_load_b12x_manifest(&cases);
   assert_true(ncases >= 15);
   for (size_t i = 0; i < ncases; ++i) {
-    const bcase *c = &cases[i];
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s.safetensors", B12X_DIR, c->name);
-    trellis_model *model;
-    OK(trellis_model_open(path, &model));
-    trellis_layer layer;
-    OK(trellis_model_find_layer(model, c->layer, &layer));
-    snprintf(path, sizeof path, "%s/%s.ref.safetensors", B12X_DIR, c->name);
-    trellis_file *ref;
-    OK(trellis_file_open(path, &ref));
-    trellis_tensor tx, ty;
-    OK(trellis_file_find(ref, "x", &tx));
-    OK(trellis_file_find(ref, "y", &ty));
-    const trellis_weight *w = &layer.weight;
+    const tv_b12x_case *c = &cases[i];
+    tv_loaded t;
+    tv_open(&c->base, &t);
+    const trellis_tensor tx = t.x, ty = t.y;
+    const trellis_weight *w = &t.layer.weight;
     const int64_t cm = tx.shape[0];
     assert_int_equal(tx.shape[1], w->k);
     uint16_t *x16 = tu_copy_tensor(&tx);
@@ -372,8 +334,8 @@ static void test_vectors(void **state) {
         if (dt)
           check_close(y, yref, count, TOL_BF16_REL, TOL_BF16_MAX, what);
         else
-          tu_assert_close(c->name, what, y, yref, count, TOL);
-        printf("  ok %s %s rel %.2e\n", c->name, what,
+          tu_assert_close(c->base.name, what, y, yref, count, TOL);
+        printf("  ok %s %s rel %.2e\n", c->base.name, what,
                tu_rel_l2(y, yref, count));
         free(y);
         free(yref);
@@ -382,8 +344,7 @@ static void test_vectors(void **state) {
       }
     free(x16);
     free(y64);
-    trellis_file_close(ref);
-    trellis_model_close(model);
+    tv_close(&t);
   }
   free(cases);
   cases = NULL;
@@ -406,28 +367,9 @@ static void check_capture(const trellis_weight *w, int64_t m,
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   float *eager = grun_forward(&g, x, m, s);
   assert_true(tu_all_finite(eager, (size_t)(m * w->n)));
-  const size_t yb = (size_t)(m * w->n) * 2;
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  OK(trellis_run(g.plan, g.dx, m, g.dy, &g.b, s));
-  CK(cudaStreamEndCapture(s, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  uint16_t *h = malloc(yb);
-  for (int r = 0; r < 3; ++r) {
-    CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
-    CK(cudaGraphLaunch(exec, s));
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(h, g.dy, yb, cudaMemcpyDeviceToHost));
-    float *yf = to_float(h, (size_t)(m * w->n), TRELLIS_F16);
-    assert_memory_equal(yf, eager, (size_t)(m * w->n) * sizeof(float));
-    free(yf);
-  }
-  free(h);
+  grun_capture_replay(&g, m, &g.b, s, eager, 3, 1, 1);
   free(eager);
   free(x);
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
   CK(cudaStreamDestroy(s));
   grun_close(&g);
 }

@@ -145,26 +145,7 @@ static void capture_replay(const gw *w, int64_t m, uint64_t seed) {
   trellis_buffers b = g.b;
   b.workspace = NULL;
   b.workspace_bytes = 0;
-  const size_t yb = (size_t)(m * w->w.n) * 2;
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  OK(trellis_run(g.plan, g.dx, m, g.dy, &b, s));
-  CK(cudaStreamEndCapture(s, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  uint16_t *h = malloc(yb);
-  for (int r = 0; r < 100; ++r) {
-    CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
-    CK(cudaGraphLaunch(exec, s));
-    CK(cudaStreamSynchronize(s));
-    CK(cudaMemcpy(h, g.dy, yb, cudaMemcpyDeviceToHost));
-    float *f = to_float(h, (size_t)(m * w->w.n), TRELLIS_F16);
-    assert_memory_equal(f, eager, (size_t)(m * w->w.n) * sizeof(float));
-    free(f);
-  }
-  free(h);
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
+  grun_capture_replay(&g, m, &b, s, eager, 100, 1, 1);
   CK(cudaStreamDestroy(s));
   free(eager);
   free(x);

@@ -219,28 +219,9 @@ static void test_graph_capture(void **state) {
     grun g;
     grun_open(&g, &w.w, &d);
     void *x = rand_input(m, w.w.k, TRELLIS_F16, 500 + r);
-    const size_t yb = (size_t)(m * w.w.n) * 2;
     float *eager = grun_forward(&g, x, m, s);
-    uint16_t *want = malloc(yb), *got = malloc(yb);
-    CK(cudaMemcpy(want, g.dy, yb, cudaMemcpyDeviceToHost));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    OK(trellis_run(g.plan, g.dx, m, g.dy, &g.b, s));
-    CK(cudaStreamEndCapture(s, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int rep = 0; rep < 5; ++rep) {
-      CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
-      CK(cudaGraphLaunch(exec, s));
-      CK(cudaStreamSynchronize(s));
-      CK(cudaMemcpy(got, g.dy, yb, cudaMemcpyDeviceToHost));
-      assert_memory_equal(got, want, yb);
-    }
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
+    grun_capture_replay(&g, m, &g.b, s, eager, 5, 1, 1);
     free(eager);
-    free(want);
-    free(got);
     free(x);
     grun_close(&g);
   }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `trellis info --plan --gpu sms=N,arch=XY` (the plan rules without a GPU,
- * src/cli/cli_gpu_target.c) against `info --plan` on this GPU, for the
+ * cli/cli_gpu_target.c) against `info --plan` on this GPU, for the
  * same N and XY: every layer's path at every m listed, and its rotated,
  * input_f16 and output_f16 bytes, are the real plans'; so is the
  * workspace of every row off the generic path (dense and fused sizes do

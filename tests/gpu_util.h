@@ -2,8 +2,8 @@
 /* Helpers for the GPU tests (header-only: every gpu_*.c is one program).
  * Random EXL3 layers (tools/synth.h), device buffers, running a plan, CPU
  * reference. */
-#ifndef TRELLIS_GPU_UTIL_H
-#define TRELLIS_GPU_UTIL_H
+#ifndef GPU_UTIL_H
+#define GPU_UTIL_H
 
 #include "cuda/kernels.h"
 #include "plan/test_hooks.h"
@@ -208,6 +208,42 @@ static inline float *grun_forward(grun *g, const void *x, int64_t m,
   float *f = to_float(h, (size_t)(m * g->dw.n), g->desc.output_dtype);
   free(h);
   return f;
+}
+
+/* The CUDA-graph contract's check: one trellis_run of g's plan on m rows
+ * (x already in g->dx) with the buffers `b`, captured on `s` and replayed
+ * `replays` times; y is poisoned with NaN before every `poison_every`-th
+ * replay, and after every `check_every`-th replay and the last it must equal
+ * `eager` (y as float, from grun_forward) bit for bit. */
+static inline void grun_capture_replay(grun *g, int64_t m,
+                                       const trellis_buffers *b, cudaStream_t s,
+                                       const float *eager, int replays,
+                                       int poison_every, int check_every) {
+  const size_t count = (size_t)(m * g->dw.n);
+  const size_t yb = count * trellis_dtype_size(g->desc.output_dtype);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  OK(trellis_run(g->plan, g->dx, m, g->dy, b, s));
+  CK(cudaStreamEndCapture(s, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  void *h = malloc(yb);
+  assert_non_null(h);
+  for (int r = 0; r < replays; ++r) {
+    if (r % poison_every == 0)
+      CK(cudaMemsetAsync(g->dy, 0xFF, yb, s)); /* NaN in every dtype */
+    CK(cudaGraphLaunch(exec, s));
+    if (r % check_every == 0 || r == replays - 1) {
+      CK(cudaStreamSynchronize(s));
+      CK(cudaMemcpy(h, g->dy, yb, cudaMemcpyDeviceToHost));
+      float *f = to_float(h, count, g->desc.output_dtype);
+      assert_memory_equal(f, eager, count * sizeof(float));
+      free(f);
+    }
+  }
+  free(h);
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
 }
 
 /* Layers in a row, each reading the previous one's output (k = n), through

@@ -28,125 +28,22 @@
 #define TOL 2e-3
 #define B12X_DIR TU_TV_DIR "/b12x"
 
-typedef struct bcase {
-  char name[96];
-  char layer[128];
-  int64_t k, n, m;
-  trellis_codebook codebook;
-  int bits; /* uniform */
-  trellis_pair_kind pair;
-  trellis_rate_axis axis;
-} bcase;
-
-static bcase *cases;
+static tv_b12x_case *cases;
 static size_t ncases;
 
-static trellis_codebook codebook_of(const char *s) {
-  if (!strcmp(s, "mcg"))
-    return TRELLIS_CB_MCG;
-  if (!strcmp(s, "sqg_e4m3"))
-    return TRELLIS_CB_SQG_E4M3;
-  if (!strcmp(s, "sqg_fp16"))
-    return TRELLIS_CB_SQG_FP16;
-  fail_msg("manifest: unknown codebook '%s'", s);
-  return TRELLIS_CB_3INST;
-}
-
-static const char *str_field(json_t *c, const char *key) {
-  json_t *v = json_object_get(c, key);
-  if (!json_is_string(v))
-    fail_msg("manifest: field '%s' is not a string", key);
-  return json_string_value(v);
-}
-
-static int64_t int_field(json_t *c, const char *key) {
-  json_t *v = json_object_get(c, key);
-  if (!json_is_integer(v))
-    fail_msg("manifest: field '%s' is not an integer", key);
-  return (int64_t)json_integer_value(v);
-}
-
-static void load_manifest(void) {
-  json_error_t err;
-  json_t *root = json_load_file(B12X_DIR "/manifest.json", 0, &err);
-  if (!root)
-    fail_msg("b12x manifest: %s", err.text);
-  json_t *list = json_object_get(root, "cases");
-  assert_true(json_is_array(list));
-  ncases = json_array_size(list);
-  cases = calloc(ncases, sizeof *cases);
-  assert_non_null(cases);
-  for (size_t i = 0; i < ncases; i++) {
-    json_t *c = json_array_get(list, i);
-    bcase *b = &cases[i];
-    snprintf(b->name, sizeof b->name, "%s", str_field(c, "name"));
-    snprintf(b->layer, sizeof b->layer, "%s", str_field(c, "layer"));
-    b->k = int_field(c, "k");
-    b->n = int_field(c, "n");
-    b->m = int_field(c, "m");
-    b->codebook = codebook_of(str_field(c, "codebook"));
-    json_t *kind = json_object_get(c, "pair_kind");
-    if (kind) {
-      json_t *bits = json_object_get(c, "bits");
-      assert_true(json_is_array(bits) && json_array_size(bits) == 2);
-      b->pair =
-          (trellis_pair_kind)(json_integer_value(json_array_get(bits, 0)) << 4 |
-                              json_integer_value(json_array_get(bits, 1)));
-      assert_string_equal(trellis_pair_kind_name(b->pair),
-                          json_string_value(kind));
-      b->axis = strcmp(str_field(c, "rate_axis"), "n") == 0
-                    ? TRELLIS_RATE_AXIS_N
-                    : TRELLIS_RATE_AXIS_K;
-    } else {
-      b->bits = (int)int_field(c, "bits");
-    }
-  }
-  json_decref(root);
-}
-
-typedef struct loaded {
-  trellis_model *model;
-  trellis_layer layer;
-  trellis_file *ref;
-  trellis_tensor x, w_hat, w_dense, y;
-} loaded;
-
-static char *case_path(const bcase *c, const char *suffix) {
-  char *p = malloc(strlen(B12X_DIR) + strlen(c->name) + strlen(suffix) + 2);
+static char *case_path(const tv_b12x_case *c, const char *suffix) {
+  char *p =
+      malloc(strlen(B12X_DIR) + strlen(c->base.name) + strlen(suffix) + 2);
   assert_non_null(p);
-  sprintf(p, "%s/%s%s", B12X_DIR, c->name, suffix);
+  sprintf(p, "%s/%s%s", B12X_DIR, c->base.name, suffix);
   return p;
-}
-
-static void open_case(const bcase *c, loaded *t) {
-  memset(t, 0, sizeof *t);
-  char *path = case_path(c, ".safetensors");
-  if (trellis_model_open(path, &t->model) != TRELLIS_OK)
-    fail_msg("%s: %s", c->name, trellis_last_error());
-  free(path);
-  if (trellis_model_find_layer(t->model, c->layer, &t->layer) != TRELLIS_OK)
-    fail_msg("%s: %s", c->name, trellis_last_error());
-  path = case_path(c, ".ref.safetensors");
-  if (trellis_file_open(path, &t->ref) != TRELLIS_OK)
-    fail_msg("%s: %s", c->name, trellis_last_error());
-  free(path);
-  tu_assert_status(trellis_file_find(t->ref, "x", &t->x), TRELLIS_OK);
-  tu_assert_status(trellis_file_find(t->ref, "w_hat", &t->w_hat), TRELLIS_OK);
-  tu_assert_status(trellis_file_find(t->ref, "w_dense", &t->w_dense),
-                   TRELLIS_OK);
-  tu_assert_status(trellis_file_find(t->ref, "y", &t->y), TRELLIS_OK);
-}
-
-static void close_case(loaded *t) {
-  trellis_model_close(t->model);
-  trellis_file_close(t->ref);
 }
 
 /* ---------------------------------------------------- per-case checks -- */
 
 /* FORMAT.md §9.5: b12x's n-axis copy puts, per K16 row kt, record0's 8 tiles
  * then record1's 8 tiles; the records as the loader sees them give it back. */
-static void check_prepared_payload(const loaded *t) {
+static void check_prepared_payload(const tv_loaded *t) {
   trellis_tensor prep;
   tu_assert_status(trellis_file_find(t->ref, "payload_prepared", &prep),
                    TRELLIS_OK);
@@ -164,63 +61,49 @@ static void check_prepared_payload(const loaded *t) {
 }
 
 static void test_layer(void **state) {
-  const bcase *c = *state;
-  loaded t;
-  open_case(c, &t);
+  const tv_b12x_case *c = *state;
+  tv_loaded t;
+  tv_open(&c->base, &t);
   const trellis_weight *w = &t.layer.weight;
-  assert_int_equal(w->k, c->k);
-  assert_int_equal(w->n, c->n);
-  assert_int_equal(w->codebook, c->codebook);
+  assert_int_equal(w->k, c->base.k);
+  assert_int_equal(w->n, c->base.n);
+  assert_int_equal(w->codebook, c->base.codebook);
   assert_int_equal(w->pair, c->pair);
   assert_int_equal(t.layer.signs, TRELLIS_SIGNS_SCALED);
   assert_int_equal(t.layer.has_bias, 0);
   if (c->pair == TRELLIS_PAIR_NONE) {
-    assert_int_equal(w->bits, c->bits);
+    assert_int_equal(w->bits, c->base.bits);
   } else {
     assert_int_equal(w->rate_axis, c->axis);
     assert_int_equal(w->bits, trl_pair_bits0(c->pair));
     assert_int_equal(w->bits1, trl_pair_bits1(c->pair));
-    const int64_t orth = c->axis == TRELLIS_RATE_AXIS_N ? c->k : c->n;
+    const int64_t orth = c->axis == TRELLIS_RATE_AXIS_N ? c->base.k : c->base.n;
     assert_ptr_equal(w->trellis1,
                      w->trellis + trl_pair_record_words(orth, w->bits));
     if (c->axis == TRELLIS_RATE_AXIS_N)
       check_prepared_payload(&t);
   }
   assert_int_equal(trellis_weight_validate(w), TRELLIS_OK);
-  assert_int_equal(t.x.shape[0], c->m);
-  assert_int_equal(t.x.shape[1], c->k);
-  close_case(&t);
+  assert_int_equal(t.x.shape[0], c->base.m);
+  assert_int_equal(t.x.shape[1], c->base.k);
+  tv_close(&t);
 }
 
 static void test_w_hat(void **state) {
-  const bcase *c = *state;
-  loaded t;
-  open_case(c, &t);
-  const size_t count = (size_t)c->k * (size_t)c->n;
-  assert_int_equal(t.w_hat.nbytes, count * 2);
-  uint16_t *w = malloc(count * 2);
-  assert_non_null(w);
-  memset(w, 0xFF, count * 2);
-  tu_assert_status(trellis_decode_weight(&t.layer.weight, w), TRELLIS_OK);
-  const uint8_t *ref = t.w_hat.data;
-  for (size_t i = 0; i < count; i++) {
-    uint16_t want;
-    memcpy(&want, ref + 2 * i, 2);
-    if (w[i] != want)
-      fail_msg("%s: w_hat[%zu][%zu] = 0x%04x, want 0x%04x", c->name,
-               i / (size_t)c->n, i % (size_t)c->n, w[i], want);
-  }
-  free(w);
-  close_case(&t);
+  const tv_b12x_case *c = *state;
+  tv_loaded t;
+  tv_open(&c->base, &t);
+  tv_check_w_hat(&c->base, &t);
+  tv_close(&t);
 }
 
 /* The case's file with one more header byte, so that every tensor starts
  * at an odd address: listing copies nothing, a fetch realigns the payload
  * (a pair's record1 with it) and decodes as the aligned file does. */
 static void test_misaligned(void **state) {
-  const bcase *c = *state;
-  loaded t;
-  open_case(c, &t);
+  const tv_b12x_case *c = *state;
+  tv_loaded t;
+  tv_open(&c->base, &t);
   char *path = case_path(c, ".safetensors");
   size_t size;
   uint8_t *buf = tu_read_file(path, &size);
@@ -247,7 +130,7 @@ static void test_misaligned(void **state) {
   trellis_layer_info info;
   tu_assert_status(trellis_model_layer_info(m, 0, &info), TRELLIS_OK);
   const trellis_weight *a = &t.layer.weight;
-  assert_string_equal(info.name, c->layer);
+  assert_string_equal(info.name, c->base.layer);
   assert_int_equal(info.k, a->k);
   assert_int_equal(info.n, a->n);
   assert_int_equal(info.bits, a->bits);
@@ -264,7 +147,7 @@ static void test_misaligned(void **state) {
   assert_ptr_equal(w->trellis1, a->trellis1
                                     ? w->trellis + (a->trellis1 - a->trellis)
                                     : NULL);
-  const size_t count = (size_t)c->k * (size_t)c->n;
+  const size_t count = (size_t)c->base.k * (size_t)c->base.n;
   uint16_t *want = malloc(count * 2), *got = malloc(count * 2);
   assert_true(want && got);
   tu_assert_status(trellis_decode_weight(a, want), TRELLIS_OK);
@@ -274,54 +157,23 @@ static void test_misaligned(void **state) {
   free(got);
   trellis_model_close(m);
   free(path);
-  close_case(&t);
+  tv_close(&t);
 }
 
 static void test_w_dense(void **state) {
-  const bcase *c = *state;
-  loaded t;
-  open_case(c, &t);
-  const size_t count = (size_t)c->k * (size_t)c->n;
-  float *w = malloc(count * 4);
-  assert_non_null(w);
-  memset(w, 0xFF, count * 4);
-  tu_assert_status(trellis_dense_weight(&t.layer.weight, w), TRELLIS_OK);
-  float *ref = tu_copy_tensor(&t.w_dense);
-  tu_assert_close(c->name, "w_dense", w, ref, count, TOL);
-  free(ref);
-  free(w);
-  close_case(&t);
-}
-
-static void forward_once(const bcase *c, const loaded *t, const uint16_t *x16,
-                         const float *yref, trellis_dtype xdt,
-                         trellis_dtype ydt, int threads) {
-  const trellis_weight *w = &t->layer.weight;
-  assert_true(trellis_cpu_workspace_size(w, c->m, threads) > 0);
-  float *yf = tu_cpu_forward_f32(w, x16, c->m, xdt, ydt, threads);
-  char what[96];
-  snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
-           trellis_dtype_name(xdt), trellis_dtype_name(ydt), threads);
-  tu_assert_close(c->name, what, yf, yref, (size_t)c->m * (size_t)c->n, TOL);
-  free(yf);
+  const tv_b12x_case *c = *state;
+  tv_loaded t;
+  tv_open(&c->base, &t);
+  tv_check_w_dense(&c->base, &t, TOL);
+  tv_close(&t);
 }
 
 static void test_cpu_forward(void **state) {
-  const bcase *c = *state;
-  loaded t;
-  open_case(c, &t);
-  assert_int_equal(t.y.nbytes, (size_t)c->m * (size_t)c->n * 4);
-  uint16_t *x16 = tu_copy_tensor(&t.x);
-  float *yref = tu_copy_tensor(&t.y);
-  const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
-  const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
-  for (int threads = 1; threads <= 2; threads++)
-    for (int i = 0; i < 2; i++)
-      for (int j = 0; j < 2; j++)
-        forward_once(c, &t, x16, yref, xdts[i], ydts[j], threads);
-  free(x16);
-  free(yref);
-  close_case(&t);
+  const tv_b12x_case *c = *state;
+  tv_loaded t;
+  tv_open(&c->base, &t);
+  tv_check_cpu_forward(&c->base, &t, TOL);
+  tv_close(&t);
 }
 
 /* ---------------------------------------------------------------- CLI -- */
@@ -370,19 +222,19 @@ static void test_cli_decode_forward(void **state) {
                                       "p33_k_sqg_e4m3_256x128",
                                       "p24_n_sqg_e4m3_128x256"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-    const bcase *c = NULL;
+    const tv_b12x_case *c = NULL;
     for (size_t j = 0; j < ncases; j++)
-      if (!strcmp(cases[j].name, names[i]))
+      if (!strcmp(cases[j].base.name, names[i]))
         c = &cases[j];
     assert_non_null(c);
-    loaded t;
-    open_case(c, &t);
+    tv_loaded t;
+    tv_open(&c->base, &t);
     char *model = case_path(c, ".safetensors");
     char *w_path = tu_tmp_path("w.npy"), *x_path = tu_tmp_path("x.npy");
     char *y_path = tu_tmp_path("y.npy");
     char args[1024];
-    snprintf(args, sizeof args, "decode '%s' %s --output '%s'", model, c->layer,
-             w_path);
+    snprintf(args, sizeof args, "decode '%s' %s --output '%s'", model,
+             c->base.layer, w_path);
     if (run_cli(args, out, sizeof out) != 0)
       fail_msg("%s: %s", args, out);
     npy_array a;
@@ -392,27 +244,27 @@ static void test_cli_decode_forward(void **state) {
     assert_memory_equal(a.data, t.w_hat.data, a.nbytes);
     npy_free(&a);
 
-    const int64_t xshape[2] = {c->m, c->k};
+    const int64_t xshape[2] = {c->base.m, c->base.k};
     tu_assert_status(npy_write(x_path, TRELLIS_F16, 2, xshape, t.x.data),
                      TRELLIS_OK);
     snprintf(args, sizeof args,
              "forward '%s' %s --input '%s' --output '%s' --device cpu", model,
-             c->layer, x_path, y_path);
+             c->base.layer, x_path, y_path);
     if (run_cli(args, out, sizeof out) != 0)
       fail_msg("%s: %s", args, out);
     tu_assert_status(npy_read(y_path, &a), TRELLIS_OK);
     assert_int_equal(a.dtype, TRELLIS_F32);
     assert_int_equal(a.nbytes, t.y.nbytes);
     float *yref = tu_copy_tensor(&t.y);
-    tu_assert_close(c->name, "cli forward", a.data, yref, (size_t)(c->m * c->n),
-                    TOL);
+    tu_assert_close(c->base.name, "cli forward", a.data, yref,
+                    (size_t)(c->base.m * c->base.n), TOL);
     free(yref);
     npy_free(&a);
     free(model);
     free(w_path);
     free(x_path);
     free(y_path);
-    close_case(&t);
+    tv_close(&t);
   }
 }
 
@@ -815,7 +667,7 @@ static void test_research_container(void **state) {
 }
 
 int main(void) {
-  load_manifest();
+  ncases = tv_load_b12x_manifest(&cases);
   static const struct {
     const char *suffix;
     CMUnitTestFunction fn;
@@ -841,7 +693,7 @@ int main(void) {
   for (size_t i = 0; i < ncases; i++)
     for (size_t j = 0; j < nchecks; j++) {
       const size_t k = i * nchecks + j;
-      snprintf(names[k], sizeof names[k], "%s: %s", cases[i].name,
+      snprintf(names[k], sizeof names[k], "%s: %s", cases[i].base.name,
                checks[j].suffix);
       tests[k].name = names[k];
       tests[k].test_func = checks[j].fn;

@@ -3,8 +3,9 @@
  * pure functions, tested on the CPU. */
 #include "testutil.h"
 
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/gate.h"
+#include "rules/layout.h"
+#include "rules/path.h"
 
 #include <string.h>
 
@@ -428,11 +429,124 @@ static void test_layout_callback_and_dense(void **state) {
       trl_layout_compute(&huge, TRELLIS_PATH_GENERIC, (int64_t)1 << 40, &l));
 }
 
+/* A K6/MCG plan of the default desc on an H200-like device. */
+static trl_path_plan open_plan(void) {
+  trl_path_plan p = {0};
+  p.k = 4096;
+  p.bits = 6;
+  p.codebook = TRELLIS_CB_MCG;
+  p.input_dtype = p.output_dtype = p.compute_dtype = TRELLIS_F16;
+  p.cc_major = 9;
+  p.fused_image = 1;
+  return p;
+}
+
+/* The dense crossover: 257 on Hopper with k >= 1024, else 192. */
+static void test_path_dense_crossover(void **state) {
+  (void)state;
+  trl_path_plan p = open_plan();
+  assert_int_equal(trl_path_dense_min_m(&p), 257);
+  p.k = 512;
+  assert_int_equal(trl_path_dense_min_m(&p), 192);
+  p = open_plan(), p.cc_major = 8;
+  assert_int_equal(trl_path_dense_min_m(&p), 192);
+  p.cc_major = 10;
+  assert_int_equal(trl_path_dense_min_m(&p), 192);
+}
+
+/* The path for m: fused through the gate, then the crossover, the flags
+ * and a half rate's fallback to dense. */
+static void test_path_for(void **state) {
+  (void)state;
+  trl_layout_params lp = {0};
+  lp.k = 4096, lp.n = 4096, lp.sm_count = 132;
+  trl_path_plan p = open_plan();
+  trl_gate_reason why = TRL_GATE_FORCED;
+  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_FUSED);
+  assert_int_equal(why, TRL_GATE_OPEN);
+  assert_int_equal(trl_path_for(&p, &lp, 129, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(why, TRL_GATE_M_TOO_LARGE);
+  assert_int_equal(trl_path_for(&p, &lp, 256, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, &lp, 257, NULL), TRELLIS_PATH_DENSE);
+  p.flags = TRELLIS_PLAN_FORCE_DECODE;
+  assert_int_equal(trl_path_for(&p, &lp, 4096, NULL), TRELLIS_PATH_GENERIC);
+  p.flags = TRELLIS_PLAN_FORCE_DENSE;
+  assert_int_equal(trl_path_for(&p, &lp, 1, NULL), TRELLIS_PATH_FUSED);
+  p.flags |= TRELLIS_PLAN_FORCE_GENERIC;
+  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_DENSE);
+  assert_int_equal(why, TRL_GATE_FORCED);
+  p = open_plan(), p.split_k = 2;
+  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(why, TRL_GATE_FORCED);
+  /* a half rate without the register-direct kernel: dense below the
+   * crossover too */
+  p = open_plan(), p.bits = 2, p.half = 1, p.codebook = TRELLIS_CB_MUL1;
+  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_DENSE);
+  assert_int_equal(why, TRL_GATE_BITS);
+  p = open_plan(), p.bits = 4;
+  assert_int_equal(trl_path_for(&p, &lp, 1, NULL), TRELLIS_PATH_GENERIC);
+}
+
+/* The register-direct kernel's eligibility: each condition alone. */
+static void test_path_direct_eligible(void **state) {
+  (void)state;
+  trl_path_plan p = open_plan();
+  assert_true(trl_path_direct_eligible(&p));
+  p.codebook = TRELLIS_CB_MUL1;
+  assert_true(trl_path_direct_eligible(&p));
+  p = open_plan(), p.fused_image = 0;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.compute_dtype = TRELLIS_BF16;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.has_h128 = 1;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.split_k = 1;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.flags = TRELLIS_PLAN_LEGACY_KERNELS;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.flags = TRELLIS_PLAN_EXACT_WEIGHTS;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.flags = TRELLIS_PLAN_FORCE_GENERIC;
+  assert_true(trl_path_direct_eligible(&p));
+  p = open_plan(), p.codebook = TRELLIS_CB_SQG_E4M3, p.bits = 4;
+  assert_false(trl_path_direct_eligible(&p));
+  p = open_plan(), p.paired = 1;
+  assert_false(trl_path_direct_eligible(&p));
+}
+
+/* The dense path's folds by dtypes, bias, rotations and half rates. */
+static void test_path_dense_folds(void **state) {
+  (void)state;
+  trl_path_plan p = open_plan();
+  assert_true(trl_path_dense_direct(&p));
+  assert_true(trl_path_dense_fold_input(&p));
+  p.output_dtype = TRELLIS_F32;
+  assert_true(trl_path_dense_direct(&p));
+  p.has_bias = 1; /* an fp16 bias: fp16 output and compute only */
+  assert_false(trl_path_dense_direct(&p));
+  p.output_dtype = TRELLIS_F16;
+  assert_true(trl_path_dense_direct(&p));
+  p = open_plan(), p.output_dtype = TRELLIS_BF16;
+  assert_false(trl_path_dense_direct(&p));
+  p = open_plan(), p.input_dtype = TRELLIS_F32;
+  assert_false(trl_path_dense_fold_input(&p));
+  p = open_plan(), p.has_h128 = 1;
+  assert_false(trl_path_dense_direct(&p));
+  assert_false(trl_path_dense_fold_input(&p));
+  p = open_plan(), p.half = 1;
+  assert_false(trl_path_dense_direct(&p));
+  assert_false(trl_path_dense_fold_input(&p));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate_open),
       cmocka_unit_test(test_gate_each_condition),
       cmocka_unit_test(test_gate_b12x_formats),
+      cmocka_unit_test(test_path_dense_crossover),
+      cmocka_unit_test(test_path_for),
+      cmocka_unit_test(test_path_direct_eligible),
+      cmocka_unit_test(test_path_dense_folds),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_layout_direct),
       cmocka_unit_test(test_direct_variants),

@@ -44,21 +44,7 @@ static void test_decode_bit_exact(void **state) {
   const tv_case *c = *state;
   tv_loaded t;
   tv_open(c, &t);
-  size_t count = (size_t)c->k * (size_t)c->n;
-  assert_int_equal(t.w_hat.nbytes, count * 2);
-  uint16_t *w = malloc(count * 2);
-  assert_non_null(w);
-  memset(w, 0xff, count * 2);
-  tu_assert_status(trellis_decode_weight(&t.layer.weight, w), TRELLIS_OK);
-  const uint8_t *ref = t.w_hat.data;
-  for (size_t i = 0; i < count; i++) {
-    uint16_t want;
-    memcpy(&want, ref + 2 * i, 2);
-    if (w[i] != want)
-      fail_msg("%s: w_hat[%zu][%zu] = 0x%04x, want 0x%04x", c->name,
-               i / (size_t)c->n, i % (size_t)c->n, w[i], want);
-  }
-  free(w);
+  tv_check_w_hat(c, &t);
   tv_close(&t);
 }
 
@@ -66,47 +52,15 @@ static void test_dense_weight(void **state) {
   const tv_case *c = *state;
   tv_loaded t;
   tv_open(c, &t);
-  size_t count = (size_t)c->k * (size_t)c->n;
-  assert_int_equal(t.w_dense.nbytes, count * 4);
-  float *w = malloc(count * 4);
-  assert_non_null(w);
-  memset(w, 0xff, count * 4); /* NaN: unwritten elements fail */
-  tu_assert_status(trellis_dense_weight(&t.layer.weight, w), TRELLIS_OK);
-  float *ref = tu_copy_tensor(&t.w_dense);
-  tu_assert_close(c->name, "w_dense", w, ref, count, TOL);
-  free(ref);
-  free(w);
+  tv_check_w_dense(c, &t, TOL);
   tv_close(&t);
-}
-
-/* One forward: x of dtype xdt, y of dtype ydt, `threads` threads. */
-static void forward_once(const tv_case *c, const tv_loaded *t,
-                         const uint16_t *x16, const float *yref,
-                         trellis_dtype xdt, trellis_dtype ydt, int threads) {
-  const trellis_weight *w = &t->layer.weight;
-  float *yf = tu_cpu_forward_f32(w, x16, c->m, xdt, ydt, threads);
-  char what[96];
-  snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
-           trellis_dtype_name(xdt), trellis_dtype_name(ydt), threads);
-  tu_assert_close(c->name, what, yf, yref, (size_t)c->m * (size_t)c->n, TOL);
-  free(yf);
 }
 
 static void test_cpu_forward(void **state) {
   const tv_case *c = *state;
   tv_loaded t;
   tv_open(c, &t);
-  assert_int_equal(t.y.nbytes, (size_t)c->m * (size_t)c->n * 4);
-  uint16_t *x16 = tu_copy_tensor(&t.x);
-  float *yref = tu_copy_tensor(&t.y);
-  const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
-  const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
-  for (int threads = 1; threads <= 2; threads++)
-    for (int i = 0; i < 2; i++)
-      for (int j = 0; j < 2; j++)
-        forward_once(c, &t, x16, yref, xdts[i], ydts[j], threads);
-  free(x16);
-  free(yref);
+  tv_check_cpu_forward(c, &t, TOL);
   tv_close(&t);
 }
 

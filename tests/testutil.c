@@ -264,6 +264,107 @@ void tv_close(tv_loaded *t) {
   memset(t, 0, sizeof *t);
 }
 
+void tv_check_w_hat(const tv_case *c, const tv_loaded *t) {
+  const size_t count = (size_t)c->k * (size_t)c->n;
+  assert_int_equal(t->w_hat.nbytes, count * 2);
+  uint16_t *w = malloc(count * 2);
+  assert_non_null(w);
+  memset(w, 0xFF, count * 2);
+  tu_assert_status(trellis_decode_weight(&t->layer.weight, w), TRELLIS_OK);
+  const uint8_t *ref = t->w_hat.data;
+  for (size_t i = 0; i < count; i++) {
+    uint16_t want;
+    memcpy(&want, ref + 2 * i, 2);
+    if (w[i] != want)
+      fail_msg("%s: w_hat[%zu][%zu] = 0x%04x, want 0x%04x", c->name,
+               i / (size_t)c->n, i % (size_t)c->n, w[i], want);
+  }
+  free(w);
+}
+
+void tv_check_w_dense(const tv_case *c, const tv_loaded *t, double tol) {
+  const size_t count = (size_t)c->k * (size_t)c->n;
+  assert_int_equal(t->w_dense.nbytes, count * 4);
+  float *w = malloc(count * 4);
+  assert_non_null(w);
+  memset(w, 0xFF, count * 4); /* NaN: unwritten elements fail */
+  tu_assert_status(trellis_dense_weight(&t->layer.weight, w), TRELLIS_OK);
+  float *ref = tu_copy_tensor(&t->w_dense);
+  tu_assert_close(c->name, "w_dense", w, ref, count, tol);
+  free(ref);
+  free(w);
+}
+
+void tv_check_cpu_forward(const tv_case *c, const tv_loaded *t, double tol) {
+  assert_int_equal(t->y.nbytes, (size_t)c->m * (size_t)c->n * 4);
+  const trellis_weight *w = &t->layer.weight;
+  uint16_t *x16 = tu_copy_tensor(&t->x);
+  float *yref = tu_copy_tensor(&t->y);
+  const trellis_dtype xdts[] = {TRELLIS_F16, TRELLIS_F32};
+  const trellis_dtype ydts[] = {TRELLIS_F32, TRELLIS_F16};
+  for (int threads = 1; threads <= 2; threads++)
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++) {
+        assert_true(trellis_cpu_workspace_size(w, c->m, threads) > 0);
+        float *yf = tu_cpu_forward_f32(w, x16, c->m, xdts[i], ydts[j], threads);
+        char what[96];
+        snprintf(what, sizeof what, "y (x %s, y %s, %d threads)",
+                 trellis_dtype_name(xdts[i]), trellis_dtype_name(ydts[j]),
+                 threads);
+        tu_assert_close(c->name, what, yf, yref, (size_t)c->m * (size_t)c->n,
+                        tol);
+        free(yf);
+      }
+  free(x16);
+  free(yref);
+}
+
+size_t tv_load_b12x_manifest(tv_b12x_case **cases) {
+  char *path = tu_tv_path(TU_TV_B12X "/manifest.json");
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  if (!root)
+    fail_msg("b12x manifest: %s", err.text);
+  free(path);
+  json_t *list = json_object_get(root, "cases");
+  assert_true(json_is_array(list));
+  const size_t n = json_array_size(list);
+  tv_b12x_case *cs = calloc(n ? n : 1, sizeof *cs);
+  assert_non_null(cs);
+  for (size_t i = 0; i < n; i++) {
+    json_t *c = json_array_get(list, i);
+    tv_b12x_case *b = &cs[i];
+    char cb[16];
+    snprintf(b->base.set, sizeof b->base.set, "%s", TU_TV_B12X);
+    copy_field(b->base.name, sizeof b->base.name, c, "name");
+    copy_field(b->base.layer, sizeof b->base.layer, c, "layer");
+    copy_field(cb, sizeof cb, c, "codebook");
+    b->base.codebook = codebook_of(cb);
+    b->base.k = int_field(c, "k");
+    b->base.n = int_field(c, "n");
+    b->base.m = int_field(c, "m");
+    json_t *kind = json_object_get(c, "pair_kind");
+    if (kind) {
+      json_t *bits = json_object_get(c, "bits");
+      assert_true(json_is_array(bits) && json_array_size(bits) == 2);
+      b->pair =
+          (trellis_pair_kind)(json_integer_value(json_array_get(bits, 0)) << 4 |
+                              json_integer_value(json_array_get(bits, 1)));
+      assert_string_equal(trellis_pair_kind_name(b->pair),
+                          json_string_value(kind));
+      char axis[8];
+      copy_field(axis, sizeof axis, c, "rate_axis");
+      b->axis =
+          strcmp(axis, "n") == 0 ? TRELLIS_RATE_AXIS_N : TRELLIS_RATE_AXIS_K;
+    } else {
+      b->base.bits = (int)int_field(c, "bits");
+    }
+  }
+  json_decref(root);
+  *cases = cs;
+  return n;
+}
+
 void tu_sha256_u16_hex(const uint16_t *v, size_t count, char hex[65]) {
   uint8_t *le = malloc(count * 2 + 1);
   assert_non_null(le);

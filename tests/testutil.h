@@ -16,8 +16,8 @@
  *   TRELLIS_TEST_DATA  tests/data (TU_TV_DIR is its testvectors folder)
  *   TRELLIS_CLI_PATH   the built `trellis` command-line tool
  */
-#ifndef TRELLIS_TESTUTIL_H
-#define TRELLIS_TESTUTIL_H
+#ifndef TESTUTIL_H
+#define TESTUTIL_H
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +40,8 @@ extern "C" {
 #define TU_TOY16_MODEL TU_TV_DIR "/half/toy-exl3-1.6-model"
 /* six layers ExLlamaV3 1.6.5's own quantizer wrote (y_exact references) */
 #define TU_TV_REAL "exl3-real"
+/* testvectors/b12x: the b12x formats (tv_load_b12x_manifest) */
+#define TU_TV_B12X "b12x"
 
 /* ------------------------------------------------------------- paths -- */
 
@@ -68,7 +70,7 @@ char *tu_read_text(const char *path);
 /* ------------------------------------------------------ test vectors -- */
 
 typedef struct tv_case {
-  char set[32];    /* "" (testvectors/), TU_TV_HALF or TU_TV_REAL */
+  char set[32];    /* "" (testvectors/), TU_TV_HALF, TU_TV_REAL or TU_TV_B12X */
   char name[96];   /* file stem: NAME.safetensors, NAME.ref.safetensors */
   char layer[128]; /* layer prefix inside NAME.safetensors */
   int64_t k, n, m;
@@ -99,6 +101,27 @@ typedef struct tv_loaded {
 /* Opens one case (asserts on failure, printing trellis_last_error()). */
 void tv_open(const tv_case *c, tv_loaded *out);
 void tv_close(tv_loaded *t);
+
+/* A case of testvectors/b12x/manifest.json: `base` as a tv_case of the set
+ * TU_TV_B12X (tv_open opens it; bits: a uniform layer's K, 0 for a pair),
+ * and a pair's kind and rate axis (TRELLIS_PAIR_NONE for a uniform layer). */
+typedef struct tv_b12x_case {
+  tv_case base;
+  trellis_pair_kind pair;
+  trellis_rate_axis axis;
+} tv_b12x_case;
+
+/* Loads testvectors/b12x/manifest.json; *cases is malloc'd. Asserts on
+ * failure. */
+size_t tv_load_b12x_manifest(tv_b12x_case **cases);
+
+/* The checks every set's cases take (c->name in the messages):
+ * trellis_decode_weight equals w_hat bit for bit; trellis_dense_weight and
+ * trellis_cpu_forward (fp16 and fp32 x, fp32 and fp16 y, 1 and 2 threads)
+ * match w_dense and y within tu_assert_close's `tol`. */
+void tv_check_w_hat(const tv_case *c, const tv_loaded *t);
+void tv_check_w_dense(const tv_case *c, const tv_loaded *t, double tol);
+void tv_check_cpu_forward(const tv_case *c, const tv_loaded *t, double tol);
 
 /* ------------------------------------------------------------ metrics -- */
 

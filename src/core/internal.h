@@ -16,7 +16,7 @@ extern "C" {
 
 /* The one wording of the two ways CUDA can be missing, in the library's
  * messages (plan/no_cuda.c, the device checks of plan/plan.c and
- * plan/device.c), the CLI's (src/cli) and Python's (_core.NO_CUDA_BUILD,
+ * plan/device.c), the CLI's (cli) and Python's (_core.NO_CUDA_BUILD,
  * NO_CUDA_DEVICE). */
 #define TRL_NO_CUDA_BUILD "libtrellis was built without CUDA"
 #define TRL_NO_CUDA_DEVICE "no CUDA device is available"

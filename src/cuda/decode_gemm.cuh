@@ -62,8 +62,8 @@ template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
 
 /* An SQG codebook decodes through a state -> value table of the layer's K
  * in shared memory (one lookup a weight instead of the graph and T12:
- * bench/RESULTS.md): 65536 E4M3 codes (sqg_e4m3) or fp16 values
- * (sqg_fp16), after the ring. */
+ * docs/TUNING.md, "Decode-GEMM: an SQG codebook through a state table"):
+ * 65536 E4M3 codes (sqg_e4m3) or fp16 values (sqg_fp16), after the ring. */
 template <int CB> __host__ __device__ constexpr int sqg_table_bytes() {
   return CB == TRELLIS_CB_SQG_E4M3   ? 65536
          : CB == TRELLIS_CB_SQG_FP16 ? 131072
@@ -73,7 +73,8 @@ template <int CB> __host__ __device__ constexpr int sqg_table_bytes() {
 /* Ring depth: 2 CTAs/SM still fit with the large A stages of MB 4 and 8;
  * MB 1 and 2 keep 3 CTAs/SM, with one stage less for K >= 7 since the
  * stages are 1 KiB-aligned. For MB 1 the deeper ring beats a fourth CTA
- * per SM (bench/RESULTS.md). With an SQG table, as many stages (at least
+ * per SM (docs/TUNING.md, "Decode-GEMM: ring depth and CTAs per SM"). With
+ * an SQG table, as many stages (at least
  * two) as leave room for two CTAs per SM (sqg_e4m3) or one (sqg_fp16) in
  * the H100/H200's 228 KiB (1 KiB of it reserved per CTA). */
 template <int K, int MB, int CB = TRELLIS_CB_MCG>
@@ -268,7 +269,8 @@ template <int K, int MB> struct StageTiles {
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
  * The weights are the B operand here: as the A operand (no B-fragment
- * pack) they were slower or rounded W_hat differently (bench/RESULTS.md). */
+ * pack) they were slower or rounded W_hat differently (docs/TUNING.md,
+ * "Decode-GEMM: the weights as the B operand, wgmma groups of two tiles"). */
 template <int K, int CB, int MB, bool BF16>
 __device__ __forceinline__ void
 compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
@@ -334,7 +336,8 @@ compute_stage(const char *stage, WAcc<MB> &acc, const StageTiles<K, MB> &lt,
   };
   /* Tiles per wgmma group: one fence, commit and wait per two tiles (one
    * group in flight while the next two decode), which beats single tiles
-   * and groups of four on the H200 (bench/RESULTS.md). Single tiles for the
+   * and groups of four (docs/TUNING.md, "Decode-GEMM: the weights as the B
+   * operand, wgmma groups of two tiles"). Single tiles for the
    * 8-m-block variant and for K <= 2, where pairs cost enough registers to
    * lose a CTA per SM (not with an SQG table: its shared memory already
    * allows only two, and the lookups need the pair's independent loads). */

@@ -23,7 +23,7 @@
  *      nothing to do), query fills outputs in Args (registers, shared
  *      memory), exists() returns false for combinations the family does
  *      not compile. Axes come from this header (the lists are in
- *      plan/kernel_config.h); a family's own axis is
+ *      rules/kernel_config.h); a family's own axis is
  *        struct HalvesAxis : dispatch::Axis<0, 1> {
  *          static constexpr const char *kName = "halves"; };
  *   2. Its C launcher (declared in kernels.h, taking trellis_dtype and
@@ -43,13 +43,13 @@
  *      dispatch_unit.cuh, so it compiles no kernel itself. Without kUnits
  *      the launcher's .cu instantiates everything.
  * Adding a bitrate, codebook, dtype or m-block is one edit of its list in
- * plan/kernel_config.h (plus the device code the new value needs). */
+ * rules/kernel_config.h (plus the device code the new value needs). */
 #ifndef TRL_CUDA_DISPATCH_CUH
 #define TRL_CUDA_DISPATCH_CUH
 
 #include "core/internal.h"
 #include "cuda/kernels.h"
-#include "plan/kernel_config.h"
+#include "rules/kernel_config.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -32,10 +32,11 @@ namespace fused {
 using namespace trl::gemm;
 
 constexpr int K = TRL_FUSED_BITS;
-/* Largest cluster prepare picks (plan/kernel_config.h), every m-block
+/* Largest cluster prepare picks (rules/kernel_config.h), every m-block
  * variant: with the claims, 16-CTA clusters cost m = 128; without them
  * (TRL_FUSED_PRE) the model picks 16 only where strips are few, and there
- * it gains (6144x1024, m >= 32: 16-20%, bench/RESULTS.md). */
+ * it gains (docs/TUNING.md, "Fused kernel: clusters up to 16, the
+ * cluster-size model's ramp"). */
 constexpr int kMaxCluster = TRL_FUSED_MAX_CLUSTER;
 /* Peers whose DSMEM loads the cluster reduce issues before adding. */
 [[maybe_unused]] constexpr int kReduceBatch = 8; /* unused like CB */
@@ -210,9 +211,9 @@ __device__ void release_flags(const FusedParams &p, int64_t kblocks) {
  * its own stages as they enter the ring, instead of claiming blocks of the
  * shared `rotated` buffer and waiting for the CTAs that rotate them. That
  * wait is a fixed cost per CTA (flag reads, CAS, publish: several L2 round
- * trips); re-rotating x in every strip costs ~80 instructions per row and
- * stage against ~3500 for the stage's decode, so short CTAs gain and long
- * ones lose (bench/RESULTS.md). Row r of stage s is rotated by warp
+ * trips); re-rotating x in every strip costs a small share of the stage's
+ * decode per row, so short CTAs gain and long ones lose (docs/TUNING.md,
+ * "Fused kernel: local input rotation"). Row r of stage s is rotated by warp
  * (r + s) % 8: its 8-byte loads are issued before the stage in flight is
  * computed, the result is written to the stage's activation rows after it.
  * Rows m..15 are zeroed once: nothing else writes the activation area. */
@@ -288,7 +289,8 @@ struct LocalRotation {
  * row longer than the others, and the stage barrier waits for it. 20 rows
  * of 256 bytes after the ring keep 3 CTAs per SM. It is a kernel of its
  * own (Ahead), since compiled into one kernel with the other two forms it
- * slows the claiming form (bench/RESULTS.md). */
+ * slows the claiming form (docs/TUNING.md, "Fused kernel: the local
+ * rotation up front, its own kernel"). */
 constexpr int kPreRows = TRL_FUSED_PRE_ROWS;
 constexpr int kPreBytes = kPreRows * 256;
 constexpr int kPrePerWarp = (kPreRows + kThreads / 32 - 1) / (kThreads / 32);
@@ -380,7 +382,8 @@ __global__ void __launch_bounds__(kThreads, MB <= 2 ? TRL_FUSED_CTAS_PER_SM : 2)
    * Everything else that kernel may write (x, the rotated buffer, the
    * flags) or read (y) is touched only after its grid has completed and
    * flushed. Our dependents may be scheduled once every CTA is past the
-   * wait (the fastest point, bench/RESULTS.md); they too wait for our
+   * wait (the fastest point: docs/TUNING.md, "Fused kernel: a dependent
+   * launch where its CTAs run two k-blocks"); they too wait for our
    * completion. */
   griddep_wait();
   griddep_launch_dependents();
@@ -483,7 +486,8 @@ void cluster_config(cudaLaunchConfig_t &cfg, cudaLaunchAttribute *attr, int cs,
 
 /* Per-CTA fixed cost in units of one k-block's stage: pipeline fill, the
  * rotation claims and the cluster reduce. 5 makes the model rank cluster
- * sizes as the H200's timings do (bench/RESULTS.md). */
+ * sizes as the timings do (docs/TUNING.md, "Fused kernel: clusters up to
+ * 16, the cluster-size model's ramp"). */
 constexpr int kRampStages = 5;
 
 /* Whether the kernel rotates x up front (the Ahead form, see kPreRows). */

@@ -8,7 +8,7 @@
 #define TRL_CUDA_KERNELS_H
 
 #include "plan/direct_rules.h"
-#include "plan/kernel_config.h"
+#include "rules/kernel_config.h"
 #include "trellis.h"
 
 #include <stddef.h>
@@ -164,7 +164,7 @@ int trl_launch_reconstruct_rate(const trl_reconstruct_args *a, void *stream);
 int trl_reconstruct_prepare(int bits, trellis_codebook codebook);
 
 /* Fused K6/MCG path (fused_k6.cu); its limits and the rotation modes are
- * in plan/kernel_config.h. With `pdl` it is launched with programmatic
+ * in rules/kernel_config.h. With `pdl` it is launched with programmatic
  * stream serialisation. */
 /* Sets the attributes of every variant and picks the cluster size of each
  * m-block variant (cluster_out[i] for trl_m_block_at(i)) and the waves of

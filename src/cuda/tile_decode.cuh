@@ -29,8 +29,8 @@ template <int K> struct TileGeom {
  * the powers of two as a parameter, so v * pow2[r] stays an IMAD on the
  * FMA pipe with its operand read from the constant bank. The decode is
  * bound by the ALU pipe (window shifts, codebook LOP3), so the hot kernels
- * (HotShifts) move these shifts to the lightly used FMA pipe (faster on the
- * H200, bench/RESULTS.md). */
+ * (HotShifts) move these shifts to the lightly used FMA pipe (faster:
+ * docs/TUNING.md, "Tile decode: shifts on the FMA pipe, no multiply-high"). */
 struct LiteralShifts {
   __device__ __forceinline__ uint32_t shl(uint32_t v, int r) const {
     return v << r;
@@ -60,7 +60,8 @@ inline void init_shifts(Pow2Table &t) {
  *  - each window then costs one op where it is byte-aligned in its word
  *    (r = 0: shift down; 8: byte permute; 16: mask) and otherwise a left
  *    shift (`sh`, see above) plus the shift down by 16, which stays on the
- *    ALU pipe (a multiply-high by 2^16 was slower, bench/RESULTS.md). */
+ *    ALU pipe (a multiply-high by 2^16 was slower: docs/TUNING.md, "Tile
+ *    decode: shifts on the FMA pipe, no multiply-high"). */
 template <int K, class Shifts>
 __device__ __forceinline__ void
 states_from_words(const uint32_t (&w)[TileGeom<K>::kNW], int o,

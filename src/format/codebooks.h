@@ -4,7 +4,7 @@
  * names and the name parser, validation and the K ranges, the markers a
  * layer carries and their values, whether the value depends on K (SQG),
  * which codebooks pair and which b12x files name, the GPU's codebook axis
- * (plan/kernel_config.h) and the kernels' codebook_has_bits / is_sqg.
+ * (rules/kernel_config.h) and the kernels' codebook_has_bits / is_sqg.
  * Plain C macros and expression-only inline functions: the header is C and
  * CUDA (constexpr and __host__ __device__ there) alike.
  *

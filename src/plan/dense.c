@@ -29,20 +29,6 @@ static cudaDataType_t cuda_type(trellis_dtype t) {
                             : CUDA_R_16F;
 }
 
-int trl_dense_direct(const trellis_plan *p) {
-  const trellis_dtype o = p->desc.output_dtype, c = p->desc.compute_dtype;
-  if (p->desc.h128 || p->w.half) /* plain W_hat: a rotation after */
-    return 0;
-  if (p->w.bias) /* the bias is fp16: only an fp16 output takes it as is */
-    return o == TRELLIS_F16 && c == TRELLIS_F16;
-  return o == c || o == TRELLIS_F32;
-}
-
-int trl_dense_fold_input(const trellis_plan *p) {
-  return !p->desc.h128 && !p->w.half &&
-         p->desc.input_dtype == p->desc.compute_dtype;
-}
-
 /* The matmul descriptor of this plan's dense GEMM; `bias` is the epilogue's
  * bias for the slice (direct plans with a bias). */
 static cublasStatus_t init_desc(const trellis_plan *p,
@@ -145,7 +131,8 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
       break;
     /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
      * algorithm of the smallest bucket that holds it: one picked for a
-     * larger m can be far slower (bench/RESULTS.md) */
+     * larger m can be far slower (docs/TUNING.md, "Dense path: cuBLASLt
+     * algorithm buckets") */
     int64_t next = 1;
     while (next <= b)
       next *= 2;

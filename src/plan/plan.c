@@ -86,35 +86,10 @@ static trellis_status check_desc(const trellis_plan_desc *d) {
   return TRELLIS_OK;
 }
 
-/* Path run() takes for m: the gate, then the dense crossover. */
+/* Path run() takes for m (rules/path.h). */
 static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
                                   trl_gate_reason *why) {
-  trl_gate_input g;
-  memset(&g, 0, sizeof g);
-  g.m = m;
-  g.bits = plan->w.bits;
-  g.half = plan->w.half;
-  g.codebook = plan->w.codebook;
-  g.paired = plan->w.pair != TRELLIS_PAIR_NONE;
-  g.compute_dtype = plan->desc.compute_dtype;
-  g.has_external_h128 = plan->desc.h128 != NULL;
-  g.fused_image_present = plan->fused_image;
-  g.forced =
-      (plan->desc.flags & TRELLIS_PLAN_FORCE_GENERIC) || plan->desc.split_k > 0;
-  trl_gate_reason r = trl_gate(&g);
-  if (why)
-    *why = r;
-  if (r == TRL_GATE_OPEN)
-    return TRELLIS_PATH_FUSED;
-  if (plan->desc.flags & TRELLIS_PLAN_FORCE_DENSE)
-    return TRELLIS_PATH_DENSE;
-  if (!(plan->desc.flags & TRELLIS_PLAN_FORCE_DECODE) && m >= plan->dense_min_m)
-    return TRELLIS_PATH_DENSE;
-  /* a half-integer rate: the register-direct kernel, else W_hat and
-   * cuBLASLt (the split-K decode-GEMM has integer rates only) */
-  if (plan->w.half && !trl_layout_direct(&plan->lp, TRELLIS_PATH_GENERIC, m))
-    return TRELLIS_PATH_DENSE;
-  return TRELLIS_PATH_GENERIC;
+  return trl_path_for(&plan->pp, &plan->lp, m, why);
 }
 
 /* trl_direct_test_clusters's and trl_direct_test_pre's (tests only) */
@@ -127,22 +102,15 @@ void trl_direct_test_clusters(int max_cluster, int force_cluster) {
 
 void trl_direct_test_pre(int force) { test_force_pre = force; }
 
-/* The register-direct kernel: fp16 compute, the library's own rotations,
- * an sm_90 image, an EXL3 codebook on a uniform layer, no forced split and
- * neither LEGACY_KERNELS nor EXACT_WEIGHTS (its weights are not rounded to
- * the fp16 W_hat). Its variants' attributes are set here, and their
- * registers and how many clusters of each size fit the GPU read, so query
- * and run shape it the same before and after prepare. */
+/* The register-direct kernel, where the plan may run it
+ * (trl_path_direct_eligible): its variants' attributes are set here, and
+ * their registers and how many clusters of each size fit the GPU read, so
+ * query and run shape it the same before and after prepare. */
 static trellis_status plan_direct(trellis_plan *p) {
   const trellis_codebook cb = p->w.codebook;
   p->lp.codebook = cb;
   p->lp.rate = trl_lanes_rate(p->w.bits, p->w.half);
-  p->lp.direct =
-      p->fused_image && p->desc.compute_dtype == TRELLIS_F16 && !p->desc.h128 &&
-      p->desc.split_k == 0 &&
-      !(p->desc.flags &
-        (TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_EXACT_WEIGHTS)) &&
-      !trl_codebook_is_sqg((int)cb) && p->w.pair == TRELLIS_PAIR_NONE;
+  p->lp.direct = trl_path_direct_eligible(&p->pp);
   if (!p->lp.direct)
     return TRELLIS_OK;
   p->lp.direct_max_cluster =
@@ -274,17 +242,28 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   const int sm90_image = p->cc_major >= 9 && trl_image_arch() >= 90;
   p->fused_image = sm90_image;
   p->pdl = sm90_image;
-  /* The dense path from m = 192; on Hopper from 257 on layers with
-   * k >= 1024, where the wgmma decode-GEMM stays faster up to two m-blocks
-   * (the H200's crossover, bench/RESULTS.md). */
-  p->dense_min_m = (p->cc_major == 9 && p->w.k >= 1024) ? 257 : 192;
+  p->pp.k = p->w.k;
+  p->pp.bits = p->w.bits;
+  p->pp.half = p->w.half;
+  p->pp.codebook = p->w.codebook;
+  p->pp.paired = p->w.pair != TRELLIS_PAIR_NONE;
+  p->pp.has_bias = p->w.bias != NULL;
+  p->pp.input_dtype = desc->input_dtype;
+  p->pp.output_dtype = desc->output_dtype;
+  p->pp.compute_dtype = desc->compute_dtype;
+  p->pp.has_h128 = desc->h128 != NULL;
+  p->pp.split_k = desc->split_k;
+  p->pp.flags = desc->flags;
+  p->pp.cc_major = p->cc_major;
+  p->pp.fused_image = sm90_image;
+  p->dense_min_m = trl_path_dense_min_m(&p->pp);
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
   p->lp.sm_count = p->sm_count;
   p->lp.split_k = desc->split_k;
   p->lp.has_h128 = desc->h128 != NULL;
-  p->lp.dense_direct = trl_dense_direct(p);
-  p->lp.dense_fold_input = trl_dense_fold_input(p);
+  p->lp.dense_direct = trl_path_dense_direct(&p->pp);
+  p->lp.dense_fold_input = trl_path_dense_fold_input(&p->pp);
   p->lp.pair_k =
       p->w.pair != TRELLIS_PAIR_NONE && p->w.rate_axis == TRELLIS_RATE_AXIS_K;
   for (int i = 0; i < TRL_M_BLOCK_COUNT; ++i)

@@ -5,8 +5,9 @@
 
 #include "core/internal.h"
 #include "plan/cuda_status.h"
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/gate.h"
+#include "rules/layout.h"
+#include "rules/path.h"
 #include "plan/plan_check.h"
 #include "plan/prepare_fault.h"
 #include "cuda/kernels.h"
@@ -43,8 +44,10 @@ struct trellis_plan {
   int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
   int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
   int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
+  /* the path rules' inputs: weight, desc and device (rules/path.h) */
+  trl_path_plan pp;
   /* the layout rules' inputs: shape, SM count, the register-direct
-   * kernel's variants and the fused kernel's cluster (plan/layout.h) */
+   * kernel's variants and the fused kernel's cluster (rules/layout.h) */
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
@@ -71,11 +74,10 @@ trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
 /* Dense path (plan/dense.c). With the plan's own rotations the output
  * rotation is folded into the decoded weight (W' = W_hat . Hblk . diag(svh),
  * as exllamav3's reconstruct_had); "direct" plans also let cuBLASLt write y
- * (and add the bias) so no fp32 output pass is needed. */
-int trl_dense_direct(const trellis_plan *plan);
-/* ... and when x is already in the compute dtype, the input rotation too:
- * W = diag(suh) . Hblk . W_hat . Hblk . diag(svh), and the GEMM takes x. */
-int trl_dense_fold_input(const trellis_plan *plan);
+ * (and add the bias) so no fp32 output pass is needed, and when x is already
+ * in the compute dtype the input rotation is folded too:
+ * W = diag(suh) . Hblk . W_hat . Hblk . diag(svh), and the GEMM takes x
+ * (trl_path_dense_direct, trl_path_dense_fold_input: rules/path.h). */
 trellis_status trl_dense_prepare(trellis_plan *plan);
 trellis_status trl_dense_gemm(const trellis_plan *plan, const trl_layout *lay,
                               int fold_input, const void *a, char *ws,

@@ -25,6 +25,7 @@ the output's shape and dtype.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import itertools
 import threading
 import weakref
@@ -415,6 +416,11 @@ class DeviceWeight:
             self.codebook,
             self.device,
         )
+
+
+# The weight's arguments of EXL3Linear.from_tensors: DeviceWeight.from_tensors's
+# parameters, so that signature is written once.
+_DEVICE_WEIGHT_ARGS = tuple(inspect.signature(DeviceWeight.from_tensors).parameters)
 
 
 # ------------------------------------------------------------ buffers --
@@ -1099,37 +1105,16 @@ class EXL3Linear(torch.nn.Module):
         return self
 
     @classmethod
-    def from_tensors(
-        cls,
-        trellis: Any,
-        suh: Any = None,
-        svh: Any = None,
-        *,
-        su: Any = None,
-        sv: Any = None,
-        bias: Any = None,
-        codebook: Union[str, int] = "mcg",
-        name: str = "layer",
-        **kwargs: Any,
-    ) -> "EXL3Linear":
+    def from_tensors(cls, *args: Any, **kwargs: Any) -> "EXL3Linear":
         """A module from tensors laid out as a checkpoint stores them:
         trellis int16 [k/16, n/16, 16*bits], suh fp16 [k] (or legacy su),
-        svh fp16 [n] (or legacy sv), bias fp16 [n] or None. CUDA tensors are
-        used in place; host ones are copied to `device`. Other keyword
-        arguments as for EXL3Linear."""
-        device = kwargs.pop("device", None)
-        weight = DeviceWeight.from_tensors(
-            trellis,
-            suh,
-            svh,
-            su=su,
-            sv=sv,
-            bias=bias,
-            codebook=codebook,
-            name=name,
-            device=device,
-        )
-        return cls(weight, **kwargs)
+        svh fp16 [n] (or legacy sv), bias fp16 [n] or None. The weight's
+        arguments (trellis, suh, svh, su, sv, bias, codebook, name, device)
+        are DeviceWeight.from_tensors's, whose signature is the one
+        definition; CUDA tensors are used in place, host ones are copied to
+        `device`. Other keyword arguments as for EXL3Linear."""
+        weight_kw = {k: kwargs.pop(k) for k in _DEVICE_WEIGHT_ARGS if k in kwargs}
+        return cls(DeviceWeight.from_tensors(*args, **weight_kw), **kwargs)
 
     @classmethod
     def from_model(cls, path: Any, **kwargs: Any) -> Dict[str, "EXL3Linear"]:

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "plan/gate.h"
+#include "rules/gate.h"
 
 trl_gate_reason trl_gate(const trl_gate_input *in) {
   if (in->m < 1 || in->m > TRL_FUSED_MAX_M)

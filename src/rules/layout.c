@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "plan/layout.h"
+#include "rules/layout.h"
 
 #include "core/size.h"
 

@@ -3,7 +3,7 @@
  * subcommand per file (cmd_*.c); `bench` is the benchmark's entry point
  * (bench/, also the trellis-bench program). */
 #include "cli_util.h"
-#include "trellis_bench.h"
+#include "bench_main.h"
 
 #include <signal.h>
 #include <string.h>
@@ -50,7 +50,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"info", cmd_info}, {"decode", cmd_decode}, {"forward", cmd_forward},
-    {"demo", cmd_demo}, {"synth", cmd_synth},   {"bench", trellis_bench_main},
+    {"demo", cmd_demo}, {"synth", cmd_synth},   {"bench", bench_main},
 };
 
 int main(int argc, char **argv) {

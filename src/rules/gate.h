@@ -5,7 +5,7 @@
 #ifndef TRL_PLAN_GATE_H
 #define TRL_PLAN_GATE_H
 
-#include "plan/kernel_config.h"
+#include "rules/kernel_config.h"
 #include "trellis.h"
 
 #include <stdint.h>

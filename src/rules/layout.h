@@ -6,7 +6,7 @@
 #define TRL_PLAN_LAYOUT_H
 
 #include "plan/direct_rules.h"
-#include "plan/kernel_config.h"
+#include "rules/kernel_config.h"
 #include "trellis.h"
 
 #include <stddef.h>
@@ -68,8 +68,9 @@ typedef struct trl_layout {
 
 /* Whether the dense path folds the input rotation into its weight at m
  * rows: that skips a pass over x ([m, k]) but the weight's reconstruct
- * (over [k, n]) costs more; on the H200 the pass over x costs more from
- * about m >= 2n/3 (bench/RESULTS.md). */
+ * (over [k, n]) costs more; the pass over x costs more from about
+ * m >= 2n/3 (docs/TUNING.md, "Dense path: the input rotation folded from
+ * m >= 2n/3"). */
 static inline int trl_layout_dense_folds_input(const trl_layout_params *p,
                                                int64_t m) {
   return p->dense_fold_input && 3 * m >= 2 * p->n;
@@ -88,7 +89,8 @@ static inline int64_t trl_layout_fused_stages(int64_t k, int cluster) {
  * rotation costs every CTA a few percent per row. Local where the grid
  * leaves SMs idle, where the CTAs are short (m x k-blocks per CTA <= 16),
  * or up to 32 when the grid is one wave (TRL_FUSED_CTAS_PER_SM per
- * SM): the bounds where local wins on the H200 (bench/RESULTS.md). */
+ * SM): the bounds where local wins (docs/TUNING.md, "Fused kernel: local
+ * input rotation"). */
 static inline int trl_layout_fused_local(int64_t m, int64_t k, int64_t n,
                                          int cluster, int sm_count) {
   if (m > TRL_FUSED_LOCAL_ROWS || cluster < 1)
@@ -112,8 +114,8 @@ static inline int trl_layout_fused_ahead(int64_t m, int64_t k, int cluster) {
  * CTAs where trl_layout_fused_local says so (before the ring where
  * trl_layout_fused_ahead does), else by the input-rotation kernel launched
  * before it (PRE): the claims between CTAs (LEGACY_KERNELS) make them wait
- * on each other's rotations, and barrier stalls dominated the kernel at
- * m = 128 (bench/RESULTS.md, twelfth and thirteenth sessions). */
+ * on each other's rotations (docs/TUNING.md, "Fused kernel: x rotated
+ * before it (PRE) instead of claims"). */
 static inline trl_fused_rotation
 trl_layout_fused_rotation(int64_t m, int64_t k, int64_t n, int cluster,
                           int sm_count, int legacy) {
@@ -126,7 +128,8 @@ trl_layout_fused_rotation(int64_t m, int64_t k, int64_t n, int cluster,
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait): a gain where its CTAs run two or more
- * k-blocks, a loss where they run one (bench/RESULTS.md). */
+ * k-blocks, a loss where they run one (docs/TUNING.md, "Fused kernel: a
+ * dependent launch where its CTAs run two k-blocks"). */
 static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
   return cluster >= 1 && trl_layout_fused_stages(k, cluster) >= 2;
 }

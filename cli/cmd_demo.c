@@ -10,7 +10,7 @@
  *        means something). */
 #include "cli_util.h"
 #include "tools/synth.h"
-#include "trellis_bench.h"
+#include "bench_main.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -92,7 +92,7 @@ static int report_row(int64_t m, const char *path, const uint16_t *y,
  * figure. */
 static void demo_compare_baseline(double fused_s) {
   double best = NAN;
-  if (trellis_bench_cublas_us(DEMO_K, DEMO_N, 1, &best) == CLI_OK)
+  if (bench_cublas_us(DEMO_K, DEMO_N, 1, &best) == CLI_OK)
     printf("  vs cuBLAS fp16 (m=1, cold weights, graph replay): %.2f us; "
            "fused %.2f us eager (L2-warm) -> %.2fx; like-for-like: trellis "
            "bench %d %d --m 1\n",

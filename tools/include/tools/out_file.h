@@ -9,8 +9,8 @@
  * contents). The directory must be writable. A process killed mid-write
  * leaves at most the temporary file. Used by npy_write and the benchmark's
  * report files. */
-#ifndef TRL_TOOLS_OUT_FILE_H
-#define TRL_TOOLS_OUT_FILE_H
+#ifndef TOOLS_OUT_FILE_H
+#define TOOLS_OUT_FILE_H
 
 #include "trellis.h"
 

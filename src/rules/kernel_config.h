@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the plan and the kernels agree on: the kernel variants this build
- * has and the fused kernel's limits. The plan's rules (plan/layout.h,
- * plan/gate.c) read it; src/cuda includes it for the kernels' template
+ * has and the fused kernel's limits. The plan's rules (rules/layout.h,
+ * rules/gate.c) read it; src/cuda includes it for the kernels' template
  * parameters and the dispatch axes (cuda/dispatch.cuh). Pure C macros, no
  * CUDA: the plan side stays compilable without nvcc. The codebook facts come
  * from the one table, format/codebooks.h (C and CUDA alike). */

@@ -1,29 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `info --plan --gpu NAME`: plan sizes without a GPU, from the library's
- * pure rules (plan/gate.h, plan/layout.h, plan/direct_rules.h,
- * plan/kernel_config.h) for a named target, so that buffers can be sized
- * on a build host.
+ * pure rules (rules/path.h, rules/gate.h, rules/layout.h,
+ * plan/direct_rules.h, rules/kernel_config.h) for a named target, so that
+ * buffers can be sized on a build host.
  *
- * This mirrors what trellis_plan_create (plan/plan.c: the path of
- * plan_path_for, the layout parameters of plan_create and plan_direct,
- * plan/dense.c's dense_direct and dense_fold_input) decides for the
- * default plan desc `info --plan` uses (fp16 input, output and compute,
- * no flags, no split_k, the library's own rotations), with what only a GPU
- * can say replaced by the defaults the rules assume when it is unknown:
- * the decode-GEMM's CTAs per SM (cudaFuncGetAttributes and the occupancy
- * query; choose_splits assumes 2), the register-direct kernel's registers
- * (0: its launch bounds' cap) and how many of its clusters fit at once (0:
- * no limit known), and a kernel image for the target's arch in the build
- * (the fused path and the register-direct kernel need an sm_90 one). The
- * sizes are therefore estimates: a real plan's k-splits, and so its
- * workspace, can differ. When plan.c's rules change, this file must
- * follow (tests/gpu_plan_target.c holds it to real plans on a GPU). */
+ * It fills the rules' inputs as trellis_plan_create (plan/plan.c) does, for
+ * the default plan desc `info --plan` uses (fp16 input, output and compute,
+ * no flags, no split_k, the library's own rotations), and applies the same
+ * functions (trl_path_for, trl_path_direct_eligible, the dense folds), with
+ * what only a GPU can say replaced by the defaults the rules assume when it
+ * is unknown: the decode-GEMM's CTAs per SM (cudaFuncGetAttributes and the
+ * occupancy query; choose_splits assumes 2), the register-direct kernel's
+ * registers (0: its launch bounds' cap) and how many of its clusters fit
+ * at once (0: no limit known), and a kernel image for the target's arch in
+ * the build (the fused path and the register-direct kernel need an sm_90
+ * one). The sizes are therefore estimates: a real plan's k-splits, and so
+ * its workspace, can differ (tests/gpu_plan_target.c holds it to real
+ * plans on a GPU). */
 #include "cli_util.h"
 
 #include "format/codebooks.h"
 #include "format/lanes.h"
-#include "plan/gate.h"
-#include "plan/layout.h"
+#include "rules/path.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +101,7 @@ int cli_gpu_target_parse(const char *text, cli_gpu_target *out) {
 struct cli_target_plan {
   trellis_layer_info l;
   int64_t max_m;
-  int fused_image; /* the fused kernel and the register-direct one */
-  int64_t dense_min_m;
+  trl_path_plan pp;
   trl_layout_params lp;
 };
 
@@ -117,45 +114,33 @@ cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
   p->l = *l;
   p->l.name = NULL; /* borrowed from the model: not kept */
   p->max_m = max_m;
-  /* plan_create: an sm_90 device running an sm_90 image (assumed built) */
-  p->fused_image = t->cc_major >= 9;
-  p->dense_min_m = (t->cc_major == 9 && l->k >= 1024) ? 257 : 192;
+  /* plan_create with the default desc: fp16 input, output and compute, no
+   * flags, no split_k, the library's own rotations; an sm_90 device runs
+   * an sm_90 image (assumed built) */
+  p->pp.k = l->k;
+  p->pp.bits = l->bits;
+  p->pp.half = l->half;
+  p->pp.codebook = l->codebook;
+  p->pp.paired = l->pair != TRELLIS_PAIR_NONE;
+  p->pp.has_bias = l->has_bias;
+  p->pp.input_dtype = p->pp.output_dtype = TRELLIS_F16;
+  p->pp.compute_dtype = TRELLIS_F16;
+  p->pp.cc_major = t->cc_major;
+  p->pp.fused_image = t->cc_major >= 9;
   p->lp.k = l->k;
   p->lp.n = l->n;
   p->lp.sm_count = t->sm_count;
-  /* dense.c for fp16 in, out and compute, the plan's own rotations */
-  p->lp.dense_direct = !l->half;
-  p->lp.dense_fold_input = !l->half;
+  p->lp.dense_direct = trl_path_dense_direct(&p->pp);
+  p->lp.dense_fold_input = trl_path_dense_fold_input(&p->pp);
   p->lp.pair_k =
       l->pair != TRELLIS_PAIR_NONE && l->rate_axis == TRELLIS_RATE_AXIS_K;
   /* ctas_per_sm: 0 (unknown), choose_splits takes 2 */
   /* plan_direct, with registers and active clusters unknown (0) */
   p->lp.codebook = l->codebook;
   p->lp.rate = trl_lanes_rate(l->bits, l->half);
-  p->lp.direct = p->fused_image && !trl_codebook_is_sqg((int)l->codebook) &&
-                 l->pair == TRELLIS_PAIR_NONE;
+  p->lp.direct = trl_path_direct_eligible(&p->pp);
   p->lp.direct_max_cluster = TRL_DIRECT_MAX_CLUSTER;
   return p;
-}
-
-/* plan_path_for with the default desc. */
-static trellis_path target_path(const cli_target_plan *p, int64_t m) {
-  trl_gate_input g;
-  memset(&g, 0, sizeof g);
-  g.m = m;
-  g.bits = p->l.bits;
-  g.half = p->l.half;
-  g.codebook = p->l.codebook;
-  g.paired = p->l.pair != TRELLIS_PAIR_NONE;
-  g.compute_dtype = TRELLIS_F16;
-  g.fused_image_present = p->fused_image;
-  if (trl_gate(&g) == TRL_GATE_OPEN)
-    return TRELLIS_PATH_FUSED;
-  if (m >= p->dense_min_m)
-    return TRELLIS_PATH_DENSE;
-  if (p->l.half && !trl_layout_direct(&p->lp, TRELLIS_PATH_GENERIC, m))
-    return TRELLIS_PATH_DENSE;
-  return TRELLIS_PATH_GENERIC;
 }
 
 int cli_target_plan_query(const cli_target_plan *p, int64_t m,
@@ -165,7 +150,7 @@ int cli_target_plan_query(const cli_target_plan *p, int64_t m,
   if (m < 1 || m > p->max_m)
     return 0;
   trl_layout lay;
-  const trellis_path path = target_path(p, m);
+  const trellis_path path = trl_path_for(&p->pp, &p->lp, m, NULL);
   if (!trl_layout_compute(&p->lp, path, m, &lay))
     return 0;
   out->path = path;

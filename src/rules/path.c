@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "rules/path.h"
+
+#include "format/codebooks.h"
+
+#include <string.h>
+
+int64_t trl_path_dense_min_m(const trl_path_plan *p) {
+  /* docs/TUNING.md, "Dense crossover" */
+  return (p->cc_major == 9 && p->k >= 1024) ? 257 : 192;
+}
+
+int trl_path_direct_eligible(const trl_path_plan *p) {
+  return p->fused_image && p->compute_dtype == TRELLIS_F16 && !p->has_h128 &&
+         p->split_k == 0 &&
+         !(p->flags &
+           (TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_EXACT_WEIGHTS)) &&
+         !trl_codebook_is_sqg((int)p->codebook) && !p->paired;
+}
+
+int trl_path_dense_direct(const trl_path_plan *p) {
+  const trellis_dtype o = p->output_dtype, c = p->compute_dtype;
+  if (p->has_h128 || p->half) /* plain W_hat: a rotation after */
+    return 0;
+  if (p->has_bias) /* the bias is fp16: only an fp16 output takes it as is */
+    return o == TRELLIS_F16 && c == TRELLIS_F16;
+  return o == c || o == TRELLIS_F32;
+}
+
+int trl_path_dense_fold_input(const trl_path_plan *p) {
+  return !p->has_h128 && !p->half && p->input_dtype == p->compute_dtype;
+}
+
+trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
+                          int64_t m, trl_gate_reason *why) {
+  trl_gate_input g;
+  memset(&g, 0, sizeof g);
+  g.m = m;
+  g.bits = p->bits;
+  g.half = p->half;
+  g.codebook = p->codebook;
+  g.paired = p->paired;
+  g.compute_dtype = p->compute_dtype;
+  g.has_external_h128 = p->has_h128;
+  g.fused_image_present = p->fused_image;
+  g.forced = (p->flags & TRELLIS_PLAN_FORCE_GENERIC) || p->split_k > 0;
+  const trl_gate_reason r = trl_gate(&g);
+  if (why)
+    *why = r;
+  if (r == TRL_GATE_OPEN)
+    return TRELLIS_PATH_FUSED;
+  if (p->flags & TRELLIS_PLAN_FORCE_DENSE)
+    return TRELLIS_PATH_DENSE;
+  if (!(p->flags & TRELLIS_PLAN_FORCE_DECODE) && m >= trl_path_dense_min_m(p))
+    return TRELLIS_PATH_DENSE;
+  /* a half-integer rate: the register-direct kernel, else W_hat and
+   * cuBLASLt (the split-K decode-GEMM has integer rates only) */
+  if (p->half && !trl_layout_direct(lp, TRELLIS_PATH_GENERIC, m))
+    return TRELLIS_PATH_DENSE;
+  return TRELLIS_PATH_GENERIC;
+}
