@@ -174,50 +174,6 @@ static void test_dependent_chain(void **state) {
   gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
 }
 
-/* x rotated first by the input rotation kernel (trl_direct_pre) or by
- * every cluster: the same arithmetic, so the outputs are equal bit for bit;
- * each against the CPU, on every dtype pair, captured and replayed without
- * workspace, and in a chain of dependent launches. */
-static void test_pre_rotation(void **state) {
-  (void)state;
-  gw mcg, mul1;
-  gw_random(&mcg, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 7100);
-  gw_random(&mul1, 2048, 1024, 4, TRELLIS_CB_MUL1, 0, 0, 7101);
-  const gw *ws[2] = {&mcg, &mul1};
-  const int64_t ms[3] = {1, 3, 7}; /* 3: MUL1's int8 form, 7: its affine */
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 3; ++j) {
-      float *y[2];
-      for (int pre = 0; pre < 2; ++pre) {
-        trl_direct_test_pre(pre);
-        trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
-        float *ref;
-        trellis_buffer_sizes sz;
-        y[pre] = gu_forward_vs_ref(&ws[i]->w, &d, ms[j], 7200 + (uint64_t)j,
-                                   TRELLIS_F32, &ref, &sz);
-        char what[64];
-        snprintf(what, sizeof what, "pre %d layer %d m %lld", pre, i,
-                 (long long)ms[j]);
-        check_close(y[pre], ref, (size_t)(ms[j] * ws[i]->w.n), DIRECT_REL,
-                    DIRECT_MAX, what);
-        free(ref);
-      }
-      assert_memory_equal(y[0], y[1],
-                          (size_t)(ms[j] * ws[i]->w.n) * sizeof(float));
-      free(y[0]);
-      free(y[1]);
-    }
-  trl_direct_test_pre(1);
-  gu_check_dtype_grid(&mcg, 3, 7300, TRELLIS_PATH_FUSED);
-  gu_check_dtype_grid(&mul1, 2, 7400, TRELLIS_PATH_GENERIC);
-  capture_replay(&mcg, 4, 7500);
-  capture_replay(&mul1, 7, 7501);
-  gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
-  trl_direct_test_pre(-1);
-  gw_free(&mcg);
-  gw_free(&mul1);
-}
-
 /* The launch shapes a plan's rules give on this GPU for the bench's
  * layers (printed: what the timings of bench/RESULTS.md ran). */
 static void test_print_shapes(void **state) {
@@ -249,13 +205,12 @@ static void test_print_shapes(void **state) {
         }
         printf("  shape %lldx%lld %s m %lld: var %d tb %d cluster %d x %d, "
                "rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM (regs %d, "
-               "active %d)%s\n",
+               "active %d)\n",
                (long long)shapes[i][0], (long long)shapes[i][1],
                trellis_codebook_name(cbs[c]), (long long)ms[j], g.var, g.tb,
                g.cluster, g.clusters, g.rounds, g.kt_cta, g.smem_bytes,
                g.ctas_per_sm, plan->lp.direct_regs[g.var][g.tb - 1],
-               plan->lp.direct_active[g.var][g.tb - 1][g.cluster],
-               g.pre ? ", x rotated first" : "");
+               plan->lp.direct_active[g.var][g.tb - 1][g.cluster]);
       }
       if (i == 0) /* what the cluster query said, every size */
         for (int var = 0; var < 3; ++var)
@@ -302,7 +257,6 @@ int main(void) {
       cmocka_unit_test(test_dtypes),
       cmocka_unit_test(test_capture_without_workspace),
       cmocka_unit_test(test_dependent_chain),
-      cmocka_unit_test(test_pre_rotation),
       cmocka_unit_test(test_model_shapes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,8 +7,6 @@
 #include "rules/layout.h"
 #include "rules/path.h"
 
-#include <string.h>
-
 static trl_gate_input open_gate(void) {
   trl_gate_input g = {0};
   g.m = 1;
@@ -220,44 +218,15 @@ static void test_direct_shape(void **state) {
       trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 2, NULL, &g));
 }
 
-/* Where the register-direct kernel reads x rotated by the input rotation
- * kernel (a CTA's share of the rotation reaches TRL_DIRECT_PRE_UNITS
- * (token, 128-k block) units), and how many rounds of warp sums it keeps. */
-static void test_direct_pre_and_buffers(void **state) {
+/* How many rounds of warp sums the register-direct kernel keeps: two
+ * where there is a next round and at most 4 rows, and shared memory for
+ * them. */
+static void test_direct_sum_buffers(void **state) {
   (void)state;
-  const int units = TRL_DIRECT_PRE_UNITS;
-  assert_false(trl_direct_pre(1, 8 * (units - 1), -1));
-  assert_true(trl_direct_pre(1, 8 * units, -1));
-  assert_true(trl_direct_pre(4, 8 * ((units + 3) / 4), -1));
-  assert_false(trl_direct_pre(4, 8 * ((units + 3) / 4 - 1), -1));
-  assert_true(trl_direct_pre(1, 8, 1));
-  assert_false(trl_direct_pre(16, 8 * units, 0));
   assert_int_equal(trl_direct_wbufs(1, 2), 2);
   assert_int_equal(trl_direct_wbufs(4, 7), 2);
   assert_int_equal(trl_direct_wbufs(5, 7), 1);
   assert_int_equal(trl_direct_wbufs(1, 1), 1);
-  /* the grid of a plan's layout carries it; the test hook's force wins */
-  trl_layout_params p;
-  memset(&p, 0, sizeof p);
-  p.k = 8192;
-  p.n = 28672;
-  p.codebook = TRELLIS_CB_MCG;
-  p.rate = 12;
-  p.sm_count = 132;
-  p.direct = 1;
-  p.direct_force_pre = -1;
-  trl_direct_grid g;
-  for (int64_t m = 1; m <= 8; ++m) {
-    assert_true(trl_layout_direct_grid(&p, m, &g));
-    assert_int_equal(g.pre, trl_direct_pre(m, g.kt_cta, -1));
-  }
-  p.direct_force_pre = 1;
-  assert_true(trl_layout_direct_grid(&p, 1, &g));
-  assert_true(g.pre);
-  p.direct_force_pre = 0;
-  assert_true(trl_layout_direct_grid(&p, 8, &g));
-  assert_false(g.pre);
-  /* the shared memory holds wbufs rounds of the warps' sums */
   const trl_direct_smem one =
       trl_direct_smem_layout(TRL_DIRECT_HALVES, 4, 64, 1);
   const trl_direct_smem two =
@@ -551,7 +520,7 @@ int main(void) {
       cmocka_unit_test(test_layout_direct),
       cmocka_unit_test(test_direct_variants),
       cmocka_unit_test(test_direct_shape),
-      cmocka_unit_test(test_direct_pre_and_buffers),
+      cmocka_unit_test(test_direct_sum_buffers),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
       cmocka_unit_test(test_fused_rotation_form),

@@ -83,7 +83,6 @@ struct Params {
   int clusters; /* clusters in the grid */
   int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
   int rounds;   /* of the busiest cluster (shared memory) */
-  int pre;      /* x is rotated already (fp16: the input rotation's) */
 };
 
 /* ------------------------------------------------------------ bits -- */
@@ -368,17 +367,15 @@ __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
 /* -------------------------------------------------- prologue -- */
 
 /* One (token, block) unit of stage_x: x and suh of the lane's 4 columns
- * in h and s, or (pre) the rotated x in h. */
+ * in h and s. */
 template <int VAR>
 __device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
                                            int b, int lane, float (&h)[4],
-                                           const float (&s)[4], int pre) {
-  if (!pre) {
+                                           const float (&s)[4]) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
-    h128_warp(h, lane);
-  }
+  for (int e = 0; e < 4; ++e)
+    h[e] = __half2float(__float2half_rn(__fmul_rn(h[e], s[e])));
+  h128_warp(h, lane);
   float r[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e)
@@ -435,9 +432,7 @@ __device__ __forceinline__ void stage_unit(const Smem &sm, int m, int tok,
 
 /* Rotates x over the CTA's 128-k blocks [b0, b1) into xs (and sumx,
  * scale): a warp per (token, block), the same arithmetic as the input
- * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16); with
- * p.pre x is that kernel's output and is only copied (and summed,
- * quantised). */
+ * rotation kernel (x * suh rounded to fp16, H128 in fp32, RNE fp16). */
 template <int VAR>
 __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
                         int64_t b1) {
@@ -451,7 +446,7 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
   constexpr int kBatch = VAR == kInt8 ? 2 : 4;
   const int units = m * nb;
   for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
-    float hb[kBatch][4], sb[kBatch][4] = {};
+    float hb[kBatch][4], sb[kBatch][4];
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int u = u0 + j * kWarps;
@@ -459,15 +454,14 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
         const int64_t col = (b0 + u % nb) * 128 + 4 * lane;
         load4_as_float((trellis_dtype)p.in_dtype, p.x,
                        (int64_t)(u / nb) * p.k + col, hb[j]);
-        if (!p.pre)
-          load4_f16(p.s_in, col, sb[j]);
+        load4_f16(p.s_in, col, sb[j]);
       }
     }
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int u = u0 + j * kWarps;
       if (u < units)
-        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j], p.pre);
+        stage_unit<VAR>(sm, m, u / nb, u % nb, lane, hb[j], sb[j]);
     }
   }
 }
@@ -1017,7 +1011,6 @@ struct Direct {
     p.clusters = l.grid.clusters;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
-    p.pre = l.grid.pre;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;

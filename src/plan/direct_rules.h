@@ -121,22 +121,7 @@ typedef struct trl_direct_grid {
   int kt_cta;   /* k-tiles of the largest share */
   size_t smem_bytes;
   int ctas_per_sm;
-  int pre; /* x rotated by the input rotation kernel first (trl_direct_pre) */
 } trl_direct_grid;
-
-/* Whether x is rotated once by the input rotation kernel into the rotated
- * buffer, the kernel its dependent launch reading the rotated rows, rather
- * than by every cluster for its k share: where a CTA's share of the
- * rotation, m x kt_cta / 8 (token, 128-k block) units, reaches
- * TRL_DIRECT_PRE_UNITS (every cluster rotates all of x: the work grows with
- * m times the clusters; docs/TUNING.md). force: 1 always, 0 never, -1 the
- * rule. */
-#ifndef TRL_DIRECT_PRE_UNITS
-#define TRL_DIRECT_PRE_UNITS 64
-#endif
-TRL_DIRECT_FN int trl_direct_pre(int64_t m, int kt_cta, int force) {
-  return force >= 0 ? force : m * (kt_cta / 8) >= TRL_DIRECT_PRE_UNITS;
-}
 
 /* The variant for m rows of codebook cb: int8 for MUL1 up to 4 rows. */
 static inline int trl_direct_var(trellis_codebook cb, int64_t m) {
@@ -160,7 +145,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
                                    const int *active, trl_direct_grid *out) {
   const int64_t kblocks = k / 128, groups = n / 128;
   const int var = trl_direct_var(cb, m), tb = m > 8 ? 2 : 1;
-  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0};
   *out = none;
   int reg_ctas = TRL_DIRECT_CTAS_PER_SM;
   if (regs > 0) {

@@ -92,15 +92,13 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
   return trl_path_for(&plan->pp, &plan->lp, m, why);
 }
 
-/* trl_direct_test_clusters's and trl_direct_test_pre's (tests only) */
-static int test_max_cluster, test_force_cluster, test_force_pre = -1;
+/* trl_direct_test_clusters's (tests only) */
+static int test_max_cluster, test_force_cluster;
 
 void trl_direct_test_clusters(int max_cluster, int force_cluster) {
   test_max_cluster = max_cluster;
   test_force_cluster = force_cluster;
 }
-
-void trl_direct_test_pre(int force) { test_force_pre = force; }
 
 /* The register-direct kernel, where the plan may run it
  * (trl_path_direct_eligible): its variants' attributes are set here, and
@@ -116,7 +114,6 @@ static trellis_status plan_direct(trellis_plan *p) {
   p->lp.direct_max_cluster =
       test_max_cluster > 0 ? test_max_cluster : TRL_DIRECT_MAX_CLUSTER;
   p->lp.direct_force_cluster = test_force_cluster;
-  p->lp.direct_force_pre = test_force_pre;
   const int vars[2] = {trl_direct_var(cb, 1), trl_direct_var(cb, 16)};
   for (int v = 0; v < 2; ++v)
     for (int tb = 1; tb <= 2; ++tb) {
@@ -607,12 +604,9 @@ static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
-/* The register-direct kernel: the whole layer in one launch, or two where
- * its shape says x is rotated first (trl_direct_pre): the input rotation
- * into the rotated buffer, the kernel as its dependent launch. */
+/* The register-direct kernel: the whole layer in one launch. */
 static trellis_status direct_run(const trellis_plan *p, const void *x,
-                                 int64_t m, void *y, void *rotated,
-                                 cudaStream_t s) {
+                                 int64_t m, void *y, cudaStream_t s) {
   trl_direct_launch l;
   memset(&l, 0, sizeof l);
   if (!trl_layout_direct_grid(&p->lp, m, &l.grid))
@@ -634,14 +628,6 @@ static trellis_status direct_run(const trellis_plan *p, const void *x,
   l.in_dtype = p->desc.input_dtype;
   l.out_dtype = p->desc.output_dtype;
   l.pdl = p->pdl;
-  if (l.grid.pre) {
-    const int e = trl_launch_h128(x, p->desc.input_dtype, rotated, TRELLIS_F16,
-                                  p->s_in, NULL, m, p->w.k, p->pdl, s);
-    if (e)
-      return launch_error(e, "register-direct path: input rotation");
-    l.x = rotated;
-    l.in_dtype = TRELLIS_F16;
-  }
   const int err = trl_launch_direct(&l, s);
   return err ? launch_error(err, "register-direct decode-GEMM") : TRELLIS_OK;
 }
@@ -687,7 +673,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
   if (st != TRELLIS_OK)
     return st;
   if (trl_layout_direct(&plan->lp, path, m))
-    return direct_run(plan, x, m, y, buffers->rotated, s);
+    return direct_run(plan, x, m, y, s);
   if (path == TRELLIS_PATH_FUSED)
     return trl_fused_run(plan, x, m, y, buffers->rotated, s);
 

@@ -14,11 +14,6 @@ extern "C" {
  * cluster size. */
 void trl_direct_test_clusters(int max_cluster, int force_cluster);
 
-/* Whether the register-direct kernel reads x rotated by the input rotation
- * kernel in plans created from now on: 1 always, 0 never, -1 the rule
- * (trl_direct_pre). */
-void trl_direct_test_pre(int force);
-
 #ifdef __cplusplus
 }
 #endif

@@ -123,11 +123,7 @@ int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
                                               : TRL_DIRECT_MAX_CLUSTER;
   if (max_cluster > TRL_DIRECT_MAX_CLUSTER)
     max_cluster = TRL_DIRECT_MAX_CLUSTER;
-  if (!trl_direct_shape(p->k, p->n, m, p->codebook, p->sm_count,
-                        p->direct_regs[var][tb - 1], max_cluster,
-                        p->direct_force_cluster, p->direct_active[var][tb - 1],
-                        out))
-    return 0;
-  out->pre = trl_direct_pre(m, out->kt_cta, p->direct_force_pre);
-  return 1;
+  return trl_direct_shape(
+      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var][tb - 1],
+      max_cluster, p->direct_force_cluster, p->direct_active[var][tb - 1], out);
 }

@@ -40,7 +40,6 @@ typedef struct trl_layout_params {
   int rate;
   int direct_regs[3][2];
   int direct_max_cluster, direct_force_cluster;
-  int direct_force_pre; /* trl_direct_pre's force (-1: the rule) */
   int direct_active[3][2][TRL_DIRECT_MAX_CLUSTER + 1];
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
