@@ -645,14 +645,19 @@ __device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
   }
 }
 
+/* wpart[buf][warp]: a warp's sums of a round, [token][column]. */
+__device__ __forceinline__ float *wpart_at(const Smem &sm, int buf, int warp) {
+  return reinterpret_cast<float *>(sm.base + sm.off_wpart) +
+         (buf * kWarps + warp) * sm.m * kRowPitch;
+}
+
 /* A warp's sums of one round into wpart[buf][warp] ([token][column]), the
  * m tokens there are only (round_end and reduce_out read no others). */
 template <int VAR, int TB>
 __device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
                                       int warp, int lane, const float *xsum,
                                       int m, int buf) {
-  float *wp = reinterpret_cast<float *>(sm.base + sm.off_wpart) +
-              (buf * kWarps + warp) * m * kRowPitch;
+  float *wp = wpart_at(sm, buf, warp);
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int tile = 0; tile < 8; ++tile) {
@@ -770,8 +775,7 @@ __device__ __forceinline__ void round_end(Acc<VAR, TB> &acc, const Smem &sm,
     return;
   }
   bar_sync(2 + buf); /* every warp's sums of round r */
-  const float *wp = reinterpret_cast<const float *>(sm.base + sm.off_wpart) +
-                    buf * kWarps * m * kRowPitch;
+  const float *wp = wpart_at(sm, buf, 0);
   float *cb =
       reinterpret_cast<float *>(sm.base + sm.off_cbuf) + r * m * kRowPitch;
   for (int tok = 0; tok < m; ++tok) {

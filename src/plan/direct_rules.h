@@ -86,10 +86,9 @@ TRL_DIRECT_FN int trl_direct_wbufs(int m, int rounds) {
  * (a multiple of 8) and `rounds` groups: activations (a row per token, or
  * two s8 limb rows with kInt8, of pitch bytes: 16 bytes of padding so the
  * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
- * scales, the warps' sums (wbufs rounds of them) and the CTA's sums of every
- * round. Sized by m,
- * not by the variant's widest m: what shared memory leaves free is the L1
- * that the payload's loads stream through. */
+ * scales, the warps' sums (wbufs rounds of them) and the CTA's sums of
+ * every round. Sized by m, not by the variant's widest m: what shared
+ * memory leaves free is the L1 that the payload's loads stream through. */
 TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
                                                      int rounds) {
   const int tokens = m;
