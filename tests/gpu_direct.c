@@ -154,6 +154,7 @@ static void capture_replay(const gw *w, int64_t m, uint64_t seed) {
 
 static void test_capture_without_workspace(void **state) {
   (void)state;
+  trl_direct_test_splits(1); /* the generic path's split needs a workspace */
   gw w;
   gw_random(&w, 4096, 4096, 6, TRELLIS_CB_MCG, 0, 1, 5000);
   capture_replay(&w, 1, 5100);
@@ -165,6 +166,97 @@ static void test_capture_without_workspace(void **state) {
   capture_replay(&w, 2, 5103);
   capture_replay(&w, 7, 5104);
   gw_free(&w);
+  trl_direct_test_splits(0);
+}
+
+/* The splits m rows of plan g's layer take on the direct kernel (0: it
+ * does not run m). */
+static int splits_at(const grun *g, int64_t m, size_t *ws) {
+  trl_layout lay;
+  trellis_buffer_sizes sz = {.struct_size = sizeof sz};
+  OK(trellis_plan_query(g->plan, m, &sz));
+  assert_true(trl_layout_compute(&g->plan->lp, sz.path, m, &lay));
+  *ws = sz.workspace_bytes;
+  return lay.direct ? lay.direct_grid.splits : 0;
+}
+
+/* k split across clusters on the generic path (the rule's choice on this
+ * GPU): the clusters' sums in the workspace, added in split order by the
+ * finishing launch. Against the CPU reference with NaN-poisoned outputs
+ * (bias on, int8 and affine MUL1, MCG), every dtype pair, 100 graph
+ * replays equal to the eager run bit for bit, a run without the workspace
+ * refused with TRELLIS_ERR_WORKSPACE and nothing launched, and the same
+ * layer unsplit (the test hook) within the same bounds. */
+static void test_splits(void **state) {
+  (void)state;
+  const struct {
+    int64_t k, n;
+    int bits;
+    trellis_codebook cb;
+  } layers[] = {{8192, 1024, 4, TRELLIS_CB_MUL1},
+                {8192, 2048, 3, TRELLIS_CB_MCG},
+                {4096, 8192, 2, TRELLIS_CB_MUL1},
+                {2048, 2048, 5, TRELLIS_CB_3INST}};
+  static const int64_t ms[] = {1, 3, 4, 7, 8};
+  int seen = 0;
+  for (size_t i = 0; i < sizeof layers / sizeof layers[0]; ++i) {
+    gw w;
+    gw_random(&w, layers[i].k, layers[i].n, layers[i].bits, layers[i].cb, 0, 1,
+              7100 + i);
+    trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F16, 0);
+    grun g;
+    grun_open(&g, &w.w, &d);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (size_t j = 0; j < sizeof ms / sizeof ms[0]; ++j) {
+      const int64_t m = ms[j];
+      size_t ws;
+      const int sp = splits_at(&g, m, &ws);
+      char what[128];
+      snprintf(what, sizeof what, "%lldx%lld K%d %s m %lld splits %d",
+               (long long)w.w.k, (long long)w.w.n, layers[i].bits,
+               trellis_codebook_name(layers[i].cb), (long long)m, sp);
+      printf("  %s (workspace %zu bytes)\n", what, ws);
+      if (sp <= 1)
+        continue;
+      ++seen;
+      assert_true(ws >= (size_t)sp * (size_t)m * (size_t)w.w.n * 4);
+      check_layer(&w, m, 7200 + (uint64_t)(10 * i + j), what);
+      void *x = rand_input(m, w.w.k, TRELLIS_F16, 7300 + (uint64_t)j);
+      float *eager = grun_forward(&g, x, m, s);
+      grun_capture_replay(&g, m, &g.b, s, eager, 100, 1, 9);
+      /* no workspace: refused before anything is launched */
+      trellis_buffers nows = g.b;
+      nows.workspace = NULL;
+      nows.workspace_bytes = 0;
+      CK(cudaMemset(g.dy, 0x7F, (size_t)(m * w.w.n) * 2));
+      tu_assert_status(trellis_run(g.plan, g.dx, m, g.dy, &nows, s),
+                       TRELLIS_ERR_WORKSPACE);
+      CK(cudaStreamSynchronize(s));
+      uint16_t probe;
+      CK(cudaMemcpy(&probe, g.dy, 2, cudaMemcpyDeviceToHost));
+      assert_int_equal(probe, 0x7F7F);
+      free(eager);
+      free(x);
+    }
+    CK(cudaStreamDestroy(s));
+    grun_close(&g);
+    /* the same layer unsplit */
+    trl_direct_test_splits(1);
+    grun_open(&g, &w.w, &d);
+    size_t ws;
+    assert_true(splits_at(&g, 1, &ws) <= 1);
+    assert_int_equal(ws, 0);
+    grun_close(&g);
+    check_layer(&w, 4, 7400 + i, "unsplit m 4");
+    trl_direct_test_splits(0);
+    if (i == 0) {
+      gu_check_dtype_grid(&w, 3, 7500, TRELLIS_PATH_GENERIC);
+      gu_check_dtype_grid(&w, 6, 7501, TRELLIS_PATH_GENERIC);
+    }
+    gw_free(&w);
+  }
+  assert_true(seen > 0); /* the rule split some of them on this GPU */
 }
 
 /* A chain of layers with dependent launches (gpu_util.h). */
@@ -196,7 +288,8 @@ static void test_print_shapes(void **state) {
       const int64_t ms[3] = {1, 4, 16};
       for (int j = 0; j < 3; ++j) {
         trl_direct_grid g;
-        if (!trl_layout_direct_grid(&plan->lp, ms[j], &g)) {
+        if (!trl_layout_direct_grid(&plan->lp, TRELLIS_PATH_GENERIC, ms[j],
+                                    &g)) {
           printf("  shape %lldx%lld %s m %lld: no launch fits (the other "
                  "kernels run it)\n",
                  (long long)shapes[i][0], (long long)shapes[i][1],
@@ -204,12 +297,13 @@ static void test_print_shapes(void **state) {
           continue;
         }
         printf("  shape %lldx%lld %s m %lld: var %d tb %d cluster %d x %d, "
-               "rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM (regs %d, "
-               "active %d)\n",
+               "splits %d, rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM "
+               "(regs %d, active %d)\n",
                (long long)shapes[i][0], (long long)shapes[i][1],
                trellis_codebook_name(cbs[c]), (long long)ms[j], g.var, g.tb,
-               g.cluster, g.clusters, g.rounds, g.kt_cta, g.smem_bytes,
-               g.ctas_per_sm, plan->lp.direct_regs[g.var][g.tb - 1],
+               g.cluster, g.clusters, g.splits, g.rounds, g.kt_cta,
+               g.smem_bytes, g.ctas_per_sm,
+               plan->lp.direct_regs[g.var][g.tb - 1],
                plan->lp.direct_active[g.var][g.tb - 1][g.cluster]);
       }
       if (i == 0) /* what the cluster query said, every size */
@@ -256,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_cluster_sizes),
       cmocka_unit_test(test_dtypes),
       cmocka_unit_test(test_capture_without_workspace),
+      cmocka_unit_test(test_splits),
       cmocka_unit_test(test_dependent_chain),
       cmocka_unit_test(test_model_shapes),
   };

@@ -7,6 +7,8 @@
 #include "rules/layout.h"
 #include "rules/path.h"
 
+#include <string.h>
+
 static trl_gate_input open_gate(void) {
   trl_gate_input g = {0};
   g.m = 1;
@@ -174,14 +176,14 @@ static void test_direct_shape(void **state) {
     int cluster, clusters, rounds;
   } cases[] = {
       {8192, 28672, 8, 33, 7}, /* 64 k-blocks, 224 groups */
-      {28672, 8192, 4, 64, 1}, /* m = 1: two CTAs of 448 k-tiles fit an SM */
+      {28672, 8192, 8, 33, 2}, /* m = 1: shares of 224 k-tiles, two rounds */
       {2048, 4096, 8, 32, 1},  {4096, 4096, 8, 32, 1}, {8192, 8192, 4, 64, 1},
       {6144, 1024, 16, 8, 1},  {512, 6144, 4, 48, 1},  {4096, 14336, 2, 112, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     trl_direct_grid g;
     assert_true(trl_direct_shape(cases[i].k, cases[i].n, 1, TRELLIS_CB_MCG, 132,
-                                 0, 16, 0, NULL, &g));
+                                 0, 16, 0, NULL, 1, &g));
     assert_int_equal(g.cluster, cases[i].cluster);
     assert_int_equal(g.clusters, cases[i].clusters);
     assert_int_equal(g.rounds, cases[i].rounds);
@@ -196,26 +198,100 @@ static void test_direct_shape(void **state) {
   active[8] = 20;
   trl_direct_grid g;
   assert_true(trl_direct_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
-                               active, &g));
+                               active, 1, &g));
   assert_true(g.cluster != 8 || g.clusters <= 20);
   for (int c = 1; c <= TRL_DIRECT_MAX_CLUSTER; ++c)
     active[c] = c == 3 ? 0 : -1;
   assert_true(trl_direct_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
-                               active, &g));
+                               active, 1, &g));
   assert_int_equal(g.cluster, 3);
   for (int c = 1; c <= 16; ++c) {
     assert_true(trl_direct_shape(4096, 4096, 9, TRELLIS_CB_MUL1, 132, 0, 16, c,
-                                 NULL, &g));
+                                 NULL, 1, &g));
     assert_int_equal(g.cluster, c);
     assert_int_equal(g.tb, 2);
     assert_int_equal(g.var, TRL_DIRECT_AFFINE);
   }
   /* no more CTAs per cluster than 128-k blocks */
-  assert_true(
-      trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 0, NULL, &g));
+  assert_true(trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
+                               NULL, 1, &g));
   assert_int_equal(g.cluster, 1);
-  assert_false(
-      trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 2, NULL, &g));
+  assert_false(trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 2,
+                                NULL, 1, &g));
+}
+
+/* k split across clusters (generic path only: its partials live in the
+ * workspace): taken where it evens the busiest CTA's share out, with the
+ * clusters that fit an H200 at once (cudaOccupancyMaxActiveClusters at m =
+ * 1, 2026-12); the grid stays one wave, every part non-empty, the
+ * workspace sized for the partials, the fused path never split. */
+static void test_direct_splits(void **state) {
+  (void)state;
+  int act[TRL_DIRECT_MAX_CLUSTER + 1] = {0,  132, 132, 79, 62, 47, 39, 32, 30,
+                                         23, 21,  16,  16, 14, 14, 14, 14};
+  const struct {
+    int64_t k, n;
+    trellis_codebook cb;
+  } shapes[] = {{28672, 8192, TRELLIS_CB_MUL1}, {8192, 8192, TRELLIS_CB_MUL1},
+                {28672, 8192, TRELLIS_CB_MCG},  {8192, 28672, TRELLIS_CB_MCG},
+                {4096, 4096, TRELLIS_CB_MCG},   {512, 6144, TRELLIS_CB_MUL1}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const int64_t k = shapes[i].k, n = shapes[i].n;
+    for (int64_t m = 1; m <= 8; ++m) {
+      trl_direct_grid one, g;
+      assert_true(
+          trl_direct_shape(k, n, m, shapes[i].cb, 132, 0, 16, 0, act, 1, &one));
+      assert_int_equal(one.splits, 1);
+      assert_true(trl_direct_shape(k, n, m, shapes[i].cb, 132, 0, 16, 0, act,
+                                   TRL_DIRECT_MAX_SPLITS, &g));
+      assert_true(g.splits >= 1 && g.splits <= TRL_DIRECT_MAX_SPLITS);
+      assert_int_equal(g.clusters % g.splits, 0);
+      assert_true(g.clusters <= act[g.cluster]);
+      assert_true((int64_t)g.clusters * g.cluster <= 132 * g.ctas_per_sm);
+      assert_true((int64_t)g.splits * g.cluster <= k / 128); /* no empty part */
+      assert_true((int64_t)g.kt_cta * 16 * g.cluster * g.splits >= k);
+      assert_true(g.rounds * (g.clusters / g.splits) >= n / 128);
+      /* splitting is taken only where the model says it pays */
+      assert_true(trl_direct_cost(g.var, m, g.cluster, g.rounds, g.kt_cta / 8,
+                                  g.splits) <=
+                  trl_direct_cost(one.var, m, one.cluster, one.rounds,
+                                  one.kt_cta / 8, 1));
+    }
+  }
+  /* 28672x8192 (224 k-blocks, 64 groups): split, busiest CTA 56 k-blocks
+   * instead of 64 */
+  trl_direct_grid g;
+  assert_true(trl_direct_shape(28672, 8192, 1, TRELLIS_CB_MUL1, 132, 0, 16, 0,
+                               act, TRL_DIRECT_MAX_SPLITS, &g));
+  assert_true(g.splits > 1);
+  assert_int_equal(g.rounds * g.kt_cta / 8, 56);
+
+  /* the layout: partials in the workspace on the generic path only */
+  trl_layout_params p = params(28672, 8192);
+  p.direct = 1;
+  p.rate = 8;
+  p.codebook = TRELLIS_CB_MUL1;
+  p.direct_max_splits = TRL_DIRECT_MAX_SPLITS;
+  memcpy(p.direct_active[TRL_DIRECT_INT8][0], act, sizeof act);
+  memcpy(p.direct_active[TRL_DIRECT_AFFINE][0], act, sizeof act);
+  int split_seen = 0;
+  for (int64_t m = 1; m <= 8; ++m) {
+    trl_layout l;
+    assert_true(trl_layout_compute(&p, TRELLIS_PATH_FUSED, m, &l));
+    assert_true(l.direct);
+    assert_int_equal(l.direct_grid.splits, 1);
+    assert_int_equal(l.workspace_bytes, 0);
+    assert_true(trl_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
+    assert_true(l.direct);
+    const size_t want = l.direct_grid.splits > 1
+                            ? (size_t)l.direct_grid.splits * m * 8192 * 4
+                            : 0;
+    assert_int_equal(l.partial_bytes, want);
+    assert_true(l.workspace_bytes >= want);
+    assert_int_equal(l.workspace_bytes % TRL_WS_ALIGN, 0);
+    split_seen |= l.direct_grid.splits > 1;
+  }
+  assert_true(split_seen);
 }
 
 /* How many rounds of warp sums the register-direct kernel keeps: two
@@ -520,6 +596,7 @@ int main(void) {
       cmocka_unit_test(test_layout_direct),
       cmocka_unit_test(test_direct_variants),
       cmocka_unit_test(test_direct_shape),
+      cmocka_unit_test(test_direct_splits),
       cmocka_unit_test(test_direct_sum_buffers),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),

@@ -27,12 +27,82 @@ extern "C" int trl_direct_regs(int rate, trellis_codebook cb, int var, int tb,
   return err;
 }
 
+namespace trl {
+namespace direct {
+
+struct FinishParams {
+  const float *partial; /* [splits][m][n] */
+  const uint16_t *s_out, *bias;
+  void *y;
+  int64_t m, n;
+  int splits, out_dtype;
+};
+
+/* The k-splits of a grid split across clusters: their sums added in split
+ * order (a fixed order: replays stay bit-identical), rotated, scaled,
+ * biased and stored, a warp per token of one 128-column group. A dependent
+ * launch of the decode-GEMM: nothing is read before griddep_wait. */
+__global__ void __launch_bounds__(256) direct_finish_kernel(FinishParams f) {
+  griddep_wait();
+  griddep_launch_dependents();
+  const int lane = threadIdx.x & 31;
+  const int64_t tok = 8 * (int64_t)blockIdx.y + (threadIdx.x >> 5);
+  if (tok >= f.m)
+    return;
+  const int64_t col = (int64_t)blockIdx.x * 128 + 4 * lane;
+  const int64_t stride = f.m * f.n;
+  const float *at = f.partial + tok * f.n + col;
+  float h[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int s0 = 0; s0 < f.splits; s0 += 4) {
+    float4 v[4]; /* four splits' loads in flight, added in order */
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      if (s0 + s < f.splits)
+        v[s] = *reinterpret_cast<const float4 *>(at + (s0 + s) * stride);
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      if (s0 + s < f.splits)
+        h[0] += v[s].x, h[1] += v[s].y, h[2] += v[s].z, h[3] += v[s].w;
+  }
+  float sc[4], bs[4] = {0.f, 0.f, 0.f, 0.f};
+  load4_f16(f.s_out, col, sc);
+  if (f.bias)
+    load4_f16(f.bias, col, bs);
+  h128_warp(h, lane);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    h[e] = __fmul_rn(h[e], sc[e]);
+    if (f.bias)
+      h[e] = __fadd_rn(h[e], bs[e]);
+  }
+  store4_from_float((trellis_dtype)f.out_dtype, f.y, tok * f.n + col, h);
+}
+
+} // namespace direct
+} // namespace trl
+
 extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
   Direct::Args a = {};
   a.launch = l;
   a.stream = (cudaStream_t)stream;
-  return key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook, l->grid.var,
-                 l->grid.tb, a);
+  int err = key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook,
+                    l->grid.var, l->grid.tb, a);
+  if (err || l->grid.splits <= 1)
+    return err;
+  trl::direct::FinishParams f;
+  f.partial = l->partial;
+  f.s_out = l->s_out;
+  f.bias = l->bias;
+  f.y = l->y;
+  f.m = l->m;
+  f.n = l->n;
+  f.splits = l->grid.splits;
+  f.out_dtype = l->out_dtype;
+  const int warps = l->m < 8 ? (int)l->m : 8;
+  return (int)trl::launch_dependent(
+      trl::direct::direct_finish_kernel,
+      dim3((unsigned)(l->n / 128), (unsigned)((l->m + 7) / 8)),
+      dim3(32 * warps), 0, (cudaStream_t)stream, l->pdl != 0, f);
 }
 
 extern "C" int trl_direct_active_clusters(int rate, trellis_codebook cb,

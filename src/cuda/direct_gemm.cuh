@@ -79,10 +79,12 @@ struct Params {
   void *y;
   int64_t m, k, n;
   int in_dtype, out_dtype;
-  int cluster;  /* CTAs per cluster */
-  int clusters; /* clusters in the grid */
-  int kt_cta;   /* k-tiles of the largest CTA share (shared memory) */
-  int rounds;   /* of the busiest cluster (shared memory) */
+  int cluster;    /* CTAs per cluster */
+  int clusters;   /* clusters in the grid: splits per group of them */
+  int splits;     /* k-splits across clusters (1: none) */
+  float *partial; /* splits > 1: fp32 [splits][m][n], the clusters' sums */
+  int kt_cta;     /* k-tiles of the largest CTA share (shared memory) */
+  int rounds;     /* of the busiest cluster (shared memory) */
 };
 
 /* ------------------------------------------------------------ bits -- */
@@ -443,7 +445,7 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
    * in registers (load_x). A warp takes the (token, block) units warp,
    * warp + 8, ..., kBatch at a time, their loads issued together: the
    * prologue waits about one load latency, not one per unit. */
-  constexpr int kBatch = VAR == kInt8 ? 2 : 4;
+  constexpr int kBatch = TRL_DIRECT_STAGE_BATCH(VAR);
   const int units = m * nb;
   for (int u0 = warp; u0 < units; u0 += kWarps * kBatch) {
     float hb[kBatch][4], sb[kBatch][4];
@@ -716,7 +718,8 @@ __device__ __forceinline__ void cluster_wait() {
  * rank order, rotated, scaled, biased and stored by the round's owner CTA
  * (r % cluster). The peers' loads are issued before any is added. */
 template <int VAR, int TB>
-__device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
+__device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng,
+                           int split) {
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
@@ -743,6 +746,12 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng) {
       for (int c = 0; c < 4; ++c)
         if (c0 + c < p.cluster)
           h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
+    }
+    if (p.splits > 1) { /* one k-split's sums: direct_finish adds them */
+      *reinterpret_cast<float4 *>(p.partial +
+                                  ((int64_t)split * p.m + tok) * p.n + col) =
+          make_float4(h[0], h[1], h[2], h[3]);
+      continue;
     }
     h128_warp(h, lane);
 #pragma unroll
@@ -803,12 +812,18 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
-  const int64_t q = blockIdx.x / p.cluster;
+  /* cluster split + splits * q of the grid: k-split `split` of the
+   * groups q, q + clusters / splits, ... */
+  const int64_t qs = blockIdx.x / p.cluster, vclusters = p.clusters / p.splits;
+  const int64_t q = qs / p.splits;
+  const int split = (int)(qs % p.splits);
   const int64_t ngroups = p.n / 128, kblocks = p.k / 128;
-  const int rounds = (int)((ngroups - q + p.clusters - 1) / p.clusters);
-  /* the CTA's 128-k blocks, then the warp's k-tiles inside them */
-  const int64_t b0 = kblocks * rank / p.cluster,
-                b1 = kblocks * (rank + 1) / p.cluster;
+  const int rounds = (int)((ngroups - q + vclusters - 1) / vclusters);
+  /* the CTA's 128-k blocks (part split * cluster + rank of the group's
+   * k), then the warp's k-tiles inside them */
+  const int64_t part = (int64_t)split * p.cluster + rank,
+                parts = (int64_t)p.splits * p.cluster;
+  const int64_t b0 = kblocks * part / parts, b1 = kblocks * (part + 1) / parts;
   const int kts = (int)(8 * (b1 - b0));
   const int w0 = kts * warp / kWarps, w1 = kts * (warp + 1) / kWarps;
   const int wlen = w1 - w0;
@@ -819,8 +834,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   /* The load cursor walks the warp's k-tiles of one round (a k-tile row
    * apart), then jumps to the first of the next round's group. */
   const int64_t kstride = ngroups * kGroupBytes;
-  const int64_t rjump =
-      (int64_t)p.clusters * kGroupBytes - (int64_t)(wlen - 1) * kstride;
+  const int64_t rjump = vclusters * kGroupBytes - (int64_t)(wlen - 1) * kstride;
   LaneCursor<H> cur;
   cur.at(pay + ((8 * b0 + w0) * ngroups + q) * kGroupBytes, lane);
   int lleft = wlen; /* loads left in the round being loaded */
@@ -920,7 +934,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   cluster_arrive();
   cluster_wait();
   for (int r = rank; r < rounds; r += p.cluster)
-    reduce_out<VAR, TB>(p, sm, r, q + (int64_t)r * p.clusters);
+    reduce_out<VAR, TB>(p, sm, r, q + (int64_t)r * vclusters, split);
   cluster_arrive();
   cluster_wait();
 #endif
@@ -1013,6 +1027,8 @@ struct Direct {
     p.out_dtype = l.out_dtype;
     p.cluster = l.grid.cluster;
     p.clusters = l.grid.clusters;
+    p.splits = l.grid.splits;
+    p.partial = l.partial;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
     cudaLaunchConfig_t cfg = {};

@@ -115,7 +115,8 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
 typedef struct trl_direct_grid {
   int var, tb;  /* the variant's multiply and token blocks */
   int cluster;  /* CTAs per cluster, each a share of k */
-  int clusters; /* each takes 128-column groups in rounds */
+  int clusters; /* `splits` of them take 128-column groups in rounds */
+  int splits;   /* k-splits across clusters (workspace partials) */
   int rounds;   /* groups of the busiest cluster */
   int kt_cta;   /* k-tiles of the largest share */
   size_t smem_bytes;
@@ -129,22 +130,63 @@ static inline int trl_direct_var(trellis_codebook cb, int64_t m) {
   return m <= TRL_DIRECT_INT8_MAX_M ? TRL_DIRECT_INT8 : TRL_DIRECT_AFFINE;
 }
 
+/* What a k-split across clusters costs beyond its shares, in the cost's
+ * units (k-tiles of the busiest warp): the partials' round trip and the
+ * finishing launch (docs/TUNING.md, "Register-direct kernel: k-splits
+ * across clusters"). */
+#ifndef TRL_DIRECT_SPLIT_COST
+#define TRL_DIRECT_SPLIT_COST 2.0
+#endif
+/* The prologue's batches of loads per warp (stage_x: a warp per (token,
+ * 128-k block) unit, TRL_DIRECT_STAGE_BATCH(var) units' loads at once)
+ * for m tokens and a share of `blocks` 128-k blocks, and what one costs:
+ * every CTA of the grid reads the same x before it streams. */
+#define TRL_DIRECT_STAGE_BATCH(var) ((var) == TRL_DIRECT_INT8 ? 2 : 4)
+TRL_DIRECT_FN int64_t trl_direct_stage_batches(int var, int64_t m,
+                                               int64_t blocks) {
+  const int64_t per = (int64_t)TRL_DIRECT_WARPS * TRL_DIRECT_STAGE_BATCH(var);
+  return (m * blocks + per - 1) / per;
+}
+#ifndef TRL_DIRECT_STAGE_COST
+#define TRL_DIRECT_STAGE_COST 2.0
+#endif
+/* What a round costs beyond its k-tiles (its flush and sum), same units. */
+#ifndef TRL_DIRECT_ROUND_COST
+#define TRL_DIRECT_ROUND_COST 1.0
+#endif
+#define TRL_DIRECT_MAX_SPLITS 16
+
+/* The shape's cost for m rows: clusters of c CTAs, `rounds` groups each, a
+ * share of `share` 128-k blocks per CTA (k-tiles per warp), k split
+ * `splits` ways across clusters. */
+TRL_DIRECT_FN double trl_direct_cost(int var, int64_t m, int c, int64_t rounds,
+                                     int64_t share, int splits) {
+  return (double)(rounds * share) + TRL_DIRECT_ROUND_COST * (double)rounds +
+         0.125 * (double)c +
+         TRL_DIRECT_STAGE_COST *
+             (double)trl_direct_stage_batches(var, m, share) +
+         (splits > 1 ? TRL_DIRECT_SPLIT_COST : 0.0);
+}
+
 /* The launch for m rows of a k x n layer on sm_count SMs, `regs`
  * registers per thread for its variant (0: the launch bounds' cap) and
  * clusters of up to max_cluster CTAs (exactly `force` where that fits;
  * 0: any), of which active[c] fit the GPU at once (NULL or 0: no limit
- * known, -1: none): the cluster size minimising the k-tiles of the busiest
- * warp, plus one per round (each ends with a barrier) and one eighth per CTA of
- * a cluster (its sums are read once more by the owner); the grid never
+ * known, -1: none), and up to max_splits k-splits across clusters (1 where
+ * there is no workspace): the shape minimising the k-tiles of the busiest
+ * warp, plus one per round (each ends with a barrier), one eighth per CTA of
+ * a cluster (its sums are read once more by the owner) and
+ * TRL_DIRECT_SPLIT_COST where k is split across clusters; the grid never
  * asks for more clusters than fit at once. Returns 0 when no shape fits
  * (shared memory). */
 static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
                                    trellis_codebook cb, int sm_count, int regs,
                                    int max_cluster, int force,
-                                   const int *active, trl_direct_grid *out) {
+                                   const int *active, int max_splits,
+                                   trl_direct_grid *out) {
   const int64_t kblocks = k / 128, groups = n / 128;
   const int var = trl_direct_var(cb, m), tb = m > 8 ? 2 : 1;
-  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0};
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   *out = none;
   int reg_ctas = TRL_DIRECT_CTAS_PER_SM;
   if (regs > 0) {
@@ -153,59 +195,72 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
     if (reg_ctas > TRL_DIRECT_CTAS_PER_SM)
       reg_ctas = TRL_DIRECT_CTAS_PER_SM;
   }
+  if (max_splits > TRL_DIRECT_MAX_SPLITS)
+    max_splits = TRL_DIRECT_MAX_SPLITS;
   double best = -1.0;
   for (int c = 1; c <= max_cluster && c <= kblocks; c++) {
     if (force > 0 && c != force)
       continue;
-    const int64_t share = (kblocks + c - 1) / c; /* 128-k blocks */
     if (active != NULL && active[c] < 0)
       continue; /* clusters of c CTAs do not fit this GPU */
-    int64_t q = (int64_t)sm_count * reg_ctas / c;
-    if (active != NULL && active[c] > 0 && q > active[c])
-      q = active[c];
-    if (q > groups)
-      q = groups;
-    if (q < 1)
-      continue;
-    int64_t rounds = (groups + q - 1) / q;
-    trl_direct_smem s =
-        trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
-    int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
-               : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
-                                                : 0;
-    if (ctas > reg_ctas)
-      ctas = reg_ctas;
-    if (ctas == 0)
-      continue;
-    if (ctas < reg_ctas) { /* one CTA per SM: fewer clusters, more rounds */
-      q = (int64_t)sm_count * ctas / c;
-      if (active != NULL && active[c] > 0 && q > active[c] / 2)
-        q = active[c] / 2 > 0 ? active[c] / 2 : 1;
+    for (int sp = 1; sp <= max_splits && (int64_t)sp * c <= kblocks; ++sp) {
+      const int64_t parts = (int64_t)sp * c;
+      const int64_t share = (kblocks + parts - 1) / parts; /* 128-k blocks */
+      int64_t q = (int64_t)sm_count * reg_ctas / c; /* clusters that fit */
+      if (active != NULL && active[c] > 0 && q > active[c])
+        q = active[c];
+      q /= sp; /* groups at once */
       if (q > groups)
         q = groups;
       if (q < 1)
         continue;
-      rounds = (groups + q - 1) / q;
-      s = trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
-      if (s.bytes > TRL_DIRECT_MAX_SMEM)
+      int64_t rounds = (groups + q - 1) / q;
+      trl_direct_smem s =
+          trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
+      int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
+                 : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
+                                                  : 0;
+      if (ctas > reg_ctas)
+        ctas = reg_ctas;
+      if (ctas == 0)
         continue;
-    }
-    const int64_t per_warp = share; /* 8 share k-tiles over 8 warps */
-    const double cost =
-        (double)(rounds * per_warp) + (double)rounds + 0.125 * (double)c;
-    if (best < 0 || cost < best) {
-      best = cost;
-      out->var = var;
-      out->tb = tb;
-      out->cluster = c;
-      out->clusters = (int)q;
-      out->rounds = (int)rounds;
-      out->kt_cta = (int)(8 * share);
-      out->smem_bytes = s.bytes;
-      out->ctas_per_sm = ctas;
+      if (ctas < reg_ctas) { /* one CTA per SM: fewer clusters, more rounds */
+        q = (int64_t)sm_count * ctas / c;
+        if (active != NULL && active[c] > 0 && q > active[c] / 2)
+          q = active[c] / 2 > 0 ? active[c] / 2 : 1;
+        q /= sp;
+        if (q > groups)
+          q = groups;
+        if (q < 1)
+          continue;
+        rounds = (groups + q - 1) / q;
+        s = trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
+        if (s.bytes > TRL_DIRECT_MAX_SMEM)
+          continue;
+      }
+      const double cost = trl_direct_cost(var, m, c, rounds, share, sp);
+      if (best < 0 || cost < best) {
+        best = cost;
+        out->var = var;
+        out->tb = tb;
+        out->cluster = c;
+        out->clusters = (int)(q * sp);
+        out->splits = sp;
+        out->rounds = (int)rounds;
+        out->kt_cta = (int)(8 * share);
+        out->smem_bytes = s.bytes;
+        out->ctas_per_sm = ctas;
+      }
     }
   }
   return best >= 0;
+}
+
+/* fp32 workspace bytes of a launch's k-splits: [splits][m][n], none
+ * without. */
+static inline size_t trl_direct_partial_bytes(const trl_direct_grid *g,
+                                              int64_t m, int64_t n) {
+  return g->splits > 1 ? (size_t)g->splits * (size_t)m * (size_t)n * 4u : 0u;
 }
 
 /* One launch (what the plan hands the launcher). */
@@ -214,6 +269,7 @@ typedef struct trl_direct_launch {
   const void *x;
   const uint16_t *s_in, *s_out, *bias;
   void *y;
+  float *partial; /* grid.splits > 1: trl_direct_partial_bytes of workspace */
   int64_t m, k, n;
   int rate; /* half-bits per weight */
   trellis_codebook codebook;

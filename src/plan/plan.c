@@ -92,13 +92,22 @@ static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
   return trl_path_for(&plan->pp, &plan->lp, m, why);
 }
 
-/* trl_direct_test_clusters's (tests only) */
-static int test_max_cluster, test_force_cluster;
+/* k-splits across clusters the generic path's register-direct launches
+ * may take (measurement builds set 1 to time them without: -DCMAKE_C_FLAGS
+ * in scripts/device-check.sh's variants). */
+#ifndef TRL_DIRECT_SPLITS_LIMIT
+#define TRL_DIRECT_SPLITS_LIMIT TRL_DIRECT_MAX_SPLITS
+#endif
+
+/* trl_direct_test_clusters's and trl_direct_test_splits's (tests only) */
+static int test_max_cluster, test_force_cluster, test_max_splits;
 
 void trl_direct_test_clusters(int max_cluster, int force_cluster) {
   test_max_cluster = max_cluster;
   test_force_cluster = force_cluster;
 }
+
+void trl_direct_test_splits(int max_splits) { test_max_splits = max_splits; }
 
 /* The register-direct kernel, where the plan may run it
  * (trl_path_direct_eligible): its variants' attributes are set here, and
@@ -114,6 +123,8 @@ static trellis_status plan_direct(trellis_plan *p) {
   p->lp.direct_max_cluster =
       test_max_cluster > 0 ? test_max_cluster : TRL_DIRECT_MAX_CLUSTER;
   p->lp.direct_force_cluster = test_force_cluster;
+  p->lp.direct_max_splits =
+      test_max_splits > 0 ? test_max_splits : TRL_DIRECT_SPLITS_LIMIT;
   const int vars[2] = {trl_direct_var(cb, 1), trl_direct_var(cb, 16)};
   for (int v = 0; v < 2; ++v)
     for (int tb = 1; tb <= 2; ++tb) {
@@ -605,15 +616,18 @@ static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
 }
 
 /* The register-direct kernel: the whole layer in one launch. */
-static trellis_status direct_run(const trellis_plan *p, const void *x,
-                                 int64_t m, void *y, cudaStream_t s) {
+static trellis_status direct_run(const trellis_plan *p, const trl_layout *lay,
+                                 const void *x, int64_t m, void *y, char *ws,
+                                 cudaStream_t s) {
   trl_direct_launch l;
   memset(&l, 0, sizeof l);
-  if (!trl_layout_direct_grid(&p->lp, m, &l.grid))
+  if (!lay->direct)
     return trl_fail(TRELLIS_ERR_INTERNAL,
                     "register-direct kernel: no launch shape for m = %lld "
                     "on %lld x %lld",
                     (long long)m, (long long)p->w.k, (long long)p->w.n);
+  l.grid = lay->direct_grid;
+  l.partial = lay->partial_bytes ? (float *)(ws + lay->partial_off) : NULL;
   l.payload = p->w.trellis;
   l.x = x;
   l.s_in = p->s_in;
@@ -672,8 +686,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                     "rotated");
   if (st != TRELLIS_OK)
     return st;
-  if (trl_layout_direct(&plan->lp, path, m))
-    return direct_run(plan, x, m, y, s);
+  if (lay.direct && lay.workspace_bytes == 0)
+    return direct_run(plan, &lay, x, m, y, NULL, s);
   if (path == TRELLIS_PATH_FUSED)
     return trl_fused_run(plan, x, m, y, buffers->rotated, s);
 
@@ -683,6 +697,8 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     return trl_fail(TRELLIS_ERR_BUFFER,
                     "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
   char *ws = (char *)buffers->workspace;
+  if (lay.direct) /* k split across clusters: partials in the workspace */
+    return direct_run(plan, &lay, x, m, y, ws, s);
   const trellis_dtype rot_dt = plan->desc.compute_dtype; /* F16 or BF16 */
   int err;
   /* the dense path may fold the input rotation into its weight */

@@ -13,6 +13,10 @@ extern "C" {
  * where that fits (0: the rule's choice). Lets the tests run every
  * cluster size. */
 void trl_direct_test_clusters(int max_cluster, int force_cluster);
+/* k-splits across clusters of the register-direct decode-GEMM on the
+ * generic path in plans created from now on: at most max_splits (1: none;
+ * 0: its own limit). */
+void trl_direct_test_splits(int max_splits);
 
 #ifdef __cplusplus
 }

@@ -65,11 +65,19 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
     return 0;
   if (path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
-  if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE ||
-      trl_layout_direct(p, path, m))
-    return 1; /* the fused path and the direct kernel need no scratch */
-
   size_t at = 0, mn4;
+  if (trl_layout_direct(p, path, m)) {
+    /* scratch only for k-splits across clusters (generic path) */
+    out->direct = trl_layout_direct_grid(p, path, m, &out->direct_grid);
+    out->splits = out->direct_grid.splits;
+    if (!carve(&at, trl_direct_partial_bytes(&out->direct_grid, m, p->n),
+               &out->partial_off, &out->partial_bytes))
+      return 0;
+    return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
+  }
+  if (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_NONE)
+    return 1; /* the fused path needs no scratch */
+
   if (!trl_mul3_size(mm, n, 4, &mn4))
     return 0;
   if (path == TRELLIS_PATH_GENERIC) {
@@ -114,8 +122,8 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
   return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
 }
 
-int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
-                           trl_direct_grid *out) {
+int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
+                           int64_t m, trl_direct_grid *out) {
   if (p->sm_count < 1)
     return 0;
   const int var = trl_direct_var(p->codebook, m), tb = m > 8 ? 2 : 1;
@@ -125,5 +133,9 @@ int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
     max_cluster = TRL_DIRECT_MAX_CLUSTER;
   return trl_direct_shape(
       p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var][tb - 1],
-      max_cluster, p->direct_force_cluster, p->direct_active[var][tb - 1], out);
+      max_cluster, p->direct_force_cluster, p->direct_active[var][tb - 1],
+      path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
+          ? p->direct_max_splits
+          : 1,
+      out);
 }

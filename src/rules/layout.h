@@ -40,6 +40,7 @@ typedef struct trl_layout_params {
   int rate;
   int direct_regs[3][2];
   int direct_max_cluster, direct_force_cluster;
+  int direct_max_splits; /* k-splits across clusters, generic path (0: 1) */
   int direct_active[3][2][TRL_DIRECT_MAX_CLUSTER + 1];
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
@@ -58,10 +59,14 @@ typedef struct trl_layout {
   size_t partial_off, partial_bytes; /* fp32 [splits][m][n] (or none) */
   size_t sums_off, sums_bytes;       /* fp32 [m][n], external rotation */
   size_t rotout_off, rotout_bytes;   /* fp32 [m][n], external rotation */
-  size_t what_off, what_bytes;       /* fp16 [k][slice_n], dense path */
-  size_t cublas_off, cublas_bytes;   /* cuBLASLt workspace, dense path */
-  size_t workspace_bytes;            /* total scratch (0 on the fused path) */
-  size_t rotated_bytes;              /* fp16 [m][k] */
+  /* the register-direct kernel runs it (trl_layout_direct) in this
+   * launch shape; partial_* then holds its k-splits' sums, if any */
+  int direct;
+  trl_direct_grid direct_grid;
+  size_t what_off, what_bytes;     /* fp16 [k][slice_n], dense path */
+  size_t cublas_off, cublas_bytes; /* cuBLASLt workspace, dense path */
+  size_t workspace_bytes;          /* total scratch (0 on the fused path) */
+  size_t rotated_bytes;            /* fp16 [m][k] */
   size_t input_f16_bytes, output_f16_bytes;
 } trl_layout;
 
@@ -135,13 +140,15 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
 
 /* The register-direct kernel's launch for m rows (trl_direct_shape with
  * the plan's registers and cluster limits). 0 when none fits.
- * trl_layout_direct: whether it runs m rows on `path` (one launch, no
- * workspace: the fused path's contract): up to 8 rows (16 at a half rate)
+ * On the generic path k may be split across clusters (workspace partials
+ * and a finishing launch); on the fused path never (its contract: no
+ * workspace). trl_layout_direct: whether it runs m rows on `path`: up to 8
+ * rows (16 at a half rate)
  * on the fused and the generic path wherever the plan can run it and a
  * launch fits. Otherwise the fused cluster kernel (fused path) or the split-K
  * decode-GEMM. */
-int trl_layout_direct_grid(const trl_layout_params *p, int64_t m,
-                           trl_direct_grid *out);
+int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
+                           int64_t m, trl_direct_grid *out);
 static inline int trl_layout_direct(const trl_layout_params *p,
                                     trellis_path path, int64_t m) {
   trl_direct_grid g;
@@ -151,7 +158,7 @@ static inline int trl_layout_direct(const trl_layout_params *p,
   const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
   return p->direct && m <= max_m &&
          (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
-         trl_layout_direct_grid(p, m, &g);
+         trl_layout_direct_grid(p, path, m, &g);
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
