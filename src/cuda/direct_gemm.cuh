@@ -28,6 +28,10 @@
  *    the others stream on) and they stay; after the last round the cluster
  *    meets once and each round's owner CTA adds the CTAs' sums through
  *    distributed shared memory, rotates, scales, adds bias and stores y.
+ *    On the generic path k may also be split across clusters (splits > 1):
+ *    each cluster's sums go to fp32 partials in the workspace and
+ *    direct_finish_kernel (direct_gemm.cu) adds them in split order,
+ *    rotates, scales, biases and stores y.
  *    Fixed orders throughout: a replay is bit-identical to the eager run.
  *    No atomics, no flags.
  *  - Programmatic dependent launch: the first groups are loaded before
