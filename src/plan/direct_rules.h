@@ -256,20 +256,13 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
   return best >= 0;
 }
 
-/* fp32 workspace bytes of a launch's k-splits: [splits][m][n], none
- * without. */
-static inline size_t trl_direct_partial_bytes(const trl_direct_grid *g,
-                                              int64_t m, int64_t n) {
-  return g->splits > 1 ? (size_t)g->splits * (size_t)m * (size_t)n * 4u : 0u;
-}
-
 /* One launch (what the plan hands the launcher). */
 typedef struct trl_direct_launch {
   const int16_t *payload; /* lane layout */
   const void *x;
   const uint16_t *s_in, *s_out, *bias;
   void *y;
-  float *partial; /* grid.splits > 1: trl_direct_partial_bytes of workspace */
+  float *partial; /* grid.splits > 1: fp32 [splits][m][n] of workspace */
   int64_t m, k, n;
   int rate; /* half-bits per weight */
   trellis_codebook codebook;

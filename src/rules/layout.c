@@ -70,8 +70,11 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
     /* scratch only for k-splits across clusters (generic path) */
     out->direct = trl_layout_direct_grid(p, path, m, &out->direct_grid);
     out->splits = out->direct_grid.splits;
-    if (!carve(&at, trl_direct_partial_bytes(&out->direct_grid, m, p->n),
-               &out->partial_off, &out->partial_bytes))
+    size_t part = 0; /* fp32 [splits][m][n] */
+    if (out->splits > 1 &&
+        !trl_mul3_size((size_t)out->splits * mm, n, 4, &part))
+      return 0;
+    if (!carve(&at, part, &out->partial_off, &out->partial_bytes))
       return 0;
     return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
   }
