@@ -18,14 +18,14 @@
 
 static void test_gemm(void **state) {
   (void)state;
-  UNSUPPORTED(trl_gemm_prepare(9, 0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(9, 0, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("decode-GEMM: no kernel variant for bits 9");
   tu_assert_error_has("this build has bits 1, 2, 3, 4, 5, 6, 7, 8");
-  UNSUPPORTED(trl_gemm_prepare(0, 0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(0, 0, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("bits 0");
-  UNSUPPORTED(trl_gemm_prepare(4, 0, (trellis_codebook)7, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(4, 0, 0, (trellis_codebook)7, TRELLIS_F16));
   tu_assert_error_has("codebook 7");
-  UNSUPPORTED(trl_gemm_prepare(4, 0, TRELLIS_CB_MUL1, TRELLIS_F32));
+  UNSUPPORTED(trl_gemm_prepare(4, 0, 0, TRELLIS_CB_MUL1, TRELLIS_F32));
   tu_assert_error_has("compute dtype 2");
   tu_assert_error_has("this build has compute dtype 0, 1");
 
@@ -44,19 +44,27 @@ static void test_gemm(void **state) {
   tu_assert_error_has("this build has m_blocks 1, 2, 4, 8");
   a.m_blocks = 0;
   UNSUPPORTED(trl_launch_gemm(&a, NULL));
-  assert_int_equal(trl_gemm_ctas_per_sm(9, 0, TRELLIS_CB_MCG, TRELLIS_F16, 1),
-                   0);
+  assert_int_equal(
+      trl_gemm_ctas_per_sm(9, 0, 0, TRELLIS_CB_MCG, TRELLIS_F16, 1), 0);
   /* SQG codebooks at their K only; pairs are the kinds of format/pair.h
    * on MCG and SQG_E4M3 */
-  UNSUPPORTED(trl_gemm_prepare(4, 0, TRELLIS_CB_SQG_FP16, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(4, 0, 0, TRELLIS_CB_SQG_FP16, TRELLIS_F16));
   tu_assert_error_has("decode-GEMM: no kernel variant for the combination");
-  UNSUPPORTED(trl_gemm_prepare(7, 0, TRELLIS_CB_SQG_E4M3, TRELLIS_F16));
-  UNSUPPORTED(trl_gemm_prepare(3, 4, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(7, 0, 0, TRELLIS_CB_SQG_E4M3, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(3, 0, 4, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("record1 bits 4");
-  UNSUPPORTED(trl_gemm_prepare(2, 4, TRELLIS_CB_3INST, TRELLIS_F16));
-  UNSUPPORTED(trl_gemm_prepare(2, 4, TRELLIS_CB_SQG_FP16, TRELLIS_BF16));
-  UNSUPPORTED(trl_gemm_prepare(2, 5, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(2, 0, 4, TRELLIS_CB_3INST, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(2, 0, 4, TRELLIS_CB_SQG_FP16, TRELLIS_BF16));
+  UNSUPPORTED(trl_gemm_prepare(2, 0, 5, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_error_has("this build has record1 bits 0, 2, 3, 4");
+  /* half-integer rates: MUL1 at K 1.5 .. 3.5, never a pair */
+  UNSUPPORTED(trl_gemm_prepare(4, 1, 0, TRELLIS_CB_MUL1, TRELLIS_F16));
+  tu_assert_error_has("decode-GEMM: no kernel variant for the combination");
+  tu_assert_error_has("half 1");
+  UNSUPPORTED(trl_gemm_prepare(2, 1, 0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(2, 1, 2, TRELLIS_CB_MUL1, TRELLIS_BF16));
+  UNSUPPORTED(trl_gemm_prepare(2, 2, 0, TRELLIS_CB_MUL1, TRELLIS_F16));
+  tu_assert_error_has("this build has half 0, 1");
 }
 
 static void test_reconstruct(void **state) {
@@ -116,7 +124,7 @@ static void test_fused(void **state) {
  * and keeps the launcher's detail. */
 static void test_status(void **state) {
   (void)state;
-  UNSUPPORTED(trl_gemm_prepare(9, 0, TRELLIS_CB_MCG, TRELLIS_F16));
+  UNSUPPORTED(trl_gemm_prepare(9, 0, 0, TRELLIS_CB_MCG, TRELLIS_F16));
   tu_assert_status(trl_cuda_fail(TRL_KERNEL_UNSUPPORTED, "plan"),
                    TRELLIS_ERR_UNSUPPORTED);
   tu_assert_error_has("plan: decode-GEMM: no kernel variant for bits 9");

@@ -499,8 +499,8 @@ static void test_path_dense_crossover(void **state) {
   assert_int_equal(trl_path_dense_min_m(&p), 192);
 }
 
-/* The path for m: fused through the gate, then the crossover, the flags
- * and a half rate's fallback to dense. */
+/* The path for m: fused through the gate, then the crossover and the
+ * flags; a half rate like an integer one (the generic kernels take it). */
 static void test_path_for(void **state) {
   (void)state;
   trl_layout_params lp = {0};
@@ -523,11 +523,15 @@ static void test_path_for(void **state) {
   p = open_plan(), p.split_k = 2;
   assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_GENERIC);
   assert_int_equal(why, TRL_GATE_FORCED);
-  /* a half rate without the register-direct kernel: dense below the
-   * crossover too */
+  /* a half rate without the register-direct kernel (lp.direct 0): the
+   * split-K decode-GEMM up to the crossover, then dense */
   p = open_plan(), p.bits = 2, p.half = 1, p.codebook = TRELLIS_CB_MUL1;
-  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_DENSE);
+  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_GENERIC);
   assert_int_equal(why, TRL_GATE_BITS);
+  assert_int_equal(trl_path_for(&p, &lp, 256, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, &lp, 257, NULL), TRELLIS_PATH_DENSE);
+  p.compute_dtype = TRELLIS_BF16;
+  assert_int_equal(trl_path_for(&p, &lp, 17, NULL), TRELLIS_PATH_GENERIC);
   p = open_plan(), p.bits = 4;
   assert_int_equal(trl_path_for(&p, &lp, 1, NULL), TRELLIS_PATH_GENERIC);
 }

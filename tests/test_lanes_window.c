@@ -190,12 +190,53 @@ static void test_windows(void **state) {
   }
 }
 
+/* The half-integer rates' fetch (trl_lanes_half_*): every state of every
+ * tile and lane of random groups at H = 3, 5, 7 equals the format's
+ * (trl_tile_states_rate), from loads that stay inside the group. */
+static void test_half_windows(void **state) {
+  (void)state;
+  static int16_t tiles[8 * 128], lanes[8 * 128];
+  static uint32_t staged[32 * 16];
+  for (int h = 3; h <= 7; h += 2) {
+    for (int round = 0; round < 4; round++) {
+      fill_random(tiles, (size_t)trl_lanes_group_bytes(h));
+      assert_int_equal(trl_lanes_convert(tiles, lanes, 16, 128, h, 1),
+                       TRELLIS_OK);
+      stage(lanes, h, staged);
+      for (int tau = 0; tau < 8; tau++) {
+        uint16_t states[256];
+        trl_tile_states_rate(tiles + tau * 8 * h, h, states);
+        for (int lane = 0; lane < 32; lane++) {
+          uint32_t w[3][TRL_LANES_HALF_WORDS] = {{0}};
+          for (int b = 0; b <= trl_lanes_half_lanes(h); b++)
+            for (int i = 0; i < TRL_LANES_HALF_WORDS; i++) {
+              const int off = trl_lanes_half_offset(h, lane, b, tau, i);
+              assert_true(off >= 0 && off + 4 <= trl_lanes_group_bytes(h));
+              w[b][i] = load_word(staged, off);
+            }
+          uint32_t e[2];
+          trl_lanes_half_window(h, w[0], w[1], w[2],
+                                trl_lanes_half_shift(h, tau), e);
+          for (int j = 0; j < 8; j++) {
+            const int q = trl_lanes_state_offset(h, j);
+            unsigned s = 0;
+            for (int b = 0; b < 16; b++)
+              s = s << 1 | string_bit(e, q + b);
+            if (s != states[8 * lane + j])
+              fail_msg("H%d tile %d lane %d state %d: %04x, expected %04x", h,
+                       tau, lane, j, s, states[8 * lane + j]);
+          }
+        }
+      }
+    }
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_staged),
-      cmocka_unit_test(test_offsets),
-      cmocka_unit_test(test_primitives),
-      cmocka_unit_test(test_windows),
+      cmocka_unit_test(test_staged),       cmocka_unit_test(test_offsets),
+      cmocka_unit_test(test_primitives),   cmocka_unit_test(test_windows),
+      cmocka_unit_test(test_half_windows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,12 +9,13 @@ using trl::gemm::Params;
 
 /* CTAs of one variant resident per SM, from its registers and shared memory
  * (independent of attributes, so plan create can use it before prepare). */
-extern "C" int trl_gemm_ctas_per_sm(int bits, int bits1,
+extern "C" int trl_gemm_ctas_per_sm(int bits, int half, int bits1,
                                     trellis_codebook codebook,
                                     trellis_dtype compute, int m_blocks) {
   Gemm::Args a = {};
   const int err = trl::dispatch::run<Gemm>(
-      Op::kQuery, {bits, (int)codebook, (int)compute, m_blocks, bits1}, a);
+      Op::kQuery, {bits, (int)codebook, (int)compute, m_blocks, bits1, half},
+      a);
   if (err || a.regs <= 0) {
     (void)cudaGetLastError();
     return 0;
@@ -35,14 +36,15 @@ extern "C" int trl_gemm_ctas_per_sm(int bits, int bits1,
   return n < by_threads ? n : by_threads;
 }
 
-extern "C" int trl_gemm_prepare(int bits, int bits1, trellis_codebook codebook,
+extern "C" int trl_gemm_prepare(int bits, int half, int bits1,
+                                trellis_codebook codebook,
                                 trellis_dtype compute) {
   Gemm::Args a = {};
   return trl::dispatch::for_each_value<trl::dispatch::MBlocksAxis>(
       [&](auto mb) {
         return trl::dispatch::run<Gemm>(
-            Op::kPrepare, {bits, (int)codebook, (int)compute, mb.value, bits1},
-            a);
+            Op::kPrepare,
+            {bits, (int)codebook, (int)compute, mb.value, bits1, half}, a);
       });
 }
 
@@ -68,7 +70,8 @@ extern "C" int trl_launch_gemm(const trl_gemm_args *a, void *stream) {
   g.grid = dim3((unsigned)(a->n / 128), (unsigned)a->splits,
                 (unsigned)((a->m + rows_per_cta - 1) / rows_per_cta));
   g.stream = (cudaStream_t)stream;
-  return trl::dispatch::run<Gemm>(
-      Op::kLaunch,
-      {a->bits, (int)a->codebook, (int)a->compute, a->m_blocks, a->bits1}, g);
+  return trl::dispatch::run<Gemm>(Op::kLaunch,
+                                  {a->bits, (int)a->codebook, (int)a->compute,
+                                   a->m_blocks, a->bits1, a->half},
+                                  g);
 }

@@ -44,8 +44,9 @@ template <int MB> struct Layout {
  * the warps split over n (WN) and k (WK) as Layout says. */
 constexpr bool kWgmma = TRL_WGMMA != 0;
 
-template <int K> __host__ __device__ constexpr int stage_w_bytes() {
-  return kSK * kNT * 32 * K;
+/* HF 1: the half-integer rate K + 1/2 (MUL1; 2K + 1 half-bits a weight). */
+template <int K, int HF = 0> __host__ __device__ constexpr int stage_w_bytes() {
+  return kSK * kNT * 16 * (2 * K + HF);
 }
 template <int MB> __host__ __device__ constexpr int stage_a_bytes() {
   return 16 * MB * kApitch * 2;
@@ -55,8 +56,9 @@ template <int MB> __host__ __device__ constexpr int stage_a_bytes() {
  * and the ring starts at the first aligned byte of the dynamic shared
  * memory, which gets 1 KiB of slack. The same layout serves mma.sync. */
 constexpr int kRingAlign = 1024;
-template <int K, int MB> __host__ __device__ constexpr int stage_bytes() {
-  return (stage_w_bytes<K>() + stage_a_bytes<MB>() + kRingAlign - 1) /
+template <int K, int MB, int HF = 0>
+__host__ __device__ constexpr int stage_bytes() {
+  return (stage_w_bytes<K, HF>() + stage_a_bytes<MB>() + kRingAlign - 1) /
          kRingAlign * kRingAlign;
 }
 
@@ -77,19 +79,19 @@ template <int CB> __host__ __device__ constexpr int sqg_table_bytes() {
  * an SQG table, as many stages (at least
  * two) as leave room for two CTAs per SM (sqg_e4m3) or one (sqg_fp16) in
  * the H100/H200's 228 KiB (1 KiB of it reserved per CTA). */
-template <int K, int MB, int CB = TRELLIS_CB_MCG>
+template <int K, int MB, int CB = TRELLIS_CB_MCG, int HF = 0>
 __host__ __device__ constexpr int ring_stages() {
   constexpr int base = MB == 8 ? 2 : (MB == 4 || K >= 7 ? 3 : 4);
   constexpr int table = sqg_table_bytes<CB>();
   constexpr int ctas = CB == TRELLIS_CB_SQG_E4M3 ? 2 : 1;
   constexpr int room = 228 * 1024 / ctas - 1024 - table - kRingAlign;
-  constexpr int fit = room / stage_bytes<K, MB>();
+  constexpr int fit = room / stage_bytes<K, MB, HF>();
   return table == 0 ? base : fit < 2 ? 2 : fit > base ? base : fit;
 }
 /* The ring (or, after it, the CTA's reduction) of one K. */
-template <int K, int MB, int CB>
+template <int K, int MB, int CB, int HF = 0>
 __host__ __device__ constexpr int region_bytes() {
-  constexpr int ring = ring_stages<K, MB, CB>() * stage_bytes<K, MB>();
+  constexpr int ring = ring_stages<K, MB, CB, HF>() * stage_bytes<K, MB, HF>();
   constexpr int red = Layout<MB>::WK * 16 * MB * 128 * 4;
   return ring > red ? ring : red;
 }
@@ -99,16 +101,16 @@ __host__ __device__ constexpr int smem_bytes() {
 }
 /* Where an SQG table starts (from the ring's base): after the larger
  * region of a pair's two records (K1 = 0: a uniform layer). */
-template <int K, int K1, int MB, int CB>
+template <int K, int K1, int MB, int CB, int HF = 0>
 __host__ __device__ constexpr int table_offset() {
-  return K1 == 0 || region_bytes<K, MB, CB>() >= region_bytes<K1, MB, CB>()
-             ? region_bytes<K, MB, CB>()
+  return K1 == 0 || region_bytes<K, MB, CB, HF>() >= region_bytes<K1, MB, CB>()
+             ? region_bytes<K, MB, CB, HF>()
              : region_bytes<K1, MB, CB>();
 }
 /* A kernel's dynamic shared memory: a pair's CTAs run either record's K. */
-template <int K, int K1, int MB, int CB>
+template <int K, int K1, int MB, int CB, int HF = 0>
 __host__ __device__ constexpr int kernel_smem_bytes() {
-  return table_offset<K, K1, MB, CB>() + sqg_table_bytes<CB>() + kRingAlign;
+  return table_offset<K, K1, MB, CB, HF>() + sqg_table_bytes<CB>() + kRingAlign;
 }
 /* The ring's base inside the dynamic shared memory. */
 __device__ __forceinline__ char *ring_base(char *smem) {
@@ -164,8 +166,9 @@ template <int MB> constexpr uint32_t a_step16 = a_offset<MB>(16, 0);
  * lanes loading one word each meet 4 to a bank. The copies are 4 bytes
  * each, 2K per thread and stage (16-byte copies of the stored layout took
  * K / 2). */
-template <int K, int MB> struct Loader {
-  static constexpr int kRowBytes = kNT * 32 * K; /* one tile row's run */
+template <int K, int MB, int HF = 0> struct Loader {
+  static constexpr int kTileBytes = 16 * (2 * K + HF);
+  static constexpr int kRowBytes = kNT * kTileBytes; /* one tile row's run */
   static_assert(kThreads == 32 * kSK, "one warp per tile row of a stage");
   static constexpr int kAChunks = 16 * MB * 16; /* 16*MB rows x 128 k */
   static constexpr int kAPer = kAChunks / kThreads;
@@ -173,7 +176,7 @@ template <int K, int MB> struct Loader {
 
   const char *wsrc; /* this lane's first word of its group */
   uint32_t wgroup;  /* its staged group in a stage */
-  GroupCopy<K> wcopy;
+  GroupCopy<K, HF> wcopy;
   /* Activation chunk i of this thread is row 16 i + threadIdx.x / 16 of
    * the stage, so its shared-memory offset is adst + i * a_step16: kept
    * as one base, or the compiler rematerialises each chunk's swizzled
@@ -191,15 +194,15 @@ template <int K, int MB> struct Loader {
                                        const uint16_t *rotated, int64_t m,
                                        int64_t k, int64_t kt0, int64_t akt0,
                                        int nt0, int64_t row0) {
-    const int64_t row_stride = (n / 16) * (int64_t)(32 * K);
+    const int64_t row_stride = (n / 16) * (int64_t)kTileBytes;
     wstride = kSK * row_stride;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     wsrc = reinterpret_cast<const char *>(trellis) + (kt0 + warp) * row_stride +
-           (int64_t)nt0 * (32 * K) + 4 * lane;
+           (int64_t)nt0 * kTileBytes + 4 * lane;
     wgroup = (uint32_t)(warp * kRowBytes);
-    wcopy = GroupCopy<K>(lane);
+    wcopy = GroupCopy<K, HF>(lane);
     const int r0 = threadIdx.x >> 4, col = (threadIdx.x & 15) * 8;
-    adst = (uint32_t)stage_w_bytes<K>() + a_offset<MB>(r0, col);
+    adst = (uint32_t)stage_w_bytes<K, HF>() + a_offset<MB>(r0, col);
 #pragma unroll
     for (int i = 0; i < kAPer; ++i) {
       const int r = r0 + 16 * i;
@@ -255,32 +258,49 @@ template <int MB> using AccFor = std::conditional_t<kWgmma, WAcc<MB>, Acc<MB>>;
  * kernel: the tiles a warp decodes sit at the same places in every group
  * of every stage. wgmma: warp w decodes tile w of each group; mma.sync:
  * warp (wn, wk) tiles wn * NTW + a (a = 0 .. NTW-1). */
-template <int K, int MB> struct StageTiles {
+template <int K, int HF> struct TileOf { using type = LaneTile<K>; };
+template <int K> struct TileOf<K, 1> { using type = HalfTile<K>; };
+template <int K, int MB, int HF = 0> struct StageTiles {
   static constexpr int kTiles = kWgmma ? 1 : Layout<MB>::NTW;
-  LaneTile<K> t[kTiles];
+  using Tile = typename TileOf<K, HF>::type;
+  Tile t[kTiles];
   __device__ __forceinline__ StageTiles(int lane, int warp) {
 #pragma unroll
     for (int a = 0; a < kTiles; ++a)
-      t[a] = LaneTile<K>(lane,
-                         kWgmma ? warp : (warp % Layout<MB>::WN) * kTiles + a);
+      t[a] = Tile(lane, kWgmma ? warp : (warp % Layout<MB>::WN) * kTiles + a);
   }
 };
+
+/* The B fragments of a lane's tile of the staged group at `group`. */
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ void tile_frags(const LaneTile<K> &t,
+                                           const char *group, uint32_t (&b)[4],
+                                           const HotShifts &sh, uint32_t tab) {
+  uint32_t w[TileGeom<K>::kNW];
+  t.fetch(group, w);
+  decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
+}
+template <int K, int CB, bool BF16>
+__device__ __forceinline__ void tile_frags(const HalfTile<K> &t,
+                                           const char *group, uint32_t (&b)[4],
+                                           const HotShifts &, uint32_t) {
+  decode_half_tile<K, CB, BF16>(t, group, b);
+}
 
 /* Decodes this warp's tiles of one resident stage and accumulates. The
  * tile words are read at per-lane offsets computed once per kernel (`lt`).
  * The weights are the B operand here: as the A operand (no B-fragment
  * pack) they were slower or rounded W_hat differently (docs/TUNING.md,
  * "Decode-GEMM: the weights as the B operand, wgmma groups of two tiles"). */
-template <int K, int CB, int MB, bool BF16>
+template <int K, int CB, int MB, bool BF16, int HF>
 __device__ __forceinline__ void
-compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
+compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB, HF> &lt,
               int lane, int, int wk, const HotShifts &sh, uint32_t tab) {
   using L = Layout<MB>;
-  using G = TileGeom<K>;
-  constexpr int kGroupBytes = kNT * 32 * K;
+  constexpr int kGroupBytes = Loader<K, MB, HF>::kRowBytes;
   const char *wbase = stage + wk * kGroupBytes;
   const uint16_t *as =
-      reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K>());
+      reinterpret_cast<const uint16_t *>(stage + stage_w_bytes<K, HF>());
 #pragma unroll
   for (int ii = 0; ii < kSK / L::WK; ++ii) {
     const int kr = wk + ii * L::WK;
@@ -294,10 +314,9 @@ compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
     }
 #pragma unroll
     for (int a = 0; a < L::NTW; ++a) {
-      uint32_t w[G::kNW];
-      lt.t[a].fetch(wbase + ii * L::WK * kGroupBytes, w);
       uint32_t b[4];
-      decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
+      tile_frags<K, CB, BF16>(lt.t[a], wbase + ii * L::WK * kGroupBytes, b, sh,
+                              tab);
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
         mma16816<BF16>(acc.v[a][0][mb], afrag[mb], b[0], b[1]);
@@ -313,24 +332,21 @@ compute_stage(const char *stage, Acc<MB> &acc, const StageTiles<K, MB> &lt,
  * tile rows to a wgmma group (kGroup). One group stays in flight while the
  * next decodes; all are complete when this returns (the stage's buffer is
  * refilled after the next barrier). */
-template <int K, int CB, int MB, bool BF16>
+template <int K, int CB, int MB, bool BF16, int HF>
 __device__ __forceinline__ void
-compute_stage(const char *stage, WAcc<MB> &acc, const StageTiles<K, MB> &lt,
+compute_stage(const char *stage, WAcc<MB> &acc, const StageTiles<K, MB, HF> &lt,
               int, int, int, const HotShifts &sh, uint32_t tab) {
-  using G = TileGeom<K>;
-  constexpr int kGroupBytes = kNT * 32 * K, N = 16 * MB;
+  constexpr int kGroupBytes = Loader<K, MB, HF>::kRowBytes, N = 16 * MB;
   /* the stage's activations; k-steps advance 32 B inside a 64-k half,
    * 8-row groups are 1 KiB */
   const uint64_t desc = wgmma_desc_sw128(
-      (uint32_t)__cvta_generic_to_shared(stage + stage_w_bytes<K>()), 1024);
+      (uint32_t)__cvta_generic_to_shared(stage + stage_w_bytes<K, HF>()), 1024);
   auto desc_of = [&](int kr) {
     return wgmma_desc_advance(desc, (kr >> 2) * N * 128 + (kr & 3) * 32);
   };
   auto decode_a = [&](int kr, uint32_t(&a)[4]) {
-    uint32_t w[G::kNW];
-    lt.t[0].fetch(stage + kr * kGroupBytes, w);
     uint32_t b[4];
-    decode_stage_frags<K, CB, BF16>(w, 0, b, sh, tab);
+    tile_frags<K, CB, BF16>(lt.t[0], stage + kr * kGroupBytes, b, sh, tab);
     /* B fragment (k rows 2q.., column g) = A fragment of the transpose */
     a[0] = b[0], a[1] = b[2], a[2] = b[1], a[3] = b[3];
   };
@@ -429,11 +445,11 @@ struct CopiedActivations {
  * per stage, from the source `act`. The caller has issued the weights of
  * those stages before, in one group of their own, so that they stream in
  * while a dependent launch waits for the previous kernel. */
-template <int K, int MB, class Act, int CB = TRELLIS_CB_MCG>
-__device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
-                                                  int nstages, Act &act) {
-  constexpr int kStages = ring_stages<K, MB, CB>();
-  constexpr int SB = stage_bytes<K, MB>();
+template <int K, int MB, class Act, int CB = TRELLIS_CB_MCG, int HF = 0>
+__device__ __forceinline__ void
+prime_activations(Loader<K, MB, HF> &ld, char *smem, int nstages, Act &act) {
+  constexpr int kStages = ring_stages<K, MB, CB, HF>();
+  constexpr int SB = stage_bytes<K, MB, HF>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -450,13 +466,14 @@ __device__ __forceinline__ void prime_activations(Loader<K, MB> &ld, char *smem,
  * caller has issued the first kStages - 1 stages in at most kStages - 1
  * commit groups. Returns with the ring drained and the CTA synchronised.
  * tab: an SQG codebook's state table in shared memory (sqg_table_bytes). */
-template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations>
+template <int K, int CB, int MB, bool BF16, class Act = CopiedActivations,
+          int HF = 0>
 __device__ __forceinline__ void
-run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
-         const StageTiles<K, MB> &lt, int lane, int wn, int wk,
+run_ring(Loader<K, MB, HF> &ld, char *smem, int nstages, AccFor<MB> &acc,
+         const StageTiles<K, MB, HF> &lt, int lane, int wn, int wk,
          const HotShifts &sh, Act act = Act(), uint32_t tab = 0) {
-  constexpr int kStages = ring_stages<K, MB, CB>();
-  constexpr int SB = stage_bytes<K, MB>();
+  constexpr int kStages = ring_stages<K, MB, CB, HF>();
+  constexpr int SB = stage_bytes<K, MB, HF>();
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   for (int it = 0; it < nstages; ++it) {
     cp_async_wait<kStages - 2>();
@@ -471,8 +488,8 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
       act.issue(ld, st, nxt);
     }
     cp_async_commit();
-    compute_stage<K, CB, MB, BF16>(smem + (it % kStages) * SB, acc, lt, lane,
-                                   wn, wk, sh, tab);
+    compute_stage<K, CB, MB, BF16, HF>(smem + (it % kStages) * SB, acc, lt,
+                                       lane, wn, wk, sh, tab);
     if (nxt < nstages)
       act.finish(smem + (nxt % kStages) * SB, nxt);
   }
@@ -485,7 +502,7 @@ run_ring(Loader<K, MB> &ld, char *smem, int nstages, AccFor<MB> &acc,
  * from k column 16 * akt0) into out[m][128] (row pitch p.n), the CTA's
  * columns of one k-split's partial slice. An SQG codebook's state table
  * (`table`, of this K) is copied to `tab` with the first stages. */
-template <int K, int CB, int MB, bool BF16>
+template <int K, int CB, int MB, bool BF16, int HF = 0>
 __device__ __forceinline__ void
 gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
          int64_t kt0, int64_t akt0, int nt0, int nstages, float *out,
@@ -497,9 +514,9 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
 
   AccFor<MB> acc;
   acc.zero();
-  const StageTiles<K, MB> lt(lane, warp);
-  constexpr int SB = stage_bytes<K, MB>();
-  Loader<K, MB> ld;
+  const StageTiles<K, MB, HF> lt(lane, warp);
+  constexpr int SB = stage_bytes<K, MB, HF>();
+  Loader<K, MB, HF> ld;
   ld.init(trellis, wn, p.rotated, p.m, p.k, kt0, akt0, nt0, row0);
   const uint32_t ring = (uint32_t)__cvta_generic_to_shared(smem);
   const uint32_t tab_s = (uint32_t)__cvta_generic_to_shared(tab);
@@ -510,7 +527,7 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
       cp_async16_raw(tab_s + 16 * i, src + 16 * i, 16u);
   }
 #pragma unroll
-  for (int s = 0; s < ring_stages<K, MB, CB>() - 1; ++s)
+  for (int s = 0; s < ring_stages<K, MB, CB, HF>() - 1; ++s)
     if (s < nstages)
       ld.issue_w(ring + s * SB);
   cp_async_commit();
@@ -520,9 +537,10 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
   griddep_wait();
   griddep_launch_dependents();
   CopiedActivations copied;
-  prime_activations<K, MB, CopiedActivations, CB>(ld, smem, nstages, copied);
-  run_ring<K, CB, MB, BF16>(ld, smem, nstages, acc, lt, lane, wn_, wk, p.shifts,
-                            copied, tab_s);
+  prime_activations<K, MB, CopiedActivations, CB, HF>(ld, smem, nstages,
+                                                      copied);
+  run_ring<K, CB, MB, BF16, CopiedActivations, HF>(
+      ld, smem, nstages, acc, lt, lane, wn_, wk, p.shifts, copied, tab_s);
 
   float *red = reinterpret_cast<float *>(smem);
   reduce_cta<MB>(acc, red, lane, wn_, wk);
@@ -542,19 +560,19 @@ gemm_cta(const Params &p, char *smem, const int16_t *trellis, int64_t wn,
  *    [8][n/16][16 K_r], over activation columns 128 r ..; the output
  *    stage sums the splits, so the records' products meet before the
  *    output rotation. */
-template <int K, int CB, int MB, bool BF16, int K1>
+template <int K, int CB, int MB, bool BF16, int K1, int HF>
 __global__ void __launch_bounds__(kThreads) dq_gemm_kernel(Params p) {
   extern __shared__ __align__(16) char smem_raw[];
   char *smem = ring_base(smem_raw);
-  char *tab = smem + table_offset<K, K1, MB, CB>();
+  char *tab = smem + table_offset<K, K1, MB, CB, HF>();
   const int nt0 = blockIdx.x * kNT;
   const int64_t kt_begin = (int64_t)blockIdx.y * p.kt_per_split;
   const int64_t kt_end = min(kt_begin + p.kt_per_split, p.k / 16);
   const int nstages = (int)((kt_end - kt_begin) / kSK);
   float *out = p.partial + (int64_t)blockIdx.y * p.m * p.n + (int64_t)nt0 * 16;
   if constexpr (K1 == 0) {
-    gemm_cta<K, CB, MB, BF16>(p, smem, p.trellis, p.n, kt_begin, kt_begin, nt0,
-                              nstages, out, p.sqg_state[0], tab);
+    gemm_cta<K, CB, MB, BF16, HF>(p, smem, p.trellis, p.n, kt_begin, kt_begin,
+                                  nt0, nstages, out, p.sqg_state[0], tab);
   } else {
     const bool on_n = p.rate_axis == TRELLIS_RATE_AXIS_N;
     const int rec = on_n ? (int)blockIdx.x : (int)blockIdx.y;
@@ -594,7 +612,7 @@ struct Gemm {
   static constexpr const char *kName = "decode-GEMM";
   using Axes = dispatch::Axes<dispatch::BitsAxis, dispatch::CodebookAxis,
                               dispatch::ComputeAxis, dispatch::MBlocksAxis,
-                              dispatch::Bits1Axis>;
+                              dispatch::Bits1Axis, dispatch::HalfAxis>;
   static constexpr int kUnits = 8;
   struct Args {
     const Params *p; /* launch */
@@ -603,36 +621,45 @@ struct Gemm {
     int regs;    /* query: registers per thread */
     size_t smem; /* query: shared memory, dynamic and static */
   };
-  template <int K, int CB, int DT, int MB, int K1>
+  template <int K, int CB, int DT, int MB, int K1, int HF>
   static constexpr bool exists() {
-    if constexpr (K1 == 0)
+    if constexpr (HF)
+      return K1 == 0 && trl_codebook_has_half(CB) && K >= TRL_HALF_MIN_BITS &&
+             K <= TRL_HALF_MAX_BITS;
+    else if constexpr (K1 == 0)
       return codebook_has_bits<CB, K>();
     else
       return trl_codebook_pairs(CB) && pair_bits(K, K1);
   }
-  template <int K, int CB, int DT, int MB, int K1> static auto kernel() {
-    return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16, K1>;
+  template <int K, int CB, int DT, int MB, int K1, int HF>
+  static auto kernel() {
+    return &dq_gemm_kernel<K, CB, MB, DT == TRELLIS_BF16, K1, HF>;
   }
-  template <int K, int CB, int DT, int MB, int K1> static int prepare(Args &) {
+  template <int K, int CB, int DT, int MB, int K1, int HF>
+  static int prepare(Args &) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1>());
+    cudaError_t e =
+        cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1, HF>());
     if (e != cudaSuccess)
       return (int)e;
     return (int)cudaFuncSetAttribute(
-        kernel<K, CB, DT, MB, K1>(),
+        kernel<K, CB, DT, MB, K1, HF>(),
         cudaFuncAttributeMaxDynamicSharedMemorySize,
-        kernel_smem_bytes<K, K1, MB, CB>());
+        kernel_smem_bytes<K, K1, MB, CB, HF>());
   }
-  template <int K, int CB, int DT, int MB, int K1> static int launch(Args &a) {
+  template <int K, int CB, int DT, int MB, int K1, int HF>
+  static int launch(Args &a) {
     return (int)launch_dependent(
-        kernel<K, CB, DT, MB, K1>(), a.grid, dim3(kThreads),
-        kernel_smem_bytes<K, K1, MB, CB>(), a.stream, a.p->pdl != 0, *a.p);
+        kernel<K, CB, DT, MB, K1, HF>(), a.grid, dim3(kThreads),
+        kernel_smem_bytes<K, K1, MB, CB, HF>(), a.stream, a.p->pdl != 0, *a.p);
   }
-  template <int K, int CB, int DT, int MB, int K1> static int query(Args &a) {
+  template <int K, int CB, int DT, int MB, int K1, int HF>
+  static int query(Args &a) {
     cudaFuncAttributes attr;
-    cudaError_t e = cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1>());
+    cudaError_t e =
+        cudaFuncGetAttributes(&attr, kernel<K, CB, DT, MB, K1, HF>());
     a.regs = e == cudaSuccess ? attr.numRegs : -1;
-    a.smem = kernel_smem_bytes<K, K1, MB, CB>() +
+    a.smem = kernel_smem_bytes<K, K1, MB, CB, HF>() +
              (e == cudaSuccess ? attr.sharedSizeBytes : 0);
     return (int)e;
   }

@@ -74,6 +74,9 @@ struct CodebookAxis : Axis<TRL_GPU_CODEBOOKS> {
 struct Bits1Axis : Axis<TRL_GPU_BITS1> {
   static constexpr const char *kName = "record1 bits";
 };
+struct HalfAxis : Axis<TRL_GPU_HALF> {
+  static constexpr const char *kName = "half";
+};
 struct ComputeAxis : Axis<TRL_GPU_COMPUTE_DTYPES> {
   static constexpr const char *kName = "compute dtype";
 };

@@ -106,6 +106,7 @@ typedef struct trl_gemm_args {
   const void *sqg_state[2];
   int64_t m, k, n;
   int bits;                    /* K; a pair: K of record0 */
+  int half;                    /* 1: the half-integer rate bits + 1/2 */
   int bits1;                   /* 0, or a pair's K of record1 */
   trellis_rate_axis rate_axis; /* a pair's */
   trellis_codebook codebook;
@@ -116,16 +117,18 @@ typedef struct trl_gemm_args {
   int pdl;               /* dependent launch (see the launchers above) */
 } trl_gemm_args;
 
-/* Sets the kernel attributes of every m-block variant of (bits, bits1,
- * codebook, compute) (bits1: 0, or a pair's K of record1) and returns 0, or
- * the CUDA error (cudaErrorNoKernelImageForDevice when this build has no
- * image for the device). */
-int trl_gemm_prepare(int bits, int bits1, trellis_codebook codebook,
+/* Sets the kernel attributes of every m-block variant of (bits, half,
+ * bits1, codebook, compute) (half: the rate bits + 1/2; bits1: 0, or a
+ * pair's K of record1) and returns 0, or the CUDA error
+ * (cudaErrorNoKernelImageForDevice when this build has no image for the
+ * device). */
+int trl_gemm_prepare(int bits, int half, int bits1, trellis_codebook codebook,
                      trellis_dtype compute);
 int trl_launch_gemm(const trl_gemm_args *a, void *stream);
 /* Resident CTAs per SM of one decode-GEMM variant (0 when unknown). */
-int trl_gemm_ctas_per_sm(int bits, int bits1, trellis_codebook codebook,
-                         trellis_dtype compute, int m_blocks);
+int trl_gemm_ctas_per_sm(int bits, int half, int bits1,
+                         trellis_codebook codebook, trellis_dtype compute,
+                         int m_blocks);
 
 /* The reconstruct kernels: W_hat columns [n0, n0 + n_cols) of a tile array
  * [k/16][n/16][16*bits] into dst [k][n_cols] (row pitch ldd elements) of

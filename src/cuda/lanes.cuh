@@ -41,15 +41,18 @@ __device__ __forceinline__ uint32_t kept(uint32_t v) {
 }
 
 /* A warp's copy of one group into its staged arrangement: lane copies the
- * words lane + 32 i (i < 2K) of the lane layout, 128 consecutive bytes per
+ * words lane + 32 i (i < H, H = 2K + HF half-bits a weight: HF 1 for the
+ * half-integer rate K + 1/2) of the lane layout, 128 consecutive bytes per
  * warp and copy, with 4-byte cp.async (a 16-byte copy cannot spread a
  * lane's 4 words over 4 banks). A quad word's staged place repeats every
- * 4 i, 512 bytes on: 4 offsets, and 2 for the pair words of an odd K. */
-template <int K> struct GroupCopy {
-  static constexpr int kH = 2 * K, kQuads = kH / 4;
-  static constexpr bool kPair = kH % 4 != 0;
+ * 4 i, 512 bytes on: 4 offsets, 2 for the pair words and 1 for the single
+ * word of an odd H. */
+template <int K, int HF = 0> struct GroupCopy {
+  static constexpr int kH = 2 * K + HF, kQuads = kH / 4;
+  static constexpr bool kPair = kH % 4 >= 2, kSingle = kH % 2 != 0;
   uint32_t dst[4];    /* staged places of quad words i % 4 (bytes) */
   uint32_t dst_pr[2]; /* of the pair words */
+  uint32_t dst_one;   /* of the single word */
 
   GroupCopy() = default;
   __device__ __forceinline__ explicit GroupCopy(int lane) {
@@ -60,7 +63,10 @@ template <int K> struct GroupCopy {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       dst_pr[i] = kept(4u * (uint32_t)trl_lanes_staged_of_layout(
-                                kH, 128 * kQuads + lane + 32 * i));
+                                kH, kPair ? 128 * kQuads + lane + 32 * i : 0));
+    dst_one =
+        kept(4u * (uint32_t)trl_lanes_staged_of_layout(
+                      kH, kSingle ? 128 * kQuads + 64 * kPair + lane : 0));
   }
   /* The group whose lane-layout bytes start at src - 4 lane (global) into
    * the staged group at shared address `group`. */
@@ -73,6 +79,8 @@ template <int K> struct GroupCopy {
       for (int i = 0; i < 2; ++i)
         cp_async4_raw(group + dst_pr[i], src + 128 * (4 * kQuads + i));
     }
+    if constexpr (kSingle)
+      cp_async4_raw(group + dst_one, src + 128 * (4 * kQuads + 2 * kPair));
   }
 };
 
@@ -127,6 +135,65 @@ decode_lane_tile(const LaneTile<K> &lt, const char *group, uint32_t (&b)[4]) {
   uint32_t w[TileGeom<K>::kNW];
   lt.fetch(group, w);
   decode_frags<K, CB, BF16>(w, 0, b, LiteralShifts());
+}
+
+/* A lane's tile of a group at the half-integer rate KA + 1/2 (H = 2 KA +
+ * 1, MUL1) in shared memory, staged: two words of its own span and two of
+ * each lane below whose span its window reads (format/lanes_window.h,
+ * trl_lanes_half_*, tested on the host), E in two words, the 8 states at
+ * the rate's offsets. The places depend on (lane, tau) only. */
+template <int KA> struct HalfTile {
+  static constexpr int kH = 2 * KA + 1, kBelow = trl_lanes_half_lanes(kH);
+  static constexpr int kW = TRL_LANES_HALF_WORDS;
+  uint32_t off[kBelow + 1][kW]; /* byte offsets in the group */
+  uint32_t shift;
+
+  HalfTile() = default;
+  __device__ __forceinline__ HalfTile(int lane, int tau) {
+#pragma unroll
+    for (int b = 0; b <= kBelow; ++b)
+#pragma unroll
+      for (int i = 0; i < kW; ++i)
+        off[b][i] = kept((uint32_t)trl_lanes_half_offset(kH, lane, b, tau, i));
+    shift = kept(trl_lanes_half_shift(kH, tau));
+  }
+
+  /* s[j] = the state of weight 8L + j of this lane's tile in `group`. */
+  __device__ __forceinline__ void states(const char *group,
+                                         uint32_t (&s)[8]) const {
+    uint32_t w[3][kW] = {};
+#pragma unroll
+    for (int b = 0; b <= kBelow; ++b)
+#pragma unroll
+      for (int i = 0; i < kW; ++i)
+        w[b][i] = *reinterpret_cast<const uint32_t *>(group + off[b][i]);
+    uint32_t e[2];
+    trl_lanes_half_window(kH, w[0], w[1], w[2], shift, e);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int o = trl_lanes_state_offset(kH, j); /* at most 25 */
+      s[j] = o <= 16 ? (e[0] << o) >> 16 : __funnelshift_l(e[1], e[0], o) >> 16;
+    }
+  }
+};
+
+/* The lane's B fragments of its tile of a half-rate group (decode_frags'
+ * packing: the tile permutation is the integer rates'). */
+template <int KA, int CB, bool BF16>
+__device__ __forceinline__ void
+decode_half_tile(const HalfTile<KA> &t, const char *group, uint32_t (&b)[4]) {
+  uint32_t s[8], u[8];
+  t.states(group, s);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    u[j] = decode_state<CB>(s[j]);
+    if constexpr (BF16)
+      u[j] = f16lo_to_bf16lo(u[j]);
+  }
+  b[0] = __byte_perm(u[0], u[1], 0x5410);
+  b[1] = __byte_perm(u[2], u[3], 0x5410);
+  b[2] = __byte_perm(u[4], u[5], 0x5410);
+  b[3] = __byte_perm(u[6], u[7], 0x5410);
 }
 
 } // namespace trl

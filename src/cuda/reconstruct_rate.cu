@@ -4,8 +4,9 @@
  * (the plain form, fp16 or bf16). One warp per group: the lane's words as
  * the register-direct kernel reads them (direct_gemm.cuh), its 64 weights
  * decoded to the format's fp16 values, stored where the tile permutation
- * puts them. Not a hot path: plans of these rates run the register-direct
- * kernel up to 16 rows and this one, then cuBLASLt, above. */
+ * puts them. The dense path of these rates (from the crossover, or
+ * FORCE_DENSE); below it they run the register-direct kernel or the
+ * split-K decode-GEMM. */
 #include "direct_gemm.cuh"
 
 namespace {

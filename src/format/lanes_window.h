@@ -246,6 +246,54 @@ TRL_LANES_WFN void trl_lanes_window(int bits, const uint32_t *own,
   }
 }
 
+/* ---------------------------------------------- half-integer rates -- */
+/* H = 2 KA + 1 (KA 1..3, EXL3-1.6 §1.3). Lane L's span of tile tau is 4H
+ * bits (12, 20, 28) from bit a = 4 H tau of its string: inside words
+ * a / 32 and a / 32 + 1, which every lane loads at the same places. Its
+ * window E is the p = 16 - KA ring bits before the span, then the span:
+ * p + 4H = 7 KA + 20 bits in two words, state j at trl_lanes_state_offset.
+ * The prefix is the end of lane L-1's span of the same tile (KA 2, 3: p <
+ * 4H), or all of it after the last 3 bits of lane L-2's (KA 1: p = 15,
+ * spans of 12). Lane 0 reads lanes 31 and 30: the ring is tail-biting. */
+enum { TRL_LANES_HALF_WORDS = 2 /* words a lane loads of one string */ };
+
+/* Lanes below a lane whose span a half-rate window reads: 2 for KA 1. */
+TRL_LANES_CFN int trl_lanes_half_lanes(int h) { return h == 3 ? 2 : 1; }
+
+/* Byte offset, in the staged group, of word i (0, 1) of the tile-tau span
+ * of lane `lane` - `below` (below 0: the lane's own). */
+TRL_LANES_WFN int trl_lanes_half_offset(int h, int lane, int below, int tau,
+                                        int i) {
+  const int w = 4 * h * tau / 32 + i;
+  return trl_lanes_staged_offset(h, (lane + 32 - below) % 32,
+                                 w < h ? w : h - 1);
+}
+
+/* The spans' shift inside their first word, (4 H tau) mod 32. */
+TRL_LANES_WFN uint32_t trl_lanes_half_shift(int h, int tau) {
+  return (uint32_t)(4 * h * tau % 32);
+}
+
+/* E (two words, most significant bit first) from the two words of the
+ * lane's own span (own), of lane L-1's (m1) and, KA 1, of lane L-2's (m2),
+ * and the shift. Bits of E past p + 4H are not defined. */
+TRL_LANES_WFN void trl_lanes_half_window(int h, const uint32_t *own,
+                                         const uint32_t *m1, const uint32_t *m2,
+                                         uint32_t shift, uint32_t *e) {
+  const int p = 16 - h / 2, span = 4 * h;
+  const uint32_t s0 = trl_lanes_funnel(own[0], own[1], shift);
+  const uint32_t s1 = trl_lanes_funnel(m1[0], m1[1], shift);
+  uint32_t pre; /* the prefix's p bits at the top */
+  if (h == 3) {
+    const uint32_t s2 = trl_lanes_funnel(m2[0], m2[1], shift);
+    pre = trl_lanes_select(s2 << 9, s1 >> 3, 0x1FFFFFFFu);
+  } else {
+    pre = s1 << (span - p);
+  }
+  e[0] = trl_lanes_select(pre, s0 >> p, 0xFFFFFFFFu >> p);
+  e[1] = s0 << (32 - p);
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,11 +98,8 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
 }
 
 trellis_status trl_dense_prepare(trellis_plan *p) {
-  /* a half-integer rate takes the dense path at every m the
-   * register-direct kernel does not: algorithms from m = 1 */
-  const int forced =
-      (p->desc.flags & TRELLIS_PLAN_FORCE_DENSE) != 0 || p->w.half;
-  if ((p->desc.flags & TRELLIS_PLAN_FORCE_DECODE) && !p->w.half)
+  const int forced = (p->desc.flags & TRELLIS_PLAN_FORCE_DENSE) != 0;
+  if (p->desc.flags & TRELLIS_PLAN_FORCE_DECODE)
     return TRELLIS_OK;
   if (!forced && p->desc.max_m < p->dense_min_m)
     return TRELLIS_OK;

@@ -276,7 +276,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
       p->w.pair != TRELLIS_PAIR_NONE && p->w.rate_axis == TRELLIS_RATE_AXIS_K;
   for (int i = 0; i < TRL_M_BLOCK_COUNT; ++i)
     p->lp.ctas_per_sm[i] =
-        trl_gemm_ctas_per_sm(p->w.bits, plan_bits1(p), p->w.codebook,
+        trl_gemm_ctas_per_sm(p->w.bits, p->w.half, plan_bits1(p), p->w.codebook,
                              desc->compute_dtype, trl_m_block_at(i));
   if ((st = plan_direct(p)) != TRELLIS_OK) {
     free(p);
@@ -481,8 +481,8 @@ static trellis_status prepare_once(trellis_plan *plan) {
         TRELLIS_ERR_INVALID_ARGUMENT,
         "plan prepare: current device %d is not the plan's device %d", dev,
         plan->device);
-  int err = trl_gemm_prepare(plan->w.bits, plan_bits1(plan), plan->w.codebook,
-                             plan->desc.compute_dtype);
+  int err = trl_gemm_prepare(plan->w.bits, plan->w.half, plan_bits1(plan),
+                             plan->w.codebook, plan->desc.compute_dtype);
   if (err)
     return trl_cuda_fail(err, "plan prepare (decode-GEMM attributes)");
   trellis_status st;
@@ -742,6 +742,7 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     a.k = plan->w.k;
     a.n = plan->w.n;
     a.bits = plan->w.bits;
+    a.half = plan->w.half;
     a.bits1 = plan_bits1(plan);
     a.rate_axis = plan->w.rate_axis;
     a.codebook = plan->w.codebook;

@@ -27,6 +27,9 @@ extern "C" {
 /* K of a pair's record1 the decode-GEMM is compiled for (0: a uniform
  * layer); the pair kinds themselves are format/pair.h's. */
 #define TRL_GPU_BITS1 0, 2, 3, 4
+/* 1: the half-integer rate K + 1/2 (a codebook's `half` column in
+ * format/codebooks.h, K TRL_HALF_MIN_BITS .. TRL_HALF_MAX_BITS) */
+#define TRL_GPU_HALF 0, 1
 /* dtypes of the tensor-core operands (decoded weight, rotated input) */
 #define TRL_GPU_COMPUTE_DTYPES TRELLIS_F16, TRELLIS_BF16
 /* dtypes of x and y the rotation and output kernels read and write */

@@ -53,9 +53,6 @@ trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
     return TRELLIS_PATH_DENSE;
   if (!(p->flags & TRELLIS_PLAN_FORCE_DECODE) && m >= trl_path_dense_min_m(p))
     return TRELLIS_PATH_DENSE;
-  /* a half-integer rate: the register-direct kernel, else W_hat and
-   * cuBLASLt (the split-K decode-GEMM has integer rates only) */
-  if (p->half && !trl_layout_direct(lp, TRELLIS_PATH_GENERIC, m))
-    return TRELLIS_PATH_DENSE;
+  (void)lp; /* every rate, half-integer ones too, has the generic kernels */
   return TRELLIS_PATH_GENERIC;
 }

@@ -56,10 +56,10 @@ int trl_path_dense_direct(const trl_path_plan *p);
 int trl_path_dense_fold_input(const trl_path_plan *p);
 
 /* The path run takes for m rows: the gate (FUSED), then FORCE_DENSE, the
- * dense crossover (unless FORCE_DECODE), a half-integer rate's fallback to
- * dense where the register-direct kernel does not take m (the split-K
- * decode-GEMM has integer rates only), else GENERIC. `lp` is the plan's
- * layout parameters, `why` (or NULL) receives the gate's reason. */
+ * dense crossover (unless FORCE_DECODE), else GENERIC (the register-direct
+ * kernel or the split-K decode-GEMM, which both take every rate, the
+ * half-integer ones too). `lp` is the plan's layout parameters (not read
+ * today), `why` (or NULL) receives the gate's reason. */
 trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
                           int64_t m, trl_gate_reason *why);
 
