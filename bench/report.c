@@ -84,6 +84,7 @@ const bench_flag bench_flags[] = {
     {TRELLIS_PLAN_FORCE_DENSE, "dense"},
     {TRELLIS_PLAN_LEGACY_KERNELS, "legacy"},
     {TRELLIS_PLAN_EXACT_WEIGHTS, "exact"},
+    {TRELLIS_PLAN_NO_DEPENDENT_LAUNCH, "nopdl"},
 };
 const int bench_nflags = (int)(sizeof bench_flags / sizeof bench_flags[0]);
 

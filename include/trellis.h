@@ -770,12 +770,18 @@ TRELLIS_API const char *trellis_path_name(trellis_path path);
  * never the register-direct kernel; the split-K decode-GEMM and the fused
  * cluster kernel, with the fused kernel's rotation claims of earlier
  * versions, kept selectable while the register-direct kernel is not faster
- * on every shape. */
+ * on every shape. NO_DEPENDENT_LAUNCH: no kernel of the plan is a
+ * programmatic dependent launch (by default, on sm_90, a run's kernels
+ * load their weights while the stream's previous kernel finishes and wait
+ * for it before they read x); every launch then starts after the previous
+ * one has ended, as in plain stream order: for tools that do not follow
+ * dependent launches, and to measure what they gain. */
 #define TRELLIS_PLAN_FORCE_GENERIC 0x1u
 #define TRELLIS_PLAN_FORCE_DECODE 0x2u
 #define TRELLIS_PLAN_FORCE_DENSE 0x4u
 #define TRELLIS_PLAN_EXACT_WEIGHTS 0x8u
 #define TRELLIS_PLAN_LEGACY_KERNELS 0x10u
+#define TRELLIS_PLAN_NO_DEPENDENT_LAUNCH 0x20u
 
 typedef struct trellis_plan_desc {
   uint32_t struct_size;        /* sizeof(trellis_plan_desc) */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Misused plans are reported, not undefined: a plan used after destroy
  * (its memory kept, as builds without NDEBUG keep it, so the test itself
- * reads no freed memory), a pointer that is not a plan, and a run with
- * another device current than the plan's (needs two GPUs: skipped with
- * one). Exits 77 (skipped) without a GPU. */
+ * reads no freed memory), a pointer that is not a plan, a run with another
+ * device current than the plan's (needs two GPUs: skipped with one), and
+ * unknown plan flags; NO_DEPENDENT_LAUNCH computes what the default does.
+ * Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
 #include "plan/plan_check.h"
@@ -135,12 +136,63 @@ static void test_other_device(void **state) {
   gw_free(&w);
 }
 
+/* The plan flags: a bit the library does not know is refused and named;
+ * NO_DEPENDENT_LAUNCH changes when launches start, never what they compute:
+ * on the fused path (K6/MCG, m = 1 and 40), the register-direct kernel
+ * (m = 4) and the split-K decode-GEMM (m = 40 with FORCE_GENERIC), its
+ * output equals the default plan's bit for bit, eager and replayed. */
+static void test_flags(void **state) {
+  (void)state;
+  gw w;
+  gw_random(&w, 4096, 1024, 6, TRELLIS_CB_MCG, 0, 1, 91);
+  trellis_device_weight *dwh = NULL;
+  OK(trellis_weight_upload(&w.w, &dwh));
+  trellis_plan_desc bad = gu_desc(4, TRELLIS_F16, TRELLIS_F32, 0x40u);
+  trellis_plan *plan = NULL;
+  tu_assert_status(
+      trellis_plan_create(trellis_device_weight_view(dwh), &bad, &plan),
+      TRELLIS_ERR_INVALID_ARGUMENT);
+  tu_assert_error_has("unknown flags 0x40");
+  assert_null(plan);
+  trellis_device_weight_destroy(dwh);
+  static const struct {
+    int64_t m;
+    uint32_t flags;
+  } runs[] = {{1, 0},
+              {40, 0},
+              {4, TRELLIS_PLAN_FORCE_GENERIC},
+              {40, TRELLIS_PLAN_FORCE_GENERIC}};
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (size_t r = 0; r < sizeof runs / sizeof runs[0]; ++r) {
+    const int64_t m = runs[r].m;
+    void *x = rand_input(m, w.w.k, TRELLIS_F16, 700 + r);
+    grun a, b;
+    trellis_plan_desc d = gu_desc(m, TRELLIS_F16, TRELLIS_F32, runs[r].flags);
+    grun_open(&a, &w.w, &d);
+    d.flags |= TRELLIS_PLAN_NO_DEPENDENT_LAUNCH;
+    grun_open(&b, &w.w, &d);
+    float *ya = grun_forward(&a, x, m, s);
+    float *yb = grun_forward(&b, x, m, s);
+    assert_memory_equal(ya, yb, (size_t)(m * w.w.n) * sizeof(float));
+    grun_capture_replay(&b, m, &b.b, s, ya, 3, 1, 1);
+    free(ya);
+    free(yb);
+    free(x);
+    grun_close(&a);
+    grun_close(&b);
+  }
+  CK(cudaStreamDestroy(s));
+  gw_free(&w);
+}
+
 int main(void) {
   TU_REQUIRE_GPU();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_use_after_destroy),
       cmocka_unit_test(test_foreign_pointer),
       cmocka_unit_test(test_other_device),
+      cmocka_unit_test(test_flags),
   };
   return TU_RUN_TESTS("gpu_plan_checks", tests);
 }

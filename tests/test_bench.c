@@ -104,14 +104,14 @@ static void test_options(void **state) {
 
   /* --force names the plan flags of one table, which also names them in
    * the reports. */
-  const char *every_flag[] = {"--force", "generic,decode,dense,legacy,exact",
-                              NULL};
+  const char *every_flag[] = {"--force",
+                              "generic,decode,dense,legacy,exact,nopdl", NULL};
   assert_int_equal(parse(&o, every_flag), CLI_PARSED);
   uint32_t all = 0;
   for (int i = 0; i < bench_nflags; i++)
     all |= bench_flags[i].bit;
   assert_int_equal(o.flags, all);
-  assert_int_equal(bench_nflags, 5);
+  assert_int_equal(bench_nflags, 6);
   const char *legacy_exact[] = {"--force", "exact,legacy", NULL};
   assert_int_equal(parse(&o, legacy_exact), CLI_PARSED);
   assert_int_equal(o.flags,

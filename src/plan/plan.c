@@ -67,10 +67,10 @@ static trellis_status check_desc(const trellis_plan_desc *d) {
     return trl_fail(TRELLIS_ERR_DTYPE,
                     "plan desc: compute_dtype %d is not F16 or BF16",
                     (int)d->compute_dtype);
-  const uint32_t known = TRELLIS_PLAN_FORCE_GENERIC |
-                         TRELLIS_PLAN_FORCE_DECODE | TRELLIS_PLAN_FORCE_DENSE |
-                         TRELLIS_PLAN_EXACT_WEIGHTS |
-                         TRELLIS_PLAN_LEGACY_KERNELS;
+  const uint32_t known =
+      TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_FORCE_DECODE |
+      TRELLIS_PLAN_FORCE_DENSE | TRELLIS_PLAN_EXACT_WEIGHTS |
+      TRELLIS_PLAN_LEGACY_KERNELS | TRELLIS_PLAN_NO_DEPENDENT_LAUNCH;
   if (d->flags & ~known)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "plan desc: unknown flags 0x%x",
@@ -249,7 +249,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
    * that runs on it: the gate's "compiled for this arch". */
   const int sm90_image = p->cc_major >= 9 && trl_image_arch() >= 90;
   p->fused_image = sm90_image;
-  p->pdl = sm90_image;
+  p->pdl = sm90_image && !(desc->flags & TRELLIS_PLAN_NO_DEPENDENT_LAUNCH);
   p->pp.k = p->w.k;
   p->pp.bits = p->w.bits;
   p->pp.half = p->w.half;
