@@ -14,7 +14,8 @@
 # preset:P --bits B --m 1,8,32,128`, for llama-3.1-8b, llama-3.1-70b and
 # glm-tp4 at 4.0 and 6.0 bits and glm-tp4 at 3.36 (10 timed steps, 20 ms
 # warm-up; estimated 2-3 min on an H200), each output in
-# $OUT/step-P-B.txt and one compact table in the summary. `python` alone skips the CMake
+# $OUT/step-P-B[-CB][-FORCE].txt and one compact table in the summary;
+# STEP_CFGS="P:B[:CB[:FORCE]] ..." and STEP_M=LIST choose others. `python` alone skips the CMake
 # build: it pip-installs ./python into a folder of its own with the
 # machine's python3 and its scikit-build-core, cmake and ninja (nothing is
 # fetched), and runs the package's pytest suite (the GPU tests included,
@@ -288,12 +289,19 @@ step_rc=0
 step_lines=()
 if [ "$what" = step ] || { [ "${STEP_BENCH:-0}" = 1 ] && { [ "$what" = all ] || [ "$what" = bench ]; }; }; then
   t0=$(date +%s)
-  for cfg in llama-3.1-8b:4 llama-3.1-8b:6 llama-3.1-70b:4 llama-3.1-70b:6 \
-    glm-tp4:4 glm-tp4:6 glm-tp4:3.36; do
-    p=${cfg%%:*} b=${cfg##*:}
-    log="$OUT/step-$p-$b.txt"
-    "$BUILD/trellis" bench --model "preset:$p" --bits "$b" --m 1,8,32,128 \
-      --reps 10 --warmup-ms 20 >"$log" 2>&1
+  # STEP_CFGS: "preset:bits[:codebook[:force]] ..." (default below),
+  # STEP_M: the rows (default 1,8,32,128)
+  for cfg in ${STEP_CFGS:-llama-3.1-8b:4 llama-3.1-8b:6 llama-3.1-70b:4 \
+    llama-3.1-70b:6 glm-tp4:4 glm-tp4:6 glm-tp4:3.36}; do
+    IFS=: read -r p b cb force <<<"$cfg"
+    extra=()
+    [ -z "$cb" ] || extra+=(--codebook "$cb")
+    [ -z "$force" ] || extra+=(--force "$force")
+    log="$OUT/step-$p-$b${cb:+-$cb}${force:+-$force}.txt"
+    b=$b${cb:+ $cb}${force:+ $force}
+    "$BUILD/trellis" bench --model "preset:$p" --bits "${b%% *}" \
+      --m "${STEP_M:-1,8,32,128}" "${extra[@]}" --reps 10 --warmup-ms 20 \
+      >"$log" 2>&1
     rc=$?
     [ $rc -eq 0 ] || step_rc=1
     # the result table's rows: | M | eager | FULL | PIECE | GB/s | %peak |
