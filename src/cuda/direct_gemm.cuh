@@ -42,6 +42,7 @@
 #include "common.cuh"
 #include "dispatch.cuh"
 #include "format/lanes.h"
+#include "format/lanes_prefix.h"
 #include "kernels.h"
 #include "plan/direct_rules.h"
 
@@ -136,6 +137,8 @@ __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
     return __byte_perm(w[i], 0u, 0x4421);
   else if constexpr (r < 16)
     return shl<r, F>(w[i]) >> 16;
+  else if constexpr ((H & 1) && r != 24) /* two instructions, not three */
+    return __funnelshift_l(w[i + 1], w[i], r) >> 16;
   else { /* bits 16..47 of w[i] : w[i + 1], then as above */
     const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
     if constexpr (r == 24)
@@ -145,7 +148,7 @@ __device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
   }
 }
 
-/* `len` (1..16) bits at B, right-aligned (short spans of H <= 3). */
+/* `len` (1..16) bits at B, right-aligned (the short spans of H = 2). */
 template <int H, int B, int LEN>
 __device__ __forceinline__ uint32_t field_bits(const uint32_t (&w)[H]) {
   constexpr int i = B >> 5, r = B & 31;
@@ -176,7 +179,9 @@ __device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
 
 /* The lane's 8 states of tile T of the group in `w`. `prev` holds what the
  * lanes below sent (lower_bits): for H >= 4 the last 16 bits of lane L-1's
- * spans, two tiles to a word; for H <= 3 its words, then lane L-2's. */
+ * spans, two tiles to a word; for H = 3 the 16 bits before the span, two
+ * tiles to a word (trl_lanes_k15_prefix); for H = 2 lane L-1's words, then
+ * lane L-2's. At odd H the cross word is trl_lanes_cross. */
 template <int H, int T, bool F, int J = 0>
 __device__ __forceinline__ void
 window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
@@ -197,23 +202,29 @@ __device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
                                             const uint32_t (&prev)[2 * H],
                                             uint32_t (&s)[8]) {
   constexpr int kSpan = 4 * H;
-  uint32_t pk; /* the 16 bits before the span, in half `ph` */
-  int ph;
-  if constexpr (H >= 4) {
-    pk = prev[T >> 1];
-    ph = T & 1;
+  if constexpr (H & 1) { /* the half rates: format/lanes_prefix.h */
+    constexpr int top = H == 3 ? trl_lanes_k15_top(T) : T & 1;
+    const uint32_t pk = prev[H == 3 ? trl_lanes_k15_word(T) : T >> 1];
+    window_states<H, T, F>(w, trl_lanes_cross(H, T, w, pk, top), s);
   } else {
-    uint32_t w1[H], w2[H];
+    uint32_t pk; /* the 16 bits before the span, in half `ph` */
+    int ph;
+    if constexpr (H >= 4) {
+      pk = prev[T >> 1];
+      ph = T & 1;
+    } else {
+      uint32_t w1[H], w2[H];
 #pragma unroll
-    for (int i = 0; i < H; ++i)
-      w1[i] = prev[i], w2[i] = prev[H + i];
-    const uint32_t a = field_bits<H, kSpan * T, kSpan>(w2);
-    const uint32_t b = field_bits<H, kSpan * T, kSpan>(w1);
-    pk = ((a << kSpan) | b) & 0xFFFFu;
-    ph = 0;
+      for (int i = 0; i < H; ++i)
+        w1[i] = prev[i], w2[i] = prev[H + i];
+      const uint32_t a = field_bits<H, kSpan * T, kSpan>(w2);
+      const uint32_t b = field_bits<H, kSpan * T, kSpan>(w1);
+      pk = ((a << kSpan) | b) & 0xFFFFu;
+      ph = 0;
+    }
+    const uint32_t cross = cross_word<H, kSpan * T, F>(w, pk, ph);
+    window_states<H, T, F>(w, cross, s);
   }
-  const uint32_t cross = cross_word<H, kSpan * T, F>(w, pk, ph);
-  window_states<H, T, F>(w, cross, s);
 }
 
 /* The last 16 bits of tiles T and T + 1's spans, one half each. */
@@ -233,7 +244,14 @@ template <int H>
 __device__ __forceinline__ void lower_bits(const uint32_t (&w)[H], int lane,
                                            uint32_t (&prev)[2 * H]) {
   const int below = (lane + 31) & 31, below2 = (lane + 30) & 31;
-  if constexpr (H >= 4) {
+  if constexpr (H == 3) { /* lane L-1's words, lane L-2's span ends */
+    const uint32_t ends = trl_lanes_k15_ends(w[0], w[1], w[2]);
+    const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, w[0], below);
+    const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, w[1], below);
+    const uint32_t v2 = __shfl_sync(0xFFFFFFFFu, w[2], below);
+    const uint32_t e2 = __shfl_sync(0xFFFFFFFFu, ends, below2);
+    trl_lanes_k15_prefix(v0, v1, v2, e2, prev);
+  } else if constexpr (H >= 4) {
     prev[0] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 0>(w), below);
     prev[1] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 2>(w), below);
     prev[2] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 4>(w), below);
