@@ -5,6 +5,7 @@ operator, and EXL3Linear on the CPU (the library's reference forward)."""
 import ctypes
 import io
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,9 @@ from conftest import CASES, TOY_MODEL, case_path, ref_path
 torch = pytest.importorskip("torch")
 
 from libtrellis import EXL3Linear, SharedBuffers, _lib, _torch  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import bench_eager  # noqa: E402
 
 CPU = torch.device("cpu")
 BY_NAME = {c["name"]: c for c in CASES}
@@ -421,3 +425,65 @@ def test_a_lane_layout_weight_comes_to_the_cpu_in_place_or_copied():
     assert copied._struct.layout == _lib.LAYOUT_CHECKPOINT
     owned = _torch.DeviceWeight(mod._meta, given, CPU, UP, owned=True, layout=_lib.LAYOUT_LANES)
     assert owned._tensors["trellis"] is mod.trellis and torch.equal(mod.trellis, ckpt)
+
+
+# --------------------------------------------------- the eager path --
+
+
+@pytest.fixture
+def stand_in(monkeypatch):
+    """A CPU module pointed at a CUDA plan's eager path on CPU tensors
+    (bench_eager's stand-in: the library's run stubbed, so it only checks,
+    allocates and calls)."""
+    monkeypatch.setattr(_torch, "_trellis_run", bench_eager.stub_run(_torch))
+    monkeypatch.setattr(_torch, "_raw_stream", abs)
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=4)
+    plan = bench_eager.cpu_stand_in(torch, _torch, mod, 4)
+    return mod, plan
+
+
+def test_the_eager_path_checks_what_it_runs(stand_in):
+    mod, plan = stand_in
+    k, n = mod.in_features, mod.out_features
+    y = mod(torch.zeros(2, 3, k, dtype=torch.float16)[0])
+    assert y.shape == (3, n) and y.dtype == torch.float16
+    assert mod(torch.zeros(k, dtype=torch.float16)).shape == (n,)
+    assert mod(torch.zeros(0, k, dtype=torch.float16)).shape == (0, n)
+    bad = [
+        (torch.zeros(2, k), "TRELLIS_ERR_DTYPE", "float32"),
+        (torch.zeros(2, k + 16, dtype=torch.float16), "TRELLIS_ERR_SHAPE", str(k)),
+        (torch.zeros(5, k, dtype=torch.float16), "TRELLIS_ERR_SHAPE", "max_m = 4"),
+        (
+            torch.zeros(2, 2 * k, dtype=torch.float16)[:, ::2],
+            "TRELLIS_ERR_INVALID_ARGUMENT",
+            "contiguous",
+        ),
+        (torch.zeros((), dtype=torch.float16), "TRELLIS_ERR_SHAPE", "expected"),
+    ]
+    for x, status, text in bad:
+        with pytest.raises(TrellisError) as e:
+            mod(x)
+        assert e.value.status == status and text in str(e.value), str(e.value)
+    # a plan on another device refuses x (a CUDA plan a CPU tensor)
+    other = _torch._eager_plan_call(plan)
+    plan.device, plan.index = torch.device("cuda", 0), 0
+    with pytest.raises(TrellisError, match="x is on cpu, the layer on cuda:0") as e:
+        _torch._eager_plan_call(plan)(torch.zeros(1, k, dtype=torch.float16))
+    assert e.value.status == "TRELLIS_ERR_INVALID_ARGUMENT"
+    plan.device, plan.index = CPU, -1
+    assert other(torch.zeros(1, k, dtype=torch.float16)).shape == (1, n)
+    # closed: the module, the plan and a kept eager function all say so
+    keep = mod._eager
+    plan.close()
+    with pytest.raises(TrellisError, match="closed"):
+        keep(torch.zeros(1, k, dtype=torch.float16))
+    with pytest.raises(TrellisError, match="closed"):
+        plan(torch.zeros(1, k, dtype=torch.float16))
+
+
+def test_bench_eager_runs_stubbed_on_the_cpu(capsys):
+    real = _torch._trellis_run, _torch._raw_stream
+    assert bench_eager.main(["--device", "cpu", "--stub", "--calls", "50", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "trellis_run stubbed" in out and "alloc-only module" in out
+    assert (_torch._trellis_run, _torch._raw_stream) == real  # put back

@@ -153,8 +153,12 @@ else:  # pragma: no cover - older torch
         return torch.cuda.current_stream(index).cuda_stream
 
 
-# The eager path calls it directly (a module global: one lookup less).
-_trellis_run = lib.trellis_run
+# trellis_run as the eager path calls it: a function object of its own
+# (lib["..."] makes a new one) whose arguments are all integers, which ctypes
+# converts fastest (the plan and the trellis_buffers by address).
+_trellis_run = lib["trellis_run"]
+_trellis_run.restype = ctypes.c_int
+_trellis_run.argtypes = (c_void_p, c_void_p, ctypes.c_int64, c_void_p, c_void_p, c_void_p)
 
 
 # ----------------------------------------------------------- weights --
@@ -606,7 +610,6 @@ class SharedBuffers:
             lib.trellis_buffers_init(byref(buffers))
             e = {
                 "buffers": buffers,
-                "ref": byref(buffers),
                 "need": dict.fromkeys(self._KEYS, 0),
                 "storage": {},
                 "plans": weakref.WeakSet(),
@@ -614,9 +617,10 @@ class SharedBuffers:
             self._by_device[device] = e
         return e
 
-    def _join(self, plan: "Plan") -> Any:
+    def _join(self, plan: "Plan") -> "_lib.Buffers":
         """Adds a plan, grows the device's buffers to its needs and returns
-        the trellis_buffers argument its runs pass (byref)."""
+        the trellis_buffers its runs pass (one struct per device, updated in
+        place when the buffers grow)."""
         need = plan.buffer_needs()
         with self._lock:
             e = self._entry(plan.device)
@@ -630,7 +634,7 @@ class SharedBuffers:
                         e["storage"][key] = t
                         setattr(e["buffers"], key, t.data_ptr())
                         setattr(e["buffers"], key + "_bytes", t.numel())
-            return e["ref"]
+            return e["buffers"]
 
     def bytes(self, device: DeviceLike = None) -> int:
         """The bytes of the buffers held for `device` (all devices: None)."""
@@ -662,15 +666,15 @@ _needs_cache: Dict[tuple, Dict[str, int]] = {}
 
 
 def _plans_sizes(plans: Iterable["Plan"], m: int) -> "_lib.BufferSizes":
-    handles = [p._live() for p in plans]
-    arr = (c_void_p * max(len(handles), 1))(*handles)
+    live = [p._live() for p in plans]  # held: no plan is destroyed meanwhile
+    arr = (c_void_p * max(len(live), 1))(*[h.ptr for h in live])
     sizes = _lib.BufferSizes()
     if _lib.has("trellis_plans_buffer_sizes"):
-        call(lib.trellis_plans_buffer_sizes, arr, len(handles), int(m), byref(sizes))
+        call(lib.trellis_plans_buffer_sizes, arr, len(live), int(m), byref(sizes))
         return sizes
-    for h in handles:  # a library before 0.3.0
+    for h in live:  # a library before 0.3.0
         one = _lib.BufferSizes()
-        call(lib.trellis_plan_query, h, int(m), byref(one))
+        call(lib.trellis_plan_query, h.ptr, int(m), byref(one))
         for key in SharedBuffers._KEYS:
             field = key + "_bytes"
             setattr(sizes, field, max(getattr(sizes, field), getattr(one, field)))
@@ -679,6 +683,31 @@ def _plans_sizes(plans: Iterable["Plan"], m: int) -> "_lib.BufferSizes":
 
 _plan_ids = itertools.count(1)
 _plans: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+class _PlanHandle:
+    """A C plan, destroyed when the last reference to this object goes.
+
+    Its Plan holds one until close(); every call into C that uses the plan
+    holds another in a local variable for the call's length, so a close()
+    while other threads run the plan destroys it when the last of those
+    calls returns (ctypes releases the GIL during a call). This costs a
+    run nothing, where counting uses under a lock (_lifetime.Lifetime,
+    which the models, weights and CPU layers keep) cost the eager path
+    about 0.7 us per call."""
+
+    __slots__ = ("ptr", "weight")
+
+    def __init__(self, ptr: int, weight: "DeviceWeight") -> None:
+        self.ptr = ptr
+        self.weight = weight  # borrowed (a use of its Lifetime) until then
+
+    def __del__(self) -> None:
+        try:
+            _release(lib.trellis_plan_destroy, self.ptr)
+            self.weight._life.exit()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
 
 class Plan:
@@ -701,13 +730,9 @@ class Plan:
         buffers: Optional[SharedBuffers] = None,
         split_rows: bool = False,
     ) -> None:
-        self._plan = None
-        # Runs are uses: close() destroys the plan when the last one returns.
-        self._life = Lifetime(
-            lambda: error(
-                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % weight.name
-            )
-        )
+        # [the _PlanHandle] while open; close() empties it
+        self._box: list = [None]
+        self.eager: Callable[[torch.Tensor], torch.Tensor] = _closed_plan_call
         self.weight = weight
         self.device = weight.device
         if self.device.type != "cuda":
@@ -742,13 +767,15 @@ class Plan:
         except BaseException:
             weight._life.exit()
             raise
-        self._plan = plan
+        handle = _PlanHandle(int(plan.value or 0), weight)
         with torch.cuda.device(self.device):
-            call(lib.trellis_plan_prepare, plan)
+            call(lib.trellis_plan_prepare, handle.ptr)  # on failure the handle goes
+        self._box[0] = handle
         self.buffers = buffers if buffers is not None else SharedBuffers()
-        self._buffers_ref = self.buffers._join(self)
+        self._buffers_struct = self.buffers._join(self)
         self.id = next(_plan_ids)
         _plans[self.id] = self
+        self.eager = _eager_plan_call(self)
 
     def _kind(self) -> tuple:
         w = self.weight._struct
@@ -789,18 +816,25 @@ class Plan:
         """The path ("fused", "generic" or "dense") a run of m rows takes."""
         m = _checks.integer("m", m, "int64_t")
         sizes = _lib.BufferSizes()
-        with self._life.use():
-            call(lib.trellis_plan_query, self._plan, m, byref(sizes))
+        h = self._live()
+        call(lib.trellis_plan_query, h.ptr, m, byref(sizes))
         return _PATHS.get(sizes.path, str(sizes.path))
 
     @property
     def closed(self) -> bool:
-        return self._plan is None or self._life.closed
+        return self._box[0] is None
 
-    def _live(self) -> c_void_p:
-        if self.closed:
-            raise self._life._closed_error()
-        return self._plan
+    def _closed_error(self) -> TrellisError:
+        return error(
+            "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % self.weight.name
+        )
+
+    def _live(self) -> _PlanHandle:
+        """The plan's handle, for a call into C to hold while it runs."""
+        h = self._box[0]
+        if h is None:
+            raise self._closed_error()
+        return h
 
     def check(self, x: torch.Tensor) -> int:
         """Raises TrellisError unless x fits a run: a contiguous tensor on
@@ -811,41 +845,18 @@ class Plan:
         return _check_input(self, x, self.device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """y = layer(x): checked, allocated, run (the eager fast path: each
-        step here is paid by every eager call, so it is kept to the few
-        tensor queries the checks need)."""
-        k = self.k
-        shape = x.shape
-        if (
-            x.dtype is not self.dtype
-            or x.get_device() != self.index
-            or not x.is_contiguous()
-            or not shape
-            or shape[-1] != k
-        ):
-            _check_input(self, x, self.device)
-        m = x.numel() // k
-        y = torch.empty(tuple(shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
-        if 0 < m <= self.max_m:
-            life = self._life
-            life.enter()  # a close() meanwhile destroys the plan after the run
-            try:
-                st = _trellis_run(
-                    self._plan,
-                    x.data_ptr(),
-                    m,
-                    y.data_ptr(),
-                    self._buffers_ref,
-                    _raw_stream(self.index),
-                )
-                if st:
-                    self._rerun(st, x, y, m)
-            finally:
-                life.exit()
-        elif m:
-            if not self.split_rows:
-                _check_input(self, x, self.device)
-            self.run(x, y, m)
+        """y = layer(x): checked, allocated, run (the eager path)."""
+        return self.eager(x)
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        """What the eager path leaves to this: x refused by its quick
+        checks (the full check says why, or passes x with split_rows), no
+        rows, more than max_m rows, or a closed plan."""
+        h = self._live()
+        rows = self.check(x)
+        y = torch.empty(tuple(x.shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
+        if rows:
+            self._run(h.ptr, x, y, rows)
         return y
 
     def _rerun(self, st: int, x: torch.Tensor, y: torch.Tensor, m: int) -> None:
@@ -853,8 +864,9 @@ class Plan:
         # any other failure is raised with the library's message.
         if torch.cuda.current_device() == self.index:
             _core.check(st)
+        h = self._live()
         with torch.cuda.device(self.device):
-            self.run(x, y, m)
+            self._run(h.ptr, x, y, m)
 
     def run(self, x: torch.Tensor, y: torch.Tensor, m: Optional[int] = None) -> torch.Tensor:
         """y = layer(x) on the current stream of the plan's device (x and y
@@ -864,38 +876,24 @@ class Plan:
             m = x.numel() // self.k
         if m == 0:
             return y
-        with self._life.use():
-            return self._run(x, y, m)
+        h = self._live()  # held until the run returns
+        return self._run(h.ptr, x, y, m)
 
-    def _run(self, x: torch.Tensor, y: torch.Tensor, m: int) -> torch.Tensor:
-        plan = self._plan
+    def _run(self, plan: int, x: torch.Tensor, y: torch.Tensor, m: int) -> torch.Tensor:
         xp, yp = x.data_ptr(), y.data_ptr()
         step = self.max_m
+        bufs = ctypes.addressof(self._buffers_struct)
         xs, ys = self.k * x.element_size(), self.n * y.element_size()
         done = 0
         while done < m:
             rows = m - done if m - done < step else step
-            st = _trellis_run(
-                plan,
-                xp + done * xs,
-                rows,
-                yp + done * ys,
-                self._buffers_ref,
-                _raw_stream(self.index),
-            )
+            args = (plan, xp + done * xs, rows, yp + done * ys, bufs)
+            st = _trellis_run(*args, _raw_stream(self.index))
             if st:
                 if torch.cuda.current_device() == self.index:
                     _core.check(st)
                 with torch.cuda.device(self.device):
-                    _core.call(
-                        _trellis_run,
-                        plan,
-                        xp + done * xs,
-                        rows,
-                        yp + done * ys,
-                        self._buffers_ref,
-                        _raw_stream(self.index),
-                    )
+                    call(_trellis_run, *args, _raw_stream(self.index))
             done += rows
         return y
 
@@ -903,21 +901,72 @@ class Plan:
         """Destroys the plan (the buffers stay with their SharedBuffers),
         now or, while other threads run it, when the last of those runs
         returns."""
-        plan = self._plan
-
-        def release() -> None:
-            self._plan = None
-            if plan:
-                _release(lib.trellis_plan_destroy, plan)
-                self.weight._life.exit()
-
-        self._life.close(release)
+        self._box[0] = None
+        self.eager = _closed_plan_call
 
     def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
+
+
+def _closed_plan_call(x: torch.Tensor) -> torch.Tensor:
+    raise error("TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan is closed")
+
+
+def _eager_plan_call(plan: Plan) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The eager path of a plan: y = layer(x) with everything that does not
+    change between calls bound once (shape, dtypes, device, the plan's and
+    the buffers' addresses, the entry point), so a call costs the checks
+    that protect the library (x's dtype, device, contiguity, width and
+    rows: a few tensor queries), the output's allocation, one ctypes call
+    and the stream's lookup. What the quick checks refuse, and a failed
+    run, goes to the plan's own methods, which say why.
+
+    The function holds the plan weakly and its handle through the plan's
+    box, so neither a module nor a tracer that keeps it keeps the plan
+    alive after close()."""
+    box, k, n, max_m = plan._box, plan.k, plan.n, plan.max_m
+    dtype, out_dtype, index = plan.dtype, plan.out_dtype, plan.index
+    same_dtype = out_dtype is dtype
+    bufs = ctypes.addressof(plan._buffers_struct)
+    run, stream = _trellis_run, _raw_stream
+    ref = weakref.ref(plan)
+
+    def other(x: torch.Tensor) -> Any:
+        p = ref()
+        if p is None:
+            return _closed_plan_call(x)
+        return p._call(x)
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        h = box[0]  # held until the run returns
+        shape = x.shape
+        if (
+            h is None
+            or x.dtype is not dtype
+            or x.get_device() != index
+            or not x.is_contiguous()
+            or not shape
+            or shape[-1] != k
+        ):
+            return other(x)
+        m = x.numel() // k
+        if not 0 < m <= max_m:
+            return other(x)
+        size = tuple(shape)[:-1] + (n,)
+        y = x.new_empty(size) if same_dtype else x.new_empty(size, dtype=out_dtype)
+        st = run(h.ptr, x.data_ptr(), m, y.data_ptr(), bufs, stream(index))
+        if st:
+            p = ref()
+            if p is not None:
+                p._rerun(st, x, y, m)
+            else:
+                _core.check(st)
+        return y
+
+    return eager
 
 
 class CpuRunner:
@@ -963,6 +1012,11 @@ class CpuRunner:
 
     def path(self, m: int) -> str:
         return "cpu"
+
+    @property
+    def eager(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The eager path (this runner's __call__: the forward dominates)."""
+        return self.__call__
 
     @property
     def closed(self) -> bool:
@@ -1158,6 +1212,7 @@ class EXL3Linear(torch.nn.Module):
     ) -> None:
         super().__init__()
         self._runner: Any = None
+        self._eager: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
         self._stale = True
         self._device_weight: Optional[DeviceWeight] = None
         self._layout = _CHECKPOINT  # of the payload buffers
@@ -1242,6 +1297,7 @@ class EXL3Linear(torch.nn.Module):
         self = cls.__new__(cls)
         torch.nn.Module.__init__(self)
         self._runner = None
+        self._eager = None
         self._stale = True
         self._device_weight = None
         self._layout = _CHECKPOINT
@@ -1350,6 +1406,7 @@ class EXL3Linear(torch.nn.Module):
         if runner is not None:
             runner.close()
         self.__dict__["_runner"] = None
+        self.__dict__["_eager"] = None
         self.__dict__["_stale"] = True
 
     def _payload_rate(self, field: str) -> int:
@@ -1408,6 +1465,7 @@ class EXL3Linear(torch.nn.Module):
                 % (self.layer_name, device),
             )
         self.__dict__["_runner"] = runner
+        self.__dict__["_eager"] = runner.eager
         self.__dict__["_stale"] = False
         return self
 
@@ -1485,13 +1543,27 @@ class EXL3Linear(torch.nn.Module):
         return self._ready().path(m)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The eager path: a plain tensor, no autograd, no tracer, a plan
+        # made: straight to the plan's eager call (the library through
+        # ctypes). Everything else below.
+        eager = self._eager
+        if (
+            eager is not None
+            and type(x) is torch.Tensor
+            and not x.requires_grad
+            and not _is_compiling()
+        ):
+            return eager(x.contiguous() if self.contiguous else x)
+        return self._forward(x)
+
+    def _forward(self, x: Any) -> torch.Tensor:
         runner = self._runner
         if runner is None:
             runner = self._ready()
         if self.contiguous and isinstance(x, torch.Tensor):
             x = x.contiguous()
         if type(x) is torch.Tensor and not _is_compiling() and not x.requires_grad:
-            return runner(x)
+            return runner.eager(x)
         if not isinstance(x, torch.Tensor):
             raise error(
                 "TRELLIS_ERR_INVALID_ARGUMENT",
