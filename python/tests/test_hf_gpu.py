@@ -6,6 +6,7 @@ torch.compile(mode="reduce-overhead") (CUDA graphs), and the layers' one
 set of shared plan buffers. Skipped without a CUDA device, PyTorch with
 CUDA, a CUDA build of libtrellis or transformers."""
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -36,6 +37,20 @@ from hf_util import (  # noqa: E402
 )
 
 
+def check_one_payload(model, path):
+    """Each EXL3Linear holds its payload once (its buffer is the lane-layout
+    tensor its plan reads), and the model's state_dict() gives the
+    checkpoint's payload."""
+    sd = model.state_dict()
+    with libtrellis.Model(path) as m:
+        for name in exl3_names(model):
+            mod = model.get_submodule(name)
+            assert mod.trellis.data_ptr() == mod.device_weight._tensors["trellis"].data_ptr()
+            assert sd[name + ".trellis"].data_ptr() != mod.trellis.data_ptr()
+            want = m.tensor(name + ".trellis")
+            assert np.array_equal(sd[name + ".trellis"].cpu().numpy(), want), name
+
+
 @pytest.mark.parametrize("preset", HF_PRESETS)
 def test_synth_preset_on_cuda(tmp_path_factory, preset):
     path = synth_model(tmp_path_factory.mktemp("hfgpu"), preset)
@@ -46,6 +61,7 @@ def test_synth_preset_on_cuda(tmp_path_factory, preset):
     assert rel <= REL_L2, rel
     mods = [model.get_submodule(n) for n in exl3_names(model)]
     assert all(m.device.type == "cuda" for m in mods)
+    check_one_payload(model, path)
     # one set of buffers for the model, against one per layer
     per_layer = sum(sum(m._plan.buffer_needs().values()) for m in mods)
     shared = model.libtrellis_buffers.bytes()

@@ -541,3 +541,105 @@ def test_close_while_another_thread_runs():
     assert not t.is_alive()
     assert not errors, errors
     assert runs[0] > 0
+
+
+# ------------------------------------------------ the payload, held once --
+
+
+def allocated():
+    gc.collect()
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated(DEV)
+
+
+def block(nbytes):
+    """The bytes the caching allocator counts for an allocation below 1 MiB
+    (blocks of 512 bytes)."""
+    return max(512, (nbytes + 511) // 512 * 512)
+
+
+def held_once(mod):
+    """What memory_allocated should count for a CUDA module: each of its
+    buffers once (the payload among them, in the lane layout its plan
+    reads) and its SharedBuffers' plan buffers."""
+    tensors = sum(block(t.nbytes) for t in mod._buffers.values())
+    return tensors + sum(block(v) for v in mod.buffers.sizes(DEV).values() if v)
+
+
+def checkpoint_tensors(path, name, keys):
+    with libtrellis.Model(path) as m:
+        return {key: m.tensor(name + "." + key) for key in keys}
+
+
+def test_a_cuda_module_holds_its_payload_once():
+    """Made, state_dict()ed, moved to the CPU and back, reloaded, shared: a
+    CUDA module's device memory (torch.cuda.memory_allocated) is its
+    tensors with one payload, the lane-layout tensor its plan reads, and
+    state_dict() gives the checkpoint's tensors."""
+    name, path = layer_of(FUSED[0])  # 1024 x 512 K6: a 384 KiB payload
+    payload = 1024 * 512 * 6 // 8
+    x = random_x((5,), 1024, torch.float16, seed=120)
+    warm = EXL3Linear(path, name, max_m=16)  # the allocator's pools, the conversion's tables
+    warm.state_dict()
+    del warm
+    base = allocated()
+    mod = EXL3Linear(path, name, max_m=16)
+    assert mod.trellis.nbytes == payload and mod._layout == libtrellis._lib.LAYOUT_LANES
+    assert mod.trellis.data_ptr() == mod.device_weight._tensors["trellis"].data_ptr()
+    want = held_once(mod)
+    grown = allocated() - base
+    assert grown == want, "allocated %d bytes, one payload's worth %d" % (grown, want)
+    y = mod(x).cpu()  # kept on the host: the device holds the module alone
+    # the checkpoint's tensors, converted copies of the payload that go again
+    stored = checkpoint_tensors(path, name, ("trellis", "suh", "svh", "mcg"))
+    sd = mod.state_dict()
+    assert set(sd) == set(stored)
+    for key, t in sd.items():
+        assert t.is_cuda and np.array_equal(t.cpu().numpy(), stored[key]), key
+    del sd
+    assert allocated() - base == want
+    # to the host (the payload in the checkpoint layout there) and back
+    mod.cpu()
+    assert np.array_equal(mod.trellis.numpy(), stored["trellis"])
+    assert allocated() - base == sum(block(v) for v in mod.buffers.sizes(DEV).values() if v)
+    mod.to(DEV)
+    assert allocated() - base == want and torch.equal(mod(x).cpu(), y)
+    # reloaded in place from the checkpoint's tensors
+    mod.load_state_dict({key: torch.from_numpy(v) for key, v in stored.items()})
+    assert allocated() - base == want and torch.equal(mod(x).cpu(), y)
+    # another module of the same weight: only its own plan buffers
+    other = mod.shared()
+    assert other.trellis is mod.trellis and torch.equal(other(x).cpu(), y)
+    assert allocated() - base == want + sum(
+        block(v) for v in other.buffers.sizes(DEV).values() if v
+    )
+    del other
+    # a weight made from the caller's CUDA tensors: one lane-layout copy,
+    # the caller's tensor left as it was
+    given = {key: torch.from_numpy(v).to(DEV) for key, v in stored.items() if key != "mcg"}
+    before = allocated()
+    made = EXL3Linear.from_tensors(codebook="mcg", max_m=16, **given)
+    assert allocated() - before == block(payload) + sum(
+        block(v) for v in made.buffers.sizes(DEV).values() if v
+    )
+    assert np.array_equal(given["trellis"].cpu().numpy(), stored["trellis"])
+    assert made.trellis.data_ptr() != given["trellis"].data_ptr()
+    assert torch.equal(made(x).cpu(), y)
+    sd = made.state_dict()
+    assert np.array_equal(sd["trellis"].cpu().numpy(), stored["trellis"])
+
+
+def test_state_dict_of_an_uploaded_weight_is_the_checkpoints():
+    """A module of a DeviceWeight.upload (its tensors repacked in place)
+    gives the checkpoint layout too, and a module loaded from it runs the
+    same."""
+    name, path = layer_of(GENERIC[0])
+    with libtrellis.Model(path) as m:
+        weight = DeviceWeight.upload(m.layer(name))
+    mod = EXL3Linear(weight, max_m=16)
+    stored = checkpoint_tensors(path, name, ("trellis",))
+    assert np.array_equal(mod.state_dict()["trellis"].cpu().numpy(), stored["trellis"])
+    fresh = EXL3Linear(path, name, max_m=16)
+    fresh.load_state_dict(mod.state_dict(), strict=False)  # it has no codebook marker
+    x = random_x((3,), mod.in_features, torch.float16, seed=121)
+    assert torch.equal(fresh(x), mod(x))

@@ -9,6 +9,10 @@ starts) and its release runs when the last running use ends, in the thread
 that ends it, or at once when none runs. Objects that other objects borrow
 for their whole life (a device weight under its plans) count those as uses
 too (enter/exit), and their close refuses while any is left.
+
+The torch level's CUDA plans do without it on their runs: a run holds a
+reference to the plan's handle (_torch._PlanHandle), which destroys the plan
+when the last reference goes, so the eager path pays no lock per call.
 """
 
 import threading

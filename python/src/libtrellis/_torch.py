@@ -71,6 +71,10 @@ _FIELDS = tuple(_FIELD_DTYPES)
 # Codebook markers a checkpoint stores beside a layer (int32, no field).
 _MARKERS = ("mcg", "mul1")
 _BUFFER_NAMES = frozenset(_FIELDS + _MARKERS)
+# trellis_layout: how a payload's tiles are arranged (the CPU reads the
+# checkpoint layout, CUDA plans the lane layout)
+_CHECKPOINT = _lib.LAYOUT_CHECKPOINT
+_LANES = _lib.LAYOUT_LANES
 
 DeviceLike = Union[str, int, torch.device, None]
 
@@ -149,8 +153,12 @@ else:  # pragma: no cover - older torch
         return torch.cuda.current_stream(index).cuda_stream
 
 
-# The eager path calls it directly (a module global: one lookup less).
-_trellis_run = lib.trellis_run
+# trellis_run as the eager path calls it: a function object of its own
+# (lib["..."] makes a new one) whose arguments are all integers, which ctypes
+# converts fastest (the plan and the trellis_buffers by address).
+_trellis_run = lib["trellis_run"]
+_trellis_run.restype = ctypes.c_int
+_trellis_run.argtypes = (c_void_p, c_void_p, ctypes.c_int64, c_void_p, c_void_p, c_void_p)
 
 
 # ----------------------------------------------------------- weights --
@@ -200,13 +208,17 @@ def _host_tensors(weight: "_lib.Weight") -> Dict[str, torch.Tensor]:
     return out
 
 
-def _weight_struct(meta: "_lib.Weight", tensors: Dict[str, torch.Tensor]) -> "_lib.Weight":
+def _weight_struct(
+    meta: "_lib.Weight", tensors: Dict[str, torch.Tensor], layout: int = _CHECKPOINT
+) -> "_lib.Weight":
     """meta with its pointers into `tensors` (contiguous, of the field's
-    dtype and aligned: _weight_tensors makes them so)."""
+    dtype and aligned: _weight_tensors makes them so) and the payload's
+    layout."""
     w = _lib.Weight.from_buffer_copy(meta)
     for field, t in tensors.items():
         if field in _FIELD_DTYPES:
             setattr(w, field, ctypes.cast(t.data_ptr(), type(getattr(w, field))))
+    w.layout = layout
     return w
 
 
@@ -235,6 +247,125 @@ def _weight_tensors(buffers: Dict[str, torch.Tensor], name: str) -> Dict[str, to
     return out
 
 
+# ------------------------------------------------------- lane layout --
+
+# The payload fields: each holds one record of the lane layout (a pair: two).
+_PAYLOADS = ("trellis", "trellis1")
+# {H: permutation} (see _lane_permutation) and {(H, to_lanes, device):
+# index tensor}
+_lane_perms: Dict[int, np.ndarray] = {}
+_lane_indices: Dict[Tuple[int, bool, torch.device], torch.Tensor] = {}
+_lane_lock = threading.Lock()
+# payload bytes a conversion reads per pass (its temporaries: about 6 times)
+_LANE_PASS_BYTES = 8 << 20
+
+
+def _record_rate(meta: "_lib.Weight", field: str) -> int:
+    """H, the half-bits per weight of a payload field's record(s)
+    (trl_lanes_rate): 2 K, plus one for a half-integer rate."""
+    if field == "trellis1":
+        return 2 * int(meta.bits1)
+    half = int(meta.half) if meta.struct_size > _lib.WEIGHT_SIZE_V2 else 0
+    return 2 * int(meta.bits) + half
+
+
+def _probe_repack(h: int, payload: np.ndarray) -> np.ndarray:
+    """trellis_weight_repack_host of a 128 x 128 layer (8 groups) at H = h
+    whose payload is `payload` (uint8, 8 * 128 h bytes): its lane layout."""
+    w = _lib.Weight()
+    lib.trellis_weight_init(byref(w))
+    w.k, w.n, w.bits, w.half = 128, 128, h // 2, h % 2
+    # a codebook defined at that rate: MUL1 has the half rates
+    w.codebook = _core.codebook_id("mul1" if h % 2 else "mcg")
+    ones_k = np.ones(128, np.float16)
+    src = np.ascontiguousarray(payload, dtype=np.uint8).view(np.int16)
+    out = np.empty_like(src)
+    w.trellis = src.ctypes.data_as(type(w.trellis))
+    w.suh = ones_k.ctypes.data_as(type(w.suh))
+    w.svh = ones_k.ctypes.data_as(type(w.svh))
+    call(lib.trellis_weight_repack_host, byref(w), out.ctypes.data_as(type(w.trellis)), None)
+    return out.view(np.uint8)
+
+
+def _nibbles(b: np.ndarray) -> np.ndarray:
+    """Nibble i of bytes b: byte i // 2's high half (even i) or low half."""
+    return np.stack((b >> 4, b & 15), axis=-1).reshape(-1)
+
+
+def _lane_permutation(h: int) -> np.ndarray:
+    """perm[j]: the checkpoint-layout nibble that nibble j of a group holds
+    in the lane layout, at H = h (a group: 128 h bytes, 256 h nibbles).
+
+    The lane layout moves whole nibbles: a lane's span of a tile is 4 H
+    bits, its words 32, and bits keep their order inside both
+    (docs/FORMAT.md, "The lane layout"). So the library's own repack
+    (trellis_weight_repack_host) of three probe groups, whose nibbles hold
+    the hex digits of their indices, gives the whole permutation; nothing of
+    the layout is written again here. Checked against the library's repack
+    for every rate by the tests."""
+    with _lane_lock:
+        perm = _lane_perms.get(h)
+        if perm is None:
+            count = 256 * h
+            index = np.arange(count)
+            perm = np.zeros(count, np.int64)
+            for digit in range(3):  # count <= 4096: three hex digits
+                probe = (index >> (4 * digit)) & 15
+                group = (probe[0::2] << 4 | probe[1::2]).astype(np.uint8)
+                lanes = _probe_repack(h, np.tile(group, 8))[: 128 * h]
+                perm |= _nibbles(lanes).astype(np.int64) << (4 * digit)
+            if not np.array_equal(np.sort(perm), index):
+                raise error(
+                    "TRELLIS_ERR_INTERNAL",
+                    "lane layout at H = %d: the library's repack is no nibble permutation" % h,
+                )
+            _lane_perms[h] = perm
+        return perm
+
+
+def _lane_index(h: int, to_lanes: bool, device: torch.device) -> torch.Tensor:
+    """The gather index of a conversion at H = h, on `device`."""
+    key = (h, to_lanes, device)
+    index = _lane_indices.get(key)
+    if index is None:
+        perm = _lane_permutation(h)
+        if not to_lanes:
+            inverse = np.empty_like(perm)
+            inverse[perm] = np.arange(perm.size)
+            perm = inverse
+        index = torch.from_numpy(perm).to(device)
+        _lane_indices[key] = index
+    return index
+
+
+def _convert_layout(
+    t: torch.Tensor, h: int, to_lanes: bool, out: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """A payload record array t (int16, contiguous, whole groups of H = h)
+    in the lane layout (to_lanes) or back in the checkpoint layout, written
+    to `out` (which may be t: in place) or to a new tensor; torch operations
+    on t's device and current stream, a few MB at a time."""
+    group = 128 * h
+    if t.numel() * 2 % group:
+        raise error(
+            "TRELLIS_ERR_SHAPE",
+            "payload of %d bytes is no whole number of %d-byte groups" % (t.numel() * 2, group),
+        )
+    if out is None:
+        out = torch.empty_like(t, memory_format=torch.contiguous_format)
+    src = t.view(torch.uint8).reshape(-1, group)
+    dst = out.view(torch.uint8).reshape(-1, group)
+    index = _lane_index(h, to_lanes, t.device)
+    step = max(1, _LANE_PASS_BYTES // group)
+    with torch.no_grad():
+        for g0 in range(0, src.shape[0], step):
+            part = src[g0 : g0 + step]
+            nib = torch.stack((part >> 4, part & 15), dim=2).reshape(part.shape[0], 2 * group)
+            nib = nib.index_select(1, index).reshape(part.shape[0], group, 2)
+            dst[g0 : g0 + step] = nib[:, :, 0] << 4 | nib[:, :, 1]
+    return out
+
+
 class DeviceWeight:
     """A layer's weight tensors on one device (CPU or CUDA) and the
     trellis_weight that points into them, shared by every plan (module)
@@ -245,12 +376,14 @@ class DeviceWeight:
     back to PyTorch when the last module using it is gone; close() drops
     this object's references.
 
-    On a CUDA device the plans read the payload in the GPU's lane layout
-    (docs/FORMAT.md, "The lane layout"): it is repacked there, on the
-    device's current stream like any torch operation, in place where the
-    tensors are this object's own copies (upload()), else into a copy it
-    owns (from_tensors() and a module's buffers, which keep the checkpoint
-    layout a state dict holds: the payload then takes twice its size)."""
+    The payload (`trellis`, a pair's `trellis1`) is arranged as the device
+    reads it (`layout`): in the GPU's lane layout on CUDA (docs/FORMAT.md,
+    "The lane layout"), in the checkpoint layout on the CPU. Tensors in
+    the other layout are converted, on the device's current stream like any
+    torch operation: in place where they are this object's own (`owned`:
+    upload()'s copies, a module's buffers, copies made for alignment), so
+    the payload is held once; else into a copy this object owns (CUDA
+    tensors given to from_tensors(), which stay as the caller gave them)."""
 
     def __init__(
         self,
@@ -259,6 +392,7 @@ class DeviceWeight:
         device: torch.device,
         name: str,
         owned: bool = False,
+        layout: int = _CHECKPOINT,
     ) -> None:
         # Plans and CPU runners borrow the tensors for their whole life: each
         # is a use, and close() refuses while any is left.
@@ -266,12 +400,14 @@ class DeviceWeight:
             lambda: error("TRELLIS_ERR_INVALID_ARGUMENT", "DeviceWeight %s is closed" % name)
         )
         self._meta = meta
-        self._sources = dict(tensors)
+        # the tensors as given, to tell whether a module's buffers are still
+        # these (weakly: a payload replaced by its copy is not kept)
+        self._sources = {f: weakref.ref(t) for f, t in tensors.items()}
         self._tensors = _weight_tensors(tensors, name)
-        self._struct = _weight_struct(meta, self._tensors)
+        own = {f for f, t in self._tensors.items() if owned or t is not tensors[f]}
+        self.layout = layout
+        self._struct = _weight_struct(meta, self._tensors, layout)
         self._view = ctypes.pointer(self._struct)
-        if device.type == "cuda":
-            self._to_lanes(device, owned)
         self.device = device
         self.name = name
         self.k = int(meta.k)
@@ -279,15 +415,25 @@ class DeviceWeight:
         self.bits = int(meta.bits)
         self.codebook = _core.CODEBOOKS.get(meta.codebook, "invalid")
         self.has_bias = "bias" in self._tensors
+        lanes = device.type == "cuda" and _lib.has("trellis_weight_repack")
+        if lanes and layout != _LANES:
+            self._to_lanes(device, own)
+        elif not lanes and layout != _CHECKPOINT:
+            self._to_checkpoint(own)
 
-    def _to_lanes(self, device: torch.device, in_place: bool) -> None:
-        """The payload records in the lane layout (see the class)."""
-        if not _lib.has("trellis_weight_repack"):
-            return  # a library before the lane layout plans them as stored
-        records = [f for f in ("trellis", "trellis1") if f in self._tensors]
-        out = {
-            f: self._tensors[f] if in_place else torch.empty_like(self._tensors[f]) for f in records
-        }
+    def _payloads(self) -> Dict[str, torch.Tensor]:
+        return {f: self._tensors[f] for f in _PAYLOADS if f in self._tensors}
+
+    def _relayout(self, out: Dict[str, torch.Tensor], layout: int) -> None:
+        self._tensors.update(out)
+        self.layout = layout
+        self._struct = _weight_struct(self._meta, self._tensors, layout)
+        self._view = ctypes.pointer(self._struct)
+
+    def _to_lanes(self, device: torch.device, in_place: Iterable[str]) -> None:
+        """The payload records in the lane layout, by the library's repack
+        (see the class)."""
+        out = {f: t if f in in_place else torch.empty_like(t) for f, t in self._payloads().items()}
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream
             call(
@@ -297,10 +443,23 @@ class DeviceWeight:
                 out["trellis1"].data_ptr() if "trellis1" in out else None,
                 stream,
             )
-        self._tensors.update(out)
-        self._struct = _weight_struct(self._meta, self._tensors)
-        self._struct.layout = _lib.LAYOUT_LANES
-        self._view = ctypes.pointer(self._struct)
+        self._relayout(out, _LANES)
+
+    def _to_checkpoint(self, in_place: Iterable[str]) -> None:
+        """The payload records back in the checkpoint layout (a CUDA
+        module's tensors moved to the CPU)."""
+        out = {
+            f: _convert_layout(t, _record_rate(self._meta, f), False, t if f in in_place else None)
+            for f, t in self._payloads().items()
+        }
+        self._relayout(out, _CHECKPOINT)
+
+    def _holds(self, tensors: Dict[str, torch.Tensor]) -> bool:
+        """True when `tensors` are this weight's: the ones it runs, or the
+        ones it was made from."""
+        if tensors.keys() != self._sources.keys():
+            return False
+        return all(self._tensors.get(f) is t or self._sources[f]() is t for f, t in tensors.items())
 
     @classmethod
     def upload(cls, layer: "_core.Layer", device: DeviceLike = None) -> "DeviceWeight":
@@ -451,7 +610,6 @@ class SharedBuffers:
             lib.trellis_buffers_init(byref(buffers))
             e = {
                 "buffers": buffers,
-                "ref": byref(buffers),
                 "need": dict.fromkeys(self._KEYS, 0),
                 "storage": {},
                 "plans": weakref.WeakSet(),
@@ -459,9 +617,10 @@ class SharedBuffers:
             self._by_device[device] = e
         return e
 
-    def _join(self, plan: "Plan") -> Any:
+    def _join(self, plan: "Plan") -> "_lib.Buffers":
         """Adds a plan, grows the device's buffers to its needs and returns
-        the trellis_buffers argument its runs pass (byref)."""
+        the trellis_buffers its runs pass (one struct per device, updated in
+        place when the buffers grow)."""
         need = plan.buffer_needs()
         with self._lock:
             e = self._entry(plan.device)
@@ -475,7 +634,7 @@ class SharedBuffers:
                         e["storage"][key] = t
                         setattr(e["buffers"], key, t.data_ptr())
                         setattr(e["buffers"], key + "_bytes", t.numel())
-            return e["ref"]
+            return e["buffers"]
 
     def bytes(self, device: DeviceLike = None) -> int:
         """The bytes of the buffers held for `device` (all devices: None)."""
@@ -507,15 +666,15 @@ _needs_cache: Dict[tuple, Dict[str, int]] = {}
 
 
 def _plans_sizes(plans: Iterable["Plan"], m: int) -> "_lib.BufferSizes":
-    handles = [p._live() for p in plans]
-    arr = (c_void_p * max(len(handles), 1))(*handles)
+    live = [p._live() for p in plans]  # held: no plan is destroyed meanwhile
+    arr = (c_void_p * max(len(live), 1))(*[h.ptr for h in live])
     sizes = _lib.BufferSizes()
     if _lib.has("trellis_plans_buffer_sizes"):
-        call(lib.trellis_plans_buffer_sizes, arr, len(handles), int(m), byref(sizes))
+        call(lib.trellis_plans_buffer_sizes, arr, len(live), int(m), byref(sizes))
         return sizes
-    for h in handles:  # a library before 0.3.0
+    for h in live:  # a library before 0.3.0
         one = _lib.BufferSizes()
-        call(lib.trellis_plan_query, h, int(m), byref(one))
+        call(lib.trellis_plan_query, h.ptr, int(m), byref(one))
         for key in SharedBuffers._KEYS:
             field = key + "_bytes"
             setattr(sizes, field, max(getattr(sizes, field), getattr(one, field)))
@@ -524,6 +683,31 @@ def _plans_sizes(plans: Iterable["Plan"], m: int) -> "_lib.BufferSizes":
 
 _plan_ids = itertools.count(1)
 _plans: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+
+
+class _PlanHandle:
+    """A C plan, destroyed when the last reference to this object goes.
+
+    Its Plan holds one until close(); every call into C that uses the plan
+    holds another in a local variable for the call's length, so a close()
+    while other threads run the plan destroys it when the last of those
+    calls returns (ctypes releases the GIL during a call). This costs a
+    run nothing, where counting uses under a lock (_lifetime.Lifetime,
+    which the models, weights and CPU layers keep) cost the eager path
+    about 0.7 us per call."""
+
+    __slots__ = ("ptr", "weight")
+
+    def __init__(self, ptr: int, weight: "DeviceWeight") -> None:
+        self.ptr = ptr
+        self.weight = weight  # borrowed (a use of its Lifetime) until then
+
+    def __del__(self) -> None:
+        try:
+            _release(lib.trellis_plan_destroy, self.ptr)
+            self.weight._life.exit()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
 
 class Plan:
@@ -546,13 +730,9 @@ class Plan:
         buffers: Optional[SharedBuffers] = None,
         split_rows: bool = False,
     ) -> None:
-        self._plan = None
-        # Runs are uses: close() destroys the plan when the last one returns.
-        self._life = Lifetime(
-            lambda: error(
-                "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % weight.name
-            )
-        )
+        # [the _PlanHandle] while open; close() empties it
+        self._box: list = [None]
+        self.eager: Callable[[torch.Tensor], torch.Tensor] = _closed_plan_call
         self.weight = weight
         self.device = weight.device
         if self.device.type != "cuda":
@@ -587,13 +767,15 @@ class Plan:
         except BaseException:
             weight._life.exit()
             raise
-        self._plan = plan
+        handle = _PlanHandle(int(plan.value or 0), weight)
         with torch.cuda.device(self.device):
-            call(lib.trellis_plan_prepare, plan)
+            call(lib.trellis_plan_prepare, handle.ptr)  # on failure the handle goes
+        self._box[0] = handle
         self.buffers = buffers if buffers is not None else SharedBuffers()
-        self._buffers_ref = self.buffers._join(self)
+        self._buffers_struct = self.buffers._join(self)
         self.id = next(_plan_ids)
         _plans[self.id] = self
+        self.eager = _eager_plan_call(self)
 
     def _kind(self) -> tuple:
         w = self.weight._struct
@@ -634,18 +816,25 @@ class Plan:
         """The path ("fused", "generic" or "dense") a run of m rows takes."""
         m = _checks.integer("m", m, "int64_t")
         sizes = _lib.BufferSizes()
-        with self._life.use():
-            call(lib.trellis_plan_query, self._plan, m, byref(sizes))
+        h = self._live()
+        call(lib.trellis_plan_query, h.ptr, m, byref(sizes))
         return _PATHS.get(sizes.path, str(sizes.path))
 
     @property
     def closed(self) -> bool:
-        return self._plan is None or self._life.closed
+        return self._box[0] is None
 
-    def _live(self) -> c_void_p:
-        if self.closed:
-            raise self._life._closed_error()
-        return self._plan
+    def _closed_error(self) -> TrellisError:
+        return error(
+            "TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan of %s is closed" % self.weight.name
+        )
+
+    def _live(self) -> _PlanHandle:
+        """The plan's handle, for a call into C to hold while it runs."""
+        h = self._box[0]
+        if h is None:
+            raise self._closed_error()
+        return h
 
     def check(self, x: torch.Tensor) -> int:
         """Raises TrellisError unless x fits a run: a contiguous tensor on
@@ -656,41 +845,18 @@ class Plan:
         return _check_input(self, x, self.device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """y = layer(x): checked, allocated, run (the eager fast path: each
-        step here is paid by every eager call, so it is kept to the few
-        tensor queries the checks need)."""
-        k = self.k
-        shape = x.shape
-        if (
-            x.dtype is not self.dtype
-            or x.get_device() != self.index
-            or not x.is_contiguous()
-            or not shape
-            or shape[-1] != k
-        ):
-            _check_input(self, x, self.device)
-        m = x.numel() // k
-        y = torch.empty(tuple(shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
-        if 0 < m <= self.max_m:
-            life = self._life
-            life.enter()  # a close() meanwhile destroys the plan after the run
-            try:
-                st = _trellis_run(
-                    self._plan,
-                    x.data_ptr(),
-                    m,
-                    y.data_ptr(),
-                    self._buffers_ref,
-                    _raw_stream(self.index),
-                )
-                if st:
-                    self._rerun(st, x, y, m)
-            finally:
-                life.exit()
-        elif m:
-            if not self.split_rows:
-                _check_input(self, x, self.device)
-            self.run(x, y, m)
+        """y = layer(x): checked, allocated, run (the eager path)."""
+        return self.eager(x)
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        """What the eager path leaves to this: x refused by its quick
+        checks (the full check says why, or passes x with split_rows), no
+        rows, more than max_m rows, or a closed plan."""
+        h = self._live()
+        rows = self.check(x)
+        y = torch.empty(tuple(x.shape)[:-1] + (self.n,), dtype=self.out_dtype, device=self.device)
+        if rows:
+            self._run(h.ptr, x, y, rows)
         return y
 
     def _rerun(self, st: int, x: torch.Tensor, y: torch.Tensor, m: int) -> None:
@@ -698,8 +864,9 @@ class Plan:
         # any other failure is raised with the library's message.
         if torch.cuda.current_device() == self.index:
             _core.check(st)
+        h = self._live()
         with torch.cuda.device(self.device):
-            self.run(x, y, m)
+            self._run(h.ptr, x, y, m)
 
     def run(self, x: torch.Tensor, y: torch.Tensor, m: Optional[int] = None) -> torch.Tensor:
         """y = layer(x) on the current stream of the plan's device (x and y
@@ -709,38 +876,24 @@ class Plan:
             m = x.numel() // self.k
         if m == 0:
             return y
-        with self._life.use():
-            return self._run(x, y, m)
+        h = self._live()  # held until the run returns
+        return self._run(h.ptr, x, y, m)
 
-    def _run(self, x: torch.Tensor, y: torch.Tensor, m: int) -> torch.Tensor:
-        plan = self._plan
+    def _run(self, plan: int, x: torch.Tensor, y: torch.Tensor, m: int) -> torch.Tensor:
         xp, yp = x.data_ptr(), y.data_ptr()
         step = self.max_m
+        bufs = ctypes.addressof(self._buffers_struct)
         xs, ys = self.k * x.element_size(), self.n * y.element_size()
         done = 0
         while done < m:
             rows = m - done if m - done < step else step
-            st = _trellis_run(
-                plan,
-                xp + done * xs,
-                rows,
-                yp + done * ys,
-                self._buffers_ref,
-                _raw_stream(self.index),
-            )
+            args = (plan, xp + done * xs, rows, yp + done * ys, bufs)
+            st = _trellis_run(*args, _raw_stream(self.index))
             if st:
                 if torch.cuda.current_device() == self.index:
                     _core.check(st)
                 with torch.cuda.device(self.device):
-                    _core.call(
-                        _trellis_run,
-                        plan,
-                        xp + done * xs,
-                        rows,
-                        yp + done * ys,
-                        self._buffers_ref,
-                        _raw_stream(self.index),
-                    )
+                    call(_trellis_run, *args, _raw_stream(self.index))
             done += rows
         return y
 
@@ -748,21 +901,72 @@ class Plan:
         """Destroys the plan (the buffers stay with their SharedBuffers),
         now or, while other threads run it, when the last of those runs
         returns."""
-        plan = self._plan
-
-        def release() -> None:
-            self._plan = None
-            if plan:
-                _release(lib.trellis_plan_destroy, plan)
-                self.weight._life.exit()
-
-        self._life.close(release)
+        self._box[0] = None
+        self.eager = _closed_plan_call
 
     def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
+
+
+def _closed_plan_call(x: torch.Tensor) -> torch.Tensor:
+    raise error("TRELLIS_ERR_INVALID_ARGUMENT", "libtrellis plan is closed")
+
+
+def _eager_plan_call(plan: Plan) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The eager path of a plan: y = layer(x) with everything that does not
+    change between calls bound once (shape, dtypes, device, the plan's and
+    the buffers' addresses, the entry point), so a call costs the checks
+    that protect the library (x's dtype, device, contiguity, width and
+    rows: a few tensor queries), the output's allocation, one ctypes call
+    and the stream's lookup. What the quick checks refuse, and a failed
+    run, goes to the plan's own methods, which say why.
+
+    The function holds the plan weakly and its handle through the plan's
+    box, so neither a module nor a tracer that keeps it keeps the plan
+    alive after close()."""
+    box, k, n, max_m = plan._box, plan.k, plan.n, plan.max_m
+    dtype, out_dtype, index = plan.dtype, plan.out_dtype, plan.index
+    same_dtype = out_dtype is dtype
+    bufs = ctypes.addressof(plan._buffers_struct)
+    run, stream = _trellis_run, _raw_stream
+    ref = weakref.ref(plan)
+
+    def other(x: torch.Tensor) -> Any:
+        p = ref()
+        if p is None:
+            return _closed_plan_call(x)
+        return p._call(x)
+
+    def eager(x: torch.Tensor) -> torch.Tensor:
+        h = box[0]  # held until the run returns
+        shape = x.shape
+        if (
+            h is None
+            or x.dtype is not dtype
+            or x.get_device() != index
+            or not x.is_contiguous()
+            or not shape
+            or shape[-1] != k
+        ):
+            return other(x)
+        m = x.numel() // k
+        if not 0 < m <= max_m:
+            return other(x)
+        size = tuple(shape)[:-1] + (n,)
+        y = x.new_empty(size) if same_dtype else x.new_empty(size, dtype=out_dtype)
+        st = run(h.ptr, x.data_ptr(), m, y.data_ptr(), bufs, stream(index))
+        if st:
+            p = ref()
+            if p is not None:
+                p._rerun(st, x, y, m)
+            else:
+                _core.check(st)
+        return y
+
+    return eager
 
 
 class CpuRunner:
@@ -808,6 +1012,11 @@ class CpuRunner:
 
     def path(self, m: int) -> str:
         return "cpu"
+
+    @property
+    def eager(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The eager path (this runner's __call__: the forward dominates)."""
+        return self.__call__
 
     @property
     def closed(self) -> bool:
@@ -960,6 +1169,15 @@ class EXL3Linear(torch.nn.Module):
     .bfloat16(), .float()) changes the dtype of x and y, never the stored
     tensors'.
 
+    The payload is held once. On CUDA the `trellis` buffer (a pair's
+    `trellis1` too) is the tensor the plan reads, in the GPU's lane layout
+    (docs/FORMAT.md): it is repacked in place when the module plans there,
+    and a tensor given to the module as that buffer (load_state_dict with
+    assign=True, an assignment, transformers' loader) becomes the
+    module's. state_dict() gives the checkpoint layout (converted copies of
+    the payload; the other tensors as they are), load_state_dict() takes
+    it, and .to("cpu") converts back.
+
     device: "cuda", "cuda:N", "cpu", or None (the current CUDA device where
     one is usable, else the CPU). max_m: the most rows one forward may pass
     (the CUDA buffers are sized for it; more is an error unless
@@ -994,8 +1212,10 @@ class EXL3Linear(torch.nn.Module):
     ) -> None:
         super().__init__()
         self._runner: Any = None
+        self._eager: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
         self._stale = True
         self._device_weight: Optional[DeviceWeight] = None
+        self._layout = _CHECKPOINT  # of the payload buffers
         markers: Dict[str, torch.Tensor] = {}
         max_m = _checks.integer("max_m", max_m, "int64_t")
         if max_m < 1:
@@ -1009,6 +1229,7 @@ class EXL3Linear(torch.nn.Module):
                 )
             meta, tensors, layer_name = weight._meta, weight._tensors, weight.name
             self._device_weight = weight
+            self._layout = weight.layout
         else:
             if isinstance(source, _core.Layer):
                 layer, model = source, None
@@ -1076,8 +1297,10 @@ class EXL3Linear(torch.nn.Module):
         self = cls.__new__(cls)
         torch.nn.Module.__init__(self)
         self._runner = None
+        self._eager = None
         self._stale = True
         self._device_weight = None
+        self._layout = _CHECKPOINT
         self._meta = _meta_copy(meta)
         self.layer_name = name
         self.in_features = int(meta.k)
@@ -1174,6 +1397,8 @@ class EXL3Linear(torch.nn.Module):
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _BUFFER_NAMES and "_buffers" in self.__dict__ and name in self._buffers:
             self._invalidate()
+            if name in _PAYLOADS:  # a tensor as a checkpoint stores it
+                self.__dict__["_layout"] = _CHECKPOINT
         super().__setattr__(name, value)
 
     def _invalidate(self) -> None:
@@ -1181,7 +1406,11 @@ class EXL3Linear(torch.nn.Module):
         if runner is not None:
             runner.close()
         self.__dict__["_runner"] = None
+        self.__dict__["_eager"] = None
         self.__dict__["_stale"] = True
+
+    def _payload_rate(self, field: str) -> int:
+        return _record_rate(self._meta, field)
 
     def prepare(self, buffers: Optional[SharedBuffers] = None) -> "EXL3Linear":
         """Makes the module's plan for the device its tensors are on (a
@@ -1196,14 +1425,17 @@ class EXL3Linear(torch.nn.Module):
             return self
         dw = self._device_weight
         mine = self._weight_buffers()
-        if (
-            dw is None
-            or dw.device != device
-            or dw._sources.keys() != mine.keys()
-            or any(dw._sources[f] is not t for f, t in mine.items())
-        ):
-            dw = DeviceWeight(self._meta, mine, device, self.layer_name)
+        layout = self.__dict__.get("_layout", _CHECKPOINT)
+        if dw is None or dw.device != device or dw.layout != layout or not dw._holds(mine):
+            # the buffers are the module's: converted in place, so the
+            # weight runs the very tensors the module holds
+            dw = DeviceWeight(self._meta, mine, device, self.layer_name, owned=True, layout=layout)
             self.__dict__["_device_weight"] = dw
+            for field, t in dw._tensors.items():
+                held = self._buffers.get(field)
+                if held is not None and held is not t and held.dtype == t.dtype:
+                    self._buffers[field] = t  # an aligned copy: the only one kept
+            self.__dict__["_layout"] = dw.layout
         if device.type == "cuda":
             _device(device, False)
             runner = Plan(
@@ -1233,6 +1465,7 @@ class EXL3Linear(torch.nn.Module):
                 % (self.layer_name, device),
             )
         self.__dict__["_runner"] = runner
+        self.__dict__["_eager"] = runner.eager
         self.__dict__["_stale"] = False
         return self
 
@@ -1257,6 +1490,7 @@ class EXL3Linear(torch.nn.Module):
         # Moves the tensors, keeps their dtypes (a payload or a scale cast
         # would be another layer), takes a floating-point cast as the dtype
         # of x and y, and re-plans on the new device.
+        before = self.device
         probe = fn(torch.empty(0, dtype=self.dtype, device=self.device))
         for key, t in list(self._buffers.items()):
             if t is None:
@@ -1268,29 +1502,68 @@ class EXL3Linear(torch.nn.Module):
         if isinstance(probe, torch.Tensor) and probe.dtype != self.dtype and probe.dtype in _DTYPES:
             self.dtype = self.out_dtype = probe.dtype
         self._invalidate()
+        if self._layout == _LANES and before.type == "cuda" and self.device.type != "cuda":
+            # a copy to the host made with non_blocking=True lands before
+            # the payload is converted back there
+            torch.cuda.synchronize(before)
         if not self.__dict__.get("_closed") and self.device.type in ("cuda", "cpu"):
             self.prepare()
         return self
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self._layout == _LANES:  # the checkpoint's arrangement, copied
+            for field in _PAYLOADS:
+                t = self._buffers.get(field)
+                if t is not None and prefix + field in destination:
+                    rate = self._payload_rate(field)
+                    destination[prefix + field] = _convert_layout(t.detach(), rate, False)
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-        # copied in place: the same memory, but a plan keeps derived state
-        # (expanded signs, tables), so it is made again
-        if self.device.type in ("cuda", "cpu"):
-            self.prepare()
+        if self._layout == _LANES:
+            # the payload in the checkpoint layout first, in place, as what
+            # is loaded is (and a payload the state dict lacks stays)
+            self._invalidate()
+            for field in _PAYLOADS:
+                t = self._buffers.get(field)
+                if t is not None:
+                    _convert_layout(t, self._payload_rate(field), False, t)
+            self.__dict__["_layout"] = _CHECKPOINT
+        try:
+            super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        finally:
+            # copied in place: the same memory, but a plan keeps derived
+            # state (expanded signs, tables), so it is made again (on CUDA
+            # with the payload repacked in place)
+            if self.device.type in ("cuda", "cpu") and not self.__dict__.get("_closed"):
+                self.prepare()
 
     def path(self, m: int) -> str:
         """The libtrellis path a forward of m rows takes ("cpu" on the CPU)."""
         return self._ready().path(m)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # The eager path: a plain tensor, no autograd, no tracer, a plan
+        # made: straight to the plan's eager call (the library through
+        # ctypes). Everything else below.
+        eager = self._eager
+        if (
+            eager is not None
+            and type(x) is torch.Tensor
+            and not x.requires_grad
+            and not _is_compiling()
+        ):
+            return eager(x.contiguous() if self.contiguous else x)
+        return self._forward(x)
+
+    def _forward(self, x: Any) -> torch.Tensor:
         runner = self._runner
         if runner is None:
             runner = self._ready()
         if self.contiguous and isinstance(x, torch.Tensor):
             x = x.contiguous()
         if type(x) is torch.Tensor and not _is_compiling() and not x.requires_grad:
-            return runner(x)
+            return runner.eager(x)
         if not isinstance(x, torch.Tensor):
             raise error(
                 "TRELLIS_ERR_INVALID_ARGUMENT",
