@@ -97,14 +97,12 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
   return TRELLIS_OK;
 }
 
+/* One algorithm per bucket of m (trl_layout_dense_bucket), from the
+ * plan's first (trl_path_dense_first_bucket) to max_m; none where the
+ * plan never takes the dense path. */
 trellis_status trl_dense_prepare(trellis_plan *p) {
-  /* a half-integer rate takes the dense path at every m the
-   * register-direct kernel does not: algorithms from m = 1 */
-  const int forced =
-      (p->desc.flags & TRELLIS_PLAN_FORCE_DENSE) != 0 || p->w.half;
-  if ((p->desc.flags & TRELLIS_PLAN_FORCE_DECODE) && !p->w.half)
-    return TRELLIS_OK;
-  if (!forced && p->desc.max_m < p->dense_min_m)
+  const int64_t first = trl_path_dense_first_bucket(&p->pp);
+  if (first == 0 || first > p->desc.max_m)
     return TRELLIS_OK;
   cublasStatus_t s = cublasLtCreate(&p->lt);
   if (s)
@@ -113,13 +111,13 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
   if (!trl_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
     return trl_fail(TRELLIS_ERR_SHAPE, "dense layout overflows");
   const int64_t tail = p->w.n % lay.slice_n;
-  int64_t b = forced ? 1 : p->dense_min_m;
   p->algo_count = 0;
-  for (;;) {
-    if (p->algo_count == TRL_DENSE_BUCKETS)
+  for (int i = 0;; ++i) {
+    if (i == TRL_DENSE_BUCKETS)
       return trl_fail(TRELLIS_ERR_INTERNAL, "too many dense buckets");
     dense_algo *d = &p->algos[p->algo_count++];
     memset(d, 0, sizeof *d);
+    const int64_t b = trl_layout_dense_bucket_m(first, i);
     d->m = b < p->desc.max_m ? b : p->desc.max_m;
     trellis_status st =
         pick_algo(p, d->m, lay.slice_n, &d->full, &d->valid_full);
@@ -129,14 +127,6 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
       return st;
     if (d->m >= p->desc.max_m)
       break;
-    /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
-     * algorithm of the smallest bucket that holds it: one picked for a
-     * larger m can be far slower (docs/TUNING.md, "Dense path: cuBLASLt
-     * algorithm buckets") */
-    int64_t next = 1;
-    while (next <= b)
-      next *= 2;
-    b = next;
   }
   return TRELLIS_OK;
 }

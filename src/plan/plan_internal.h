@@ -15,8 +15,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
-#define TRL_DENSE_BUCKETS 16
-
 /* TRELLIS_OK when `p` is device (or managed) memory, else
  * TRELLIS_ERR_INVALID_ARGUMENT naming the weight's field `what`. */
 trellis_status trl_check_device_pointer(const void *p, const char *what);
@@ -43,7 +41,6 @@ struct trellis_plan {
   int pdl;         /* kernels may be dependent launches (sm_90+ image) */
   int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
   int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
-  int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
   /* the path rules' inputs: weight, desc and device (rules/path.h) */
   trl_path_plan pp;
   /* the layout rules' inputs: shape, SM count, the register-direct

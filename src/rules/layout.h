@@ -21,6 +21,8 @@ extern "C" {
 /* Most elements of the W_hat slice the dense path decodes at a time (128
  * MiB of fp16): one slice up to 14336x4096, 4 for 8192x28672. */
 #define TRL_DENSE_SLICE_ELEMS ((int64_t)64 << 20)
+/* Most cuBLASLt algorithm buckets a dense plan keeps. */
+#define TRL_DENSE_BUCKETS 16
 
 typedef struct trl_layout_params {
   int64_t k, n;
@@ -149,21 +151,35 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
  * decode-GEMM. */
 int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
                            int64_t m, trl_direct_grid *out);
+/* trl_layout_direct, and the launch in `out` where it runs (zeroed where it
+ * does not): the shape is computed once. */
+int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
+                             int64_t m, trl_direct_grid *out);
 static inline int trl_layout_direct(const trl_layout_params *p,
                                     trellis_path path, int64_t m) {
   trl_direct_grid g;
-  /* its two-token-block form (9..16 rows) measured slower than the fused
-   * cluster kernel and the split-K decode-GEMM on every bench layer
-   * (docs/TUNING.md): only a half rate, which has neither, takes it */
-  const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
-  return p->direct && m <= max_m &&
-         (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
-         trl_layout_direct_grid(p, path, m, &g);
+  return trl_layout_direct_launch(p, path, m, &g);
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
                        trl_layout *out);
+/* The same, with the register-direct kernel's launch already decided:
+ * `direct` is trl_layout_direct_launch's grid where it runs m rows on
+ * `path`, NULL where it does not. */
+int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
+                     const trl_direct_grid *direct, trl_layout *out);
+
+/* The dense path's cuBLASLt algorithm buckets: bucket 0 serves m up to
+ * `first`, each next one up to the smallest power of two above the one
+ * before (192 -> 256 -> 512 ...), so every m runs with the algorithm of the
+ * smallest bucket that holds it: one picked for a larger m can be far
+ * slower (docs/TUNING.md, "Dense path: cuBLASLt algorithm buckets").
+ * trl_layout_dense_bucket_m: the largest m of bucket i (before prepare caps
+ * the last at max_m); trl_layout_dense_bucket: the bucket of m rows
+ * (TRL_DENSE_BUCKETS where it is past the last bucket a plan can keep). */
+int64_t trl_layout_dense_bucket_m(int64_t first, int i);
+int trl_layout_dense_bucket(int64_t first, int64_t m);
 
 /* 16-row blocks per CTA the decode-GEMM and the fused kernel use for m
  * rows: the smallest variant that holds m rows, else the largest. */

@@ -2,9 +2,10 @@
 /* The path rules a plan decides by, from its weight, its desc and its
  * device alone: the path for m (the gate, the dense crossover, the
  * half-integer rates' fallback), whether the register-direct kernel may
- * run the plan at all, and the dense path's folds. Pure C, no CUDA: plan
- * create (plan/plan.c) and `info --plan --gpu` (cli/cli_gpu_target.c)
- * apply the same functions, and tests/test_gate.c tests them. */
+ * run the plan at all, the dense path's folds and its first algorithm
+ * bucket. Pure C, no CUDA: plan create (plan/plan.c) and `info --plan
+ * --gpu` (cli/cli_gpu_target.c) apply the same functions, and
+ * tests/test_gate.c tests them. */
 #ifndef TRL_RULES_PATH_H
 #define TRL_RULES_PATH_H
 
@@ -55,11 +56,32 @@ int trl_path_direct_eligible(const trl_path_plan *p);
 int trl_path_dense_direct(const trl_path_plan *p);
 int trl_path_dense_fold_input(const trl_path_plan *p);
 
-/* The path run takes for m rows: the gate (FUSED), then FORCE_DENSE, the
- * dense crossover (unless FORCE_DECODE), a half-integer rate's fallback to
- * dense where the register-direct kernel does not take m (the split-K
- * decode-GEMM has integer rates only), else GENERIC. `lp` is the plan's
- * layout parameters, `why` (or NULL) receives the gate's reason. */
+/* The m of the dense path's first cuBLASLt algorithm bucket
+ * (trl_layout_dense_bucket): 1 under FORCE_DENSE or at a half-integer
+ * rate (which takes the dense path at every m the register-direct kernel
+ * does not), else the crossover; 0 where the plan never takes the dense
+ * path (FORCE_DECODE at an integer rate). */
+int64_t trl_path_dense_first_bucket(const trl_path_plan *p);
+
+/* The path for m rows before a half-integer rate's fallback: the gate
+ * (FUSED), then FORCE_DENSE, the dense crossover (unless FORCE_DECODE),
+ * else GENERIC. `why` (or NULL) receives the gate's reason. */
+trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
+                           trl_gate_reason *why);
+
+/* A half-integer rate's fallback: where trl_path_base says GENERIC and
+ * the register-direct kernel does not run m rows (`direct` 0), W_hat and
+ * cuBLASLt (DENSE): the split-K decode-GEMM has integer rates only. */
+static inline trellis_path
+trl_path_after_direct(const trl_path_plan *p, trellis_path base, int direct) {
+  return base == TRELLIS_PATH_GENERIC && p->half && !direct ? TRELLIS_PATH_DENSE
+                                                            : base;
+}
+
+/* The path run takes for m rows: trl_path_base, then the half-integer
+ * rate's fallback (trl_path_after_direct with trl_layout_direct). `lp` is
+ * the plan's layout parameters, `why` (or NULL) receives the gate's
+ * reason. */
 trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
                           int64_t m, trl_gate_reason *why);
 
