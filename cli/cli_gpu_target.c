@@ -127,6 +127,7 @@ cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
   p->pp.compute_dtype = TRELLIS_F16;
   p->pp.cc_major = t->cc_major;
   p->pp.fused_image = t->cc_major >= 9;
+  p->pp.pdl = p->pp.fused_image;
   p->lp.k = l->k;
   p->lp.n = l->n;
   p->lp.sm_count = t->sm_count;

@@ -10,18 +10,17 @@ size_t trl_fused_lock_count(const trellis_weight *w) {
 }
 
 trellis_status trl_fused_prepare(trellis_plan *plan) {
-  int err = trl_fused_prepare_kernels(plan->w.k, plan->w.n, plan->fused_cluster,
-                                      plan->fused_waves);
+  int err = trl_fused_prepare_kernels(
+      plan->w.k, plan->w.n, plan->lp.fused_cluster, plan->fused_waves);
   if (err)
     return trl_cuda_fail(err, "plan prepare (fused kernel attributes)");
-  plan->lp.fused_cluster = plan->fused_cluster[0];
   return TRELLIS_OK;
 }
 
 trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
                              void *y, void *rotated, cudaStream_t stream) {
   const int mb = trl_layout_m_blocks(m);
-  const int cluster = plan->fused_cluster[trl_m_block_index(mb)];
+  const int cluster = plan->lp.fused_cluster[trl_m_block_index(mb)];
   const trl_fused_rotation rotation = trl_layout_fused_rotation(
       m, plan->w.k, plan->w.n, cluster, plan->sm_count,
       !!(plan->desc.flags & TRELLIS_PLAN_LEGACY_KERNELS));

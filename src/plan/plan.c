@@ -264,6 +264,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->pp.flags = desc->flags;
   p->pp.cc_major = p->cc_major;
   p->pp.fused_image = sm90_image;
+  p->pp.pdl = sm90_image;
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
   p->lp.sm_count = p->sm_count;

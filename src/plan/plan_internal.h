@@ -39,12 +39,12 @@ struct trellis_plan {
   int prepared;
   int fused_image; /* fused kernel image runs on this device */
   int pdl;         /* kernels may be dependent launches (sm_90+ image) */
-  int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
-  int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
+  int fused_waves[TRL_M_BLOCK_COUNT]; /* waves of the fused kernel's
+                                       * clusters per m-block variant */
   /* the path rules' inputs: weight, desc and device (rules/path.h) */
   trl_path_plan pp;
   /* the layout rules' inputs: shape, SM count, the register-direct
-   * kernel's variants and the fused kernel's cluster (rules/layout.h) */
+   * kernel's variants and the fused kernel's clusters (rules/layout.h) */
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */

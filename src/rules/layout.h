@@ -47,9 +47,9 @@ typedef struct trl_layout_params {
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
-  /* the fused kernel's one-m-block variant: its cluster size (prepare; 0
-   * before) */
-  int fused_cluster;
+  /* the fused kernel's cluster size per m-block variant (index
+   * trl_m_block_index; prepare's choice, 0 before) */
+  int fused_cluster[TRL_M_BLOCK_COUNT];
 } trl_layout_params;
 
 typedef struct trl_layout {
@@ -129,6 +129,18 @@ trl_layout_fused_rotation(int64_t m, int64_t k, int64_t n, int cluster,
     return legacy ? TRL_FUSED_CLAIMS : TRL_FUSED_PRE;
   return trl_layout_fused_ahead(m, k, cluster) ? TRL_FUSED_LOCAL_AHEAD
                                                : TRL_FUSED_LOCAL;
+}
+
+/* The form the kernel can run for x of `in_dtype`: it rotates 16-bit x
+ * only, so fp32 x takes the claims where trl_layout_fused_rotation says
+ * local. (Its launcher, cuda/fused_k6.cu, falls back the same way, and
+ * also where x is not on 8-byte boundaries, which only run knows.) */
+static inline trl_fused_rotation
+trl_layout_fused_rotation_for(trl_fused_rotation r, trellis_dtype in_dtype) {
+  return in_dtype == TRELLIS_F32 &&
+                 (r == TRL_FUSED_LOCAL || r == TRL_FUSED_LOCAL_AHEAD)
+             ? TRL_FUSED_CLAIMS
+             : r;
 }
 
 /* Whether the fused kernel is launched as a programmatic dependent launch:

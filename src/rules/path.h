@@ -35,6 +35,7 @@ typedef struct trl_path_plan {
   /* the device */
   int cc_major;
   int fused_image; /* an sm_90 device running an sm_90 image */
+  int pdl;         /* kernels may be dependent launches (an sm_90 image, too) */
 } trl_path_plan;
 
 /* The smallest m the generic side sends to the dense path (unless forced):
