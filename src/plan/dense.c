@@ -185,19 +185,15 @@ static int reconstruct(const trellis_plan *p, trl_recon_form form, int64_t n0,
 }
 
 /* `a` is the GEMM's activation: x when the input rotation is folded into
- * the weight (fold_input), else the rotated copy. */
-trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
-                              int fold_input, const void *a, char *ws,
-                              int64_t m, void *y, cudaStream_t stream) {
-  const dense_algo *d = NULL;
-  for (int i = 0; i < p->algo_count; ++i)
-    if (p->algos[i].m >= m) {
-      d = &p->algos[i];
-      break;
-    }
-  if (!d)
+ * the weight (the record's input NONE), else the rotated copy. */
+trellis_status trl_dense_gemm(const trellis_plan *p, const trl_decision *dec,
+                              const void *a, char *ws, int64_t m, void *y,
+                              cudaStream_t stream) {
+  const trl_layout *lay = &dec->layout;
+  if (dec->dense.bucket >= p->algo_count)
     return trl_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
                     (long long)m);
+  const dense_algo *d = &p->algos[dec->dense.bucket];
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
   void *lt_ws = ws + lay->cublas_off;
@@ -205,10 +201,7 @@ trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    const trl_recon_form form = p->desc.h128 || p->w.half ? TRL_RECON_PLAIN
-                                : fold_input              ? TRL_RECON_FULL
-                                                          : TRL_RECON_HAD;
-    const int err = reconstruct(p, form, n0, cols, what, stream);
+    const int err = reconstruct(p, dec->dense.form, n0, cols, what, stream);
     if (err)
       return trl_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;

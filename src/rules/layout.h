@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Buffer layout of one run: the single function that both sizes the
- * workspace (trellis_plan_query) and carves it (trellis_run), so size and use
- * cannot disagree. Pure C, no CUDA. */
+/* Buffer layout of one run and the kernel-choice rules for m rows. Pure C,
+ * no CUDA. trellis_plan_query and trellis_run read them through one
+ * decision record per (plan, m) (rules/decision.h), so size and use cannot
+ * disagree. */
 #ifndef TRL_PLAN_LAYOUT_H
 #define TRL_PLAN_LAYOUT_H
 

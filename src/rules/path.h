@@ -4,7 +4,8 @@
  * half-integer rates' fallback), whether the register-direct kernel may
  * run the plan at all, the dense path's folds and its first algorithm
  * bucket. Pure C, no CUDA: plan create (plan/plan.c) and `info --plan
- * --gpu` (cli/cli_gpu_target.c) apply the same functions, and
+ * --gpu` (cli/cli_gpu_target.c) fill the same trl_path_plan, the decision
+ * record (rules/decision.h) applies these functions for both, and
  * tests/test_gate.c tests them. */
 #ifndef TRL_RULES_PATH_H
 #define TRL_RULES_PATH_H
