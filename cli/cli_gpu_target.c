@@ -1,27 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* `info --plan --gpu NAME`: plan sizes without a GPU, from the library's
- * pure rules (rules/path.h, rules/gate.h, rules/layout.h,
- * plan/direct_rules.h, rules/kernel_config.h) for a named target, so that
- * buffers can be sized on a build host.
+ * pure rules (rules/decision.h over rules/path.h, rules/gate.h,
+ * rules/layout.h, plan/direct_rules.h, rules/kernel_config.h) for a named
+ * target, so that buffers can be sized on a build host.
  *
  * It fills the rules' inputs as trellis_plan_create (plan/plan.c) does, for
  * the default plan desc `info --plan` uses (fp16 input, output and compute,
- * no flags, no split_k, the library's own rotations), and applies the same
- * functions (trl_path_for, trl_path_direct_eligible, the dense folds), with
- * what only a GPU can say replaced by the defaults the rules assume when it
- * is unknown: the decode-GEMM's CTAs per SM (cudaFuncGetAttributes and the
- * occupancy query; choose_splits assumes 2), the register-direct kernel's
- * registers (0: its launch bounds' cap) and how many of its clusters fit
- * at once (0: no limit known), and a kernel image for the target's arch in
- * the build (the fused path and the register-direct kernel need an sm_90
- * one). The sizes are therefore estimates: a real plan's k-splits, and so
- * its workspace, can differ (tests/gpu_plan_target.c holds it to real
- * plans on a GPU). */
+ * no flags, no split_k, the library's own rotations), with the same
+ * functions (trl_path_direct_eligible, the dense folds), and reports the
+ * decision record that trellis_plan_query reports (trl_decide,
+ * trl_decision_sizes), with what only a GPU can say replaced by the defaults
+ * the rules assume when it is unknown: the decode-GEMM's CTAs per SM
+ * (cudaFuncGetAttributes and the occupancy query; choose_splits assumes 2), the
+ * register-direct kernel's registers (0: its launch bounds' cap) and how many
+ * of its clusters fit at once (0: no limit known), and a kernel image for the
+ * target's arch in the build (the fused path and the register-direct kernel
+ * need an sm_90 one). The sizes are therefore estimates: a real plan's
+ * k-splits, and so its workspace, can differ (tests/gpu_plan_target.c holds it
+ * to real plans on a GPU). */
 #include "cli_util.h"
 
 #include "format/codebooks.h"
 #include "format/lanes.h"
-#include "rules/path.h"
+#include "rules/decision.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,7 @@ cli_target_plan *cli_target_plan_make(const cli_gpu_target *t,
   p->pp.compute_dtype = TRELLIS_F16;
   p->pp.cc_major = t->cc_major;
   p->pp.fused_image = t->cc_major >= 9;
+  p->pp.pdl = p->pp.fused_image;
   p->lp.k = l->k;
   p->lp.n = l->n;
   p->lp.sm_count = t->sm_count;
@@ -149,14 +151,9 @@ int cli_target_plan_query(const cli_target_plan *p, int64_t m,
   out->struct_size = sizeof *out;
   if (m < 1 || m > p->max_m)
     return 0;
-  trl_layout lay;
-  const trellis_path path = trl_path_for(&p->pp, &p->lp, m, NULL);
-  if (!trl_layout_compute(&p->lp, path, m, &lay))
+  trl_decision d;
+  if (!trl_decide(&p->pp, &p->lp, m, &d))
     return 0;
-  out->path = path;
-  out->rotated_bytes = lay.rotated_bytes;
-  out->input_f16_bytes = lay.input_f16_bytes;
-  out->output_f16_bytes = lay.output_f16_bytes;
-  out->workspace_bytes = lay.workspace_bytes;
+  trl_decision_sizes(&d, out);
   return 1;
 }

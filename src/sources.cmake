@@ -10,9 +10,10 @@ set(TRELLIS_FORMAT_SOURCES codebook.c dense.c hadamard.c lanes.c shard.c
 set(TRELLIS_IO_SOURCES json_bounds.c layers.c model.c posix_file.c qsrt.c
     safetensors.c)
 set(TRELLIS_CPU_SOURCES forward.c)
-# the pure rules of the GPU path: the gate, the buffer layout and the path
-# for m (kernel_config.h and plan/direct_rules.h are header-only)
-set(TRELLIS_RULES_SOURCES gate.c layout.c path.c)
+# the pure rules of the GPU path: the gate, the buffer layout, the path for
+# m and the decision record of a run (kernel_config.h and
+# plan/direct_rules.h are header-only)
+set(TRELLIS_RULES_SOURCES decision.c gate.c layout.c path.c)
 # the plan API in every build: struct initialisers and the shared buffer
 # sizes of a set of plans (from trellis_plan_query alone)
 set(TRELLIS_PLAN_SOURCES api_structs.c plan_sizes.c)

@@ -170,14 +170,15 @@ static void test_capture_without_workspace(void **state) {
 }
 
 /* The splits m rows of plan g's layer take on the direct kernel (0: it
- * does not run m). */
+ * does not run m), from the decision record run executes. */
 static int splits_at(const grun *g, int64_t m, size_t *ws) {
-  trl_layout lay;
+  trl_decision d;
   trellis_buffer_sizes sz = {.struct_size = sizeof sz};
   OK(trellis_plan_query(g->plan, m, &sz));
-  assert_true(trl_layout_compute(&g->plan->lp, sz.path, m, &lay));
+  assert_true(trl_decide(&g->plan->pp, &g->plan->lp, m, &d));
+  assert_int_equal(d.layout.workspace_bytes, sz.workspace_bytes);
   *ws = sz.workspace_bytes;
-  return lay.direct ? lay.direct_grid.splits : 0;
+  return d.family == TRL_FAMILY_DIRECT ? d.layout.direct_grid.splits : 0;
 }
 
 /* k split across clusters on the generic path (the rule's choice on this

@@ -587,6 +587,41 @@ static void test_path_dense_folds(void **state) {
   assert_false(trl_path_dense_fold_input(&p));
 }
 
+/* The dense buckets: the first, then powers of two; the bucket of m is the
+ * first that holds it. */
+static void test_dense_buckets(void **state) {
+  (void)state;
+  assert_int_equal(trl_layout_dense_bucket_m(257, 0), 257);
+  assert_int_equal(trl_layout_dense_bucket_m(257, 1), 512);
+  assert_int_equal(trl_layout_dense_bucket_m(257, 2), 1024);
+  assert_int_equal(trl_layout_dense_bucket_m(192, 1), 256);
+  assert_int_equal(trl_layout_dense_bucket_m(1, 1), 2);
+  assert_int_equal(trl_layout_dense_bucket_m(1, 3), 8);
+  assert_int_equal(trl_layout_dense_bucket(257, 257), 0);
+  assert_int_equal(trl_layout_dense_bucket(257, 258), 1);
+  assert_int_equal(trl_layout_dense_bucket(257, 512), 1);
+  assert_int_equal(trl_layout_dense_bucket(257, 513), 2);
+  assert_int_equal(trl_layout_dense_bucket(1, 1), 0);
+  assert_int_equal(trl_layout_dense_bucket(1, 3), 2);
+  /* past the most buckets a plan keeps */
+  assert_int_equal(trl_layout_dense_bucket(1, (int64_t)1 << 40),
+                   TRL_DENSE_BUCKETS);
+  /* the first bucket: 1 where every m may be dense, the crossover, none */
+  trl_path_plan p;
+  memset(&p, 0, sizeof p);
+  p.k = 4096;
+  p.cc_major = 9;
+  assert_int_equal(trl_path_dense_first_bucket(&p), 257);
+  p.flags = TRELLIS_PLAN_FORCE_DENSE;
+  assert_int_equal(trl_path_dense_first_bucket(&p), 1);
+  p.flags = TRELLIS_PLAN_FORCE_DECODE;
+  assert_int_equal(trl_path_dense_first_bucket(&p), 0);
+  p.half = 1; /* a half rate like an integer one */
+  assert_int_equal(trl_path_dense_first_bucket(&p), 0);
+  p.flags = 0;
+  assert_int_equal(trl_path_dense_first_bucket(&p), 257);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate_open),
@@ -596,6 +631,7 @@ int main(void) {
       cmocka_unit_test(test_path_for),
       cmocka_unit_test(test_path_direct_eligible),
       cmocka_unit_test(test_path_dense_folds),
+      cmocka_unit_test(test_dense_buckets),
       cmocka_unit_test(test_layout_fused_needs_no_workspace),
       cmocka_unit_test(test_layout_direct),
       cmocka_unit_test(test_direct_variants),

@@ -121,6 +121,7 @@ def test_fused_and_generic_paths_are_exercised():
         libtrellis.PLAN_FORCE_GENERIC,
         libtrellis.PLAN_EXACT_WEIGHTS,
         libtrellis.PLAN_LEGACY_KERNELS,
+        libtrellis.PLAN_NO_DEPENDENT_LAUNCH,
         libtrellis.PLAN_FORCE_GENERIC | libtrellis.PLAN_FORCE_DECODE,
     ],
 )

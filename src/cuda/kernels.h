@@ -134,7 +134,7 @@ int trl_gemm_ctas_per_sm(int bits, int half, int bits1,
  * [k/16][n/16][16*bits] into dst [k][n_cols] (row pitch ldd elements) of
  * dst_dtype (F16 or BF16); n0 and n_cols multiples of 128. A pair's records
  * are two such arrays, reconstructed one after the other into their
- * sub-blocks. The forms:
+ * sub-blocks. The forms (trl_recon_form, rules/kernel_config.h):
  *  TRL_RECON_PLAIN  dst = W_hat[:, n0..]
  *  TRL_RECON_HAD    dst = RNE(W_hat[:, n0..] . H128blk . diag(post)) (the
  *                   dense path with its own rotations; post[c] for column
@@ -142,11 +142,6 @@ int trl_gemm_ctas_per_sm(int bits, int half, int bits1,
  *  TRL_RECON_FULL   dst = RNE(diag(pre) . H128blk . W_hat[:, n0..] . H128blk
  *                   . diag(post)), so the GEMM takes x itself (pre[r] for
  *                   row r). */
-typedef enum trl_recon_form {
-  TRL_RECON_PLAIN = 0,
-  TRL_RECON_HAD = 1,
-  TRL_RECON_FULL = 2
-} trl_recon_form;
 typedef struct trl_reconstruct_args {
   const int16_t *trellis;
   int bits;

@@ -97,11 +97,12 @@ static trellis_status pick_algo(trellis_plan *p, int64_t m, int64_t cols,
   return TRELLIS_OK;
 }
 
+/* One algorithm per bucket of m (trl_layout_dense_bucket), from the
+ * plan's first (trl_path_dense_first_bucket) to max_m; none where the
+ * plan never takes the dense path. */
 trellis_status trl_dense_prepare(trellis_plan *p) {
-  const int forced = (p->desc.flags & TRELLIS_PLAN_FORCE_DENSE) != 0;
-  if (p->desc.flags & TRELLIS_PLAN_FORCE_DECODE)
-    return TRELLIS_OK;
-  if (!forced && p->desc.max_m < p->dense_min_m)
+  const int64_t first = trl_path_dense_first_bucket(&p->pp);
+  if (first == 0 || first > p->desc.max_m)
     return TRELLIS_OK;
   cublasStatus_t s = cublasLtCreate(&p->lt);
   if (s)
@@ -110,13 +111,13 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
   if (!trl_layout_compute(&p->lp, TRELLIS_PATH_DENSE, p->desc.max_m, &lay))
     return trl_fail(TRELLIS_ERR_SHAPE, "dense layout overflows");
   const int64_t tail = p->w.n % lay.slice_n;
-  int64_t b = forced ? 1 : p->dense_min_m;
   p->algo_count = 0;
-  for (;;) {
-    if (p->algo_count == TRL_DENSE_BUCKETS)
+  for (int i = 0;; ++i) {
+    if (i == TRL_DENSE_BUCKETS)
       return trl_fail(TRELLIS_ERR_INTERNAL, "too many dense buckets");
     dense_algo *d = &p->algos[p->algo_count++];
     memset(d, 0, sizeof *d);
+    const int64_t b = trl_layout_dense_bucket_m(first, i);
     d->m = b < p->desc.max_m ? b : p->desc.max_m;
     trellis_status st =
         pick_algo(p, d->m, lay.slice_n, &d->full, &d->valid_full);
@@ -126,14 +127,6 @@ trellis_status trl_dense_prepare(trellis_plan *p) {
       return st;
     if (d->m >= p->desc.max_m)
       break;
-    /* then powers of two (192 -> 256 -> 512 ...), so every m runs with the
-     * algorithm of the smallest bucket that holds it: one picked for a
-     * larger m can be far slower (docs/TUNING.md, "Dense path: cuBLASLt
-     * algorithm buckets") */
-    int64_t next = 1;
-    while (next <= b)
-      next *= 2;
-    b = next;
   }
   return TRELLIS_OK;
 }
@@ -192,19 +185,15 @@ static int reconstruct(const trellis_plan *p, trl_recon_form form, int64_t n0,
 }
 
 /* `a` is the GEMM's activation: x when the input rotation is folded into
- * the weight (fold_input), else the rotated copy. */
-trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
-                              int fold_input, const void *a, char *ws,
-                              int64_t m, void *y, cudaStream_t stream) {
-  const dense_algo *d = NULL;
-  for (int i = 0; i < p->algo_count; ++i)
-    if (p->algos[i].m >= m) {
-      d = &p->algos[i];
-      break;
-    }
-  if (!d)
+ * the weight (the record's input NONE), else the rotated copy. */
+trellis_status trl_dense_gemm(const trellis_plan *p, const trl_decision *dec,
+                              const void *a, char *ws, int64_t m, void *y,
+                              cudaStream_t stream) {
+  const trl_layout *lay = &dec->layout;
+  if (dec->dense.bucket >= p->algo_count)
     return trl_fail(TRELLIS_ERR_INTERNAL, "no dense algorithm for m = %lld",
                     (long long)m);
+  const dense_algo *d = &p->algos[dec->dense.bucket];
   uint16_t *what = (uint16_t *)(ws + lay->what_off);
   float *partial = (float *)(ws + lay->partial_off);
   void *lt_ws = ws + lay->cublas_off;
@@ -212,10 +201,7 @@ trellis_status trl_dense_gemm(const trellis_plan *p, const trl_layout *lay,
   for (int64_t n0 = 0; n0 < p->w.n; n0 += lay->slice_n) {
     const int64_t cols =
         p->w.n - n0 < lay->slice_n ? p->w.n - n0 : lay->slice_n;
-    const trl_recon_form form = p->desc.h128 || p->w.half ? TRL_RECON_PLAIN
-                                : fold_input              ? TRL_RECON_FULL
-                                                          : TRL_RECON_HAD;
-    const int err = reconstruct(p, form, n0, cols, what, stream);
+    const int err = reconstruct(p, dec->dense.form, n0, cols, what, stream);
     if (err)
       return trl_cuda_fail(err, "W_hat reconstruction");
     dense_layouts l;

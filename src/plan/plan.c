@@ -86,10 +86,10 @@ static trellis_status check_desc(const trellis_plan_desc *d) {
   return TRELLIS_OK;
 }
 
-/* Path run() takes for m (rules/path.h). */
-static trellis_path plan_path_for(const trellis_plan *plan, int64_t m,
-                                  trl_gate_reason *why) {
-  return trl_path_for(&plan->pp, &plan->lp, m, why);
+/* What query reports and run executes for m rows: the plan's decision
+ * record (rules/decision.h). 0 when the sizes overflow. */
+static int plan_decide(const trellis_plan *plan, int64_t m, trl_decision *d) {
+  return trl_decide(&plan->pp, &plan->lp, m, d);
 }
 
 /* k-splits across clusters the generic path's register-direct launches
@@ -249,7 +249,6 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
    * that runs on it: the gate's "compiled for this arch". */
   const int sm90_image = p->cc_major >= 9 && trl_image_arch() >= 90;
   p->fused_image = sm90_image;
-  p->pdl = sm90_image && !(desc->flags & TRELLIS_PLAN_NO_DEPENDENT_LAUNCH);
   p->pp.k = p->w.k;
   p->pp.bits = p->w.bits;
   p->pp.half = p->w.half;
@@ -264,7 +263,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->pp.flags = desc->flags;
   p->pp.cc_major = p->cc_major;
   p->pp.fused_image = sm90_image;
-  p->dense_min_m = trl_path_dense_min_m(&p->pp);
+  p->pp.pdl = sm90_image && !(desc->flags & TRELLIS_PLAN_NO_DEPENDENT_LAUNCH);
   p->lp.k = p->w.k;
   p->lp.n = p->w.n;
   p->lp.sm_count = p->sm_count;
@@ -308,18 +307,11 @@ trellis_status trellis_plan_query(const trellis_plan *plan, int64_t m,
   if (m < 1 || m > plan->desc.max_m)
     return trl_fail(TRELLIS_ERR_SHAPE, "m = %lld is outside 1..max_m (%lld)",
                     (long long)m, (long long)plan->desc.max_m);
-  trl_layout lay;
-  trellis_path path = plan_path_for(plan, m, NULL);
-  if (!trl_layout_compute(&plan->lp, path, m, &lay))
+  trl_decision d;
+  if (!plan_decide(plan, m, &d))
     return trl_fail(TRELLIS_ERR_SHAPE,
                     "buffer sizes overflow size_t at m = %lld", (long long)m);
-  memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  out->path = path;
-  out->rotated_bytes = lay.rotated_bytes;
-  out->input_f16_bytes = lay.input_f16_bytes;
-  out->output_f16_bytes = lay.output_f16_bytes;
-  out->workspace_bytes = lay.workspace_bytes;
+  trl_decision_sizes(&d, out);
   return TRELLIS_OK;
 }
 
@@ -586,17 +578,27 @@ static trellis_status launch_error(int err, const char *what) {
   return trl_cuda_fail(err, what);
 }
 
-/* Output stage of the generic and dense paths: partials -> y. */
-static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
-                                   char *ws, int64_t m, void *y,
-                                   cudaStream_t s) {
+/* The record's output step (generic and dense paths): the GEMM's fp32
+ * output in the workspace -> y. */
+static trellis_status output_step(const trellis_plan *p, const trl_decision *d,
+                                  char *ws, int64_t m, void *y,
+                                  cudaStream_t s) {
+  const trl_layout *lay = &d->layout;
   const float *partial = (const float *)(ws + lay->partial_off);
   const trellis_dtype ydt = p->desc.output_dtype;
   int err;
-  if (!p->desc.h128) {
+  switch (d->output) {
+  case TRL_OUTPUT_NONE:
+    return TRELLIS_OK;
+  case TRL_OUTPUT_ROTATE:
     err = trl_launch_rot_out(partial, lay->splits, p->s_out, p->w.bias, y, ydt,
-                             m, p->w.n, p->pdl, s);
+                             m, p->w.n, p->pp.pdl, s);
     return err ? launch_error(err, "output rotation") : TRELLIS_OK;
+  case TRL_OUTPUT_BIAS: /* rotation folded into W': bias and dtype */
+    err = trl_launch_bias_convert(partial, p->w.bias, y, ydt, m, p->w.n, s);
+    return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
+  case TRL_OUTPUT_EXTERNAL:
+    break;
   }
   const float *sums = partial;
   if (lay->splits > 1) {
@@ -615,19 +617,16 @@ static trellis_status output_stage(const trellis_plan *p, const trl_layout *lay,
   return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
 }
 
-/* The register-direct kernel: the whole layer in one launch. */
-static trellis_status direct_run(const trellis_plan *p, const trl_layout *lay,
+/* The register-direct kernel: the whole layer in one launch (and, where
+ * the record splits k across clusters, the finishing launch). */
+static trellis_status direct_run(const trellis_plan *p, const trl_decision *d,
                                  const void *x, int64_t m, void *y, char *ws,
                                  cudaStream_t s) {
   trl_direct_launch l;
   memset(&l, 0, sizeof l);
-  if (!lay->direct)
-    return trl_fail(TRELLIS_ERR_INTERNAL,
-                    "register-direct kernel: no launch shape for m = %lld "
-                    "on %lld x %lld",
-                    (long long)m, (long long)p->w.k, (long long)p->w.n);
-  l.grid = lay->direct_grid;
-  l.partial = lay->partial_bytes ? (float *)(ws + lay->partial_off) : NULL;
+  l.grid = d->layout.direct_grid;
+  l.partial =
+      d->layout.partial_bytes ? (float *)(ws + d->layout.partial_off) : NULL;
   l.payload = p->w.trellis;
   l.x = x;
   l.s_in = p->s_in;
@@ -641,11 +640,43 @@ static trellis_status direct_run(const trellis_plan *p, const trl_layout *lay,
   l.codebook = p->w.codebook;
   l.in_dtype = p->desc.input_dtype;
   l.out_dtype = p->desc.output_dtype;
-  l.pdl = p->pdl;
+  l.pdl = d->pdl;
   const int err = trl_launch_direct(&l, s);
   return err ? launch_error(err, "register-direct decode-GEMM") : TRELLIS_OK;
 }
 
+/* The split-K decode-GEMM of the record: rotated x -> fp32 partials. */
+static trellis_status gemm_run(const trellis_plan *plan, const trl_decision *d,
+                               const void *rotated, char *ws, int64_t m,
+                               cudaStream_t s) {
+  trl_gemm_args a;
+  memset(&a, 0, sizeof a);
+  a.trellis = plan->w.trellis;
+  a.trellis1 = plan->w.trellis1;
+  a.rotated = (const uint16_t *)rotated;
+  a.partial = (float *)(ws + d->layout.partial_off);
+  a.sqg_state[0] = plan->sqg_state[0];
+  a.sqg_state[1] = plan->sqg_state[1];
+  a.m = m;
+  a.k = plan->w.k;
+  a.n = plan->w.n;
+  a.bits = plan->w.bits;
+  a.half = plan->w.half;
+  a.bits1 = plan_bits1(plan);
+  a.rate_axis = plan->w.rate_axis;
+  a.codebook = plan->w.codebook;
+  a.compute = plan->desc.compute_dtype;
+  a.splits = d->layout.splits;
+  a.kt_per_split = d->layout.kt_per_split;
+  a.m_blocks = d->layout.m_blocks;
+  a.pdl = d->pdl;
+  const int err = trl_launch_gemm(&a, s);
+  return err ? launch_error(err, "decode-GEMM") : TRELLIS_OK;
+}
+
+/* Validates, takes the plan's decision record for m (plan_decide, the one
+ * call into the rules) and executes it: the input step, the family's
+ * launch, the output step. */
 trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                            void *y, const trellis_buffers *buffers,
                            void *stream) {
@@ -677,82 +708,53 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
     return trl_fail(TRELLIS_ERR_BUFFER, "%s is not 16-byte aligned",
                     (uintptr_t)x % 16 ? "x" : "y");
   cudaStream_t s = (cudaStream_t)stream;
-  trl_layout lay;
-  trellis_path path = plan_path_for(plan, m, NULL);
-  if (!trl_layout_compute(&plan->lp, path, m, &lay))
+  trl_decision d;
+  if (!plan_decide(plan, m, &d))
     return trl_fail(TRELLIS_ERR_SHAPE, "buffer sizes overflow at m = %lld",
                     (long long)m);
-  st = check_buffer(buffers->rotated, buffers->rotated_bytes, lay.rotated_bytes,
-                    "rotated");
+  st = check_buffer(buffers->rotated, buffers->rotated_bytes,
+                    d.layout.rotated_bytes, "rotated");
   if (st != TRELLIS_OK)
     return st;
-  if (lay.direct && lay.workspace_bytes == 0)
-    return direct_run(plan, &lay, x, m, y, NULL, s);
-  if (path == TRELLIS_PATH_FUSED)
-    return trl_fused_run(plan, x, m, y, buffers->rotated, s);
+  /* scratch: the generic and dense paths, and the register-direct
+   * kernel's k-splits across clusters (the fused path needs none) */
+  char *ws = NULL;
+  if (d.layout.workspace_bytes > 0) {
+    if (!buffers->workspace ||
+        buffers->workspace_bytes < d.layout.workspace_bytes)
+      return workspace_error(&d.layout, buffers, s);
+    if ((uintptr_t)buffers->workspace % TRL_WS_ALIGN)
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
+    ws = (char *)buffers->workspace;
+  }
+  if (d.family == TRL_FAMILY_DIRECT)
+    return direct_run(plan, &d, x, m, y, ws, s);
+  if (d.family == TRL_FAMILY_FUSED)
+    return trl_fused_run(plan, &d, x, m, y, buffers->rotated, s);
 
-  if (!buffers->workspace || buffers->workspace_bytes < lay.workspace_bytes)
-    return workspace_error(&lay, buffers, s);
-  if ((uintptr_t)buffers->workspace % TRL_WS_ALIGN)
-    return trl_fail(TRELLIS_ERR_BUFFER,
-                    "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
-  char *ws = (char *)buffers->workspace;
-  if (lay.direct) /* k split across clusters: partials in the workspace */
-    return direct_run(plan, &lay, x, m, y, ws, s);
+  /* the generic and dense paths: input step, GEMM, output step */
   const trellis_dtype rot_dt = plan->desc.compute_dtype; /* F16 or BF16 */
   int err;
-  /* the dense path may fold the input rotation into its weight */
-  const int fold_in =
-      path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(&plan->lp, m);
-  if (plan->desc.h128) {
+  if (d.input == TRL_INPUT_EXTERNAL) {
     st = plan->desc.h128(x, plan->desc.input_dtype, buffers->rotated, rot_dt,
                          plan->s_in, NULL, m, plan->w.k, stream,
                          plan->desc.h128_user_data);
     if (st != TRELLIS_OK)
       return trl_fail_prefix(st, "external H128 (input rotation)");
-  } else if (!fold_in &&
+  } else if (d.input == TRL_INPUT_ROTATE &&
              (err = trl_launch_h128(x, plan->desc.input_dtype, buffers->rotated,
                                     rot_dt, plan->s_in, NULL, m, plan->w.k,
-                                    plan->pdl, s))) {
+                                    plan->pp.pdl, s))) {
     return launch_error(err, "input rotation");
   }
-  if (path == TRELLIS_PATH_DENSE) {
-    st = trl_dense_gemm(plan, &lay, fold_in, fold_in ? x : buffers->rotated, ws,
-                        m, y, s);
-    if (st != TRELLIS_OK || plan->lp.dense_direct)
-      return st;
-    if (plan->w.half) /* plain W_hat: the generic output stage */
-      return output_stage(plan, &lay, ws, m, y, s);
-    if (!plan->desc.h128) { /* rotation folded into W': bias and dtype */
-      err = trl_launch_bias_convert((const float *)(ws + lay.partial_off),
-                                    plan->w.bias, y, plan->desc.output_dtype, m,
-                                    plan->w.n, s);
-      return err ? launch_error(err, "bias and output conversion") : TRELLIS_OK;
-    }
-  } else {
-    trl_gemm_args a;
-    memset(&a, 0, sizeof a);
-    a.trellis = plan->w.trellis;
-    a.trellis1 = plan->w.trellis1;
-    a.rotated = (const uint16_t *)buffers->rotated;
-    a.partial = (float *)(ws + lay.partial_off);
-    a.sqg_state[0] = plan->sqg_state[0];
-    a.sqg_state[1] = plan->sqg_state[1];
-    a.m = m;
-    a.k = plan->w.k;
-    a.n = plan->w.n;
-    a.bits = plan->w.bits;
-    a.half = plan->w.half;
-    a.bits1 = plan_bits1(plan);
-    a.rate_axis = plan->w.rate_axis;
-    a.codebook = plan->w.codebook;
-    a.compute = plan->desc.compute_dtype;
-    a.splits = lay.splits;
-    a.kt_per_split = lay.kt_per_split;
-    a.m_blocks = lay.m_blocks;
-    a.pdl = plan->pdl;
-    if ((err = trl_launch_gemm(&a, s)))
-      return launch_error(err, "decode-GEMM");
-  }
-  return output_stage(plan, &lay, ws, m, y, s);
+  if (d.family == TRL_FAMILY_DENSE)
+    st = trl_dense_gemm(plan, &d,
+                        d.input == TRL_INPUT_NONE ? x : buffers->rotated, ws, m,
+                        y, s);
+  else
+    st = gemm_run(plan, &d, buffers->rotated, ws, m, s);
+  if (st != TRELLIS_OK)
+    return st;
+  return output_step(plan, &d, ws, m, y, s);
 }

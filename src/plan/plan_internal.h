@@ -5,17 +5,13 @@
 
 #include "core/internal.h"
 #include "plan/cuda_status.h"
-#include "rules/gate.h"
-#include "rules/layout.h"
-#include "rules/path.h"
+#include "rules/decision.h"
 #include "plan/plan_check.h"
 #include "plan/prepare_fault.h"
 #include "cuda/kernels.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-
-#define TRL_DENSE_BUCKETS 16
 
 /* TRELLIS_OK when `p` is device (or managed) memory, else
  * TRELLIS_ERR_INVALID_ARGUMENT naming the weight's field `what`. */
@@ -40,14 +36,14 @@ struct trellis_plan {
   int sm_count, cc_major, cc_minor;
   int prepared;
   int fused_image; /* fused kernel image runs on this device */
-  int pdl;         /* kernels may be dependent launches (sm_90+ image) */
-  int fused_cluster[TRL_M_BLOCK_COUNT]; /* per m-block variant */
-  int fused_waves[TRL_M_BLOCK_COUNT];   /* waves of its clusters */
-  int64_t dense_min_m; /* generic path: dense (cuBLASLt) from this m */
-  /* the path rules' inputs: weight, desc and device (rules/path.h) */
+  int fused_waves[TRL_M_BLOCK_COUNT]; /* waves of the fused kernel's
+                                       * clusters per m-block variant */
+  /* the path rules' inputs: weight, desc and device, among them whether
+   * kernels may be dependent launches (pp.pdl) (rules/path.h) */
   trl_path_plan pp;
   /* the layout rules' inputs: shape, SM count, the register-direct
-   * kernel's variants and the fused kernel's cluster (rules/layout.h) */
+   * kernel's variants and the fused kernel's clusters (rules/layout.h).
+   * With pp, what trl_decide makes each (plan, m)'s record from. */
   trl_layout_params lp;
   const uint16_t *s_in, *s_out; /* fp16 scales: suh/svh or expanded signs */
   void *owned;                  /* plan-owned device memory (signs, locks) */
@@ -68,8 +64,10 @@ trellis_status trl_sqg_tables_fill(trl_sqg_tables *t);
 /* Fused path (plan/fused.c). */
 size_t trl_fused_lock_count(const trellis_weight *w);
 trellis_status trl_fused_prepare(trellis_plan *plan);
-trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
-                             void *y, void *rotated, cudaStream_t stream);
+/* Runs the record `d` (family FUSED). */
+trellis_status trl_fused_run(const trellis_plan *plan, const trl_decision *d,
+                             const void *x, int64_t m, void *y, void *rotated,
+                             cudaStream_t stream);
 
 /* Dense path (plan/dense.c). With the plan's own rotations the output
  * rotation is folded into the decoded weight (W' = W_hat . Hblk . diag(svh),
@@ -79,8 +77,10 @@ trellis_status trl_fused_run(const trellis_plan *plan, const void *x, int64_t m,
  * W = diag(suh) . Hblk . W_hat . Hblk . diag(svh), and the GEMM takes x
  * (trl_path_dense_direct, trl_path_dense_fold_input: rules/path.h). */
 trellis_status trl_dense_prepare(trellis_plan *plan);
-trellis_status trl_dense_gemm(const trellis_plan *plan, const trl_layout *lay,
-                              int fold_input, const void *a, char *ws,
-                              int64_t m, void *y, cudaStream_t stream);
+/* The record `d`'s (family DENSE) W_hat slices and GEMMs: `a` is x where
+ * it folds the input rotation (input NONE), else the rotated buffer. */
+trellis_status trl_dense_gemm(const trellis_plan *plan, const trl_decision *d,
+                              const void *a, char *ws, int64_t m, void *y,
+                              cudaStream_t stream);
 
 #endif

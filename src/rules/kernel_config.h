@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What the plan and the kernels agree on: the kernel variants this build
- * has and the fused kernel's limits. The plan's rules (rules/layout.h,
+ * has, the fused kernel's limits and rotation forms, and the reconstruct
+ * kernels' forms. The plan's rules (rules/layout.h, rules/decision.h,
  * rules/gate.c) read it; src/cuda includes it for the kernels' template
  * parameters and the dispatch axes (cuda/dispatch.cuh). Pure C macros, no
  * CUDA: the plan side stays compilable without nvcc. The codebook facts come
@@ -78,13 +79,25 @@ static inline int trl_m_block_at(int i) {
  * fills the rotated buffer (PRE; the kernel is its dependent launch). The
  * launcher falls back to claims where the kernel cannot rotate locally
  * (more than one m-block or TRL_FUSED_LOCAL_ROWS rows, f32 x, x not on
- * 8-byte boundaries). */
+ * 8-byte boundaries); a plan's decision record already says claims for f32
+ * x (trl_layout_fused_rotation_for, rules/layout.h). */
 typedef enum trl_fused_rotation {
   TRL_FUSED_CLAIMS = 0,
   TRL_FUSED_LOCAL = 1,
   TRL_FUSED_LOCAL_AHEAD = 2,
   TRL_FUSED_PRE = 3
 } trl_fused_rotation;
+
+/* ------------------------------------------------------- reconstruct -- */
+/* The W_hat forms the reconstruct kernels write for the dense path (the
+ * formulas: cuda/kernels.h, trl_launch_reconstruct): plain, with the
+ * output rotation and svh folded in, or with the input rotation and suh
+ * folded too. */
+typedef enum trl_recon_form {
+  TRL_RECON_PLAIN = 0,
+  TRL_RECON_HAD = 1,
+  TRL_RECON_FULL = 2
+} trl_recon_form;
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,13 @@ static void choose_splits(const trl_layout_params *p, int64_t m, int m_blocks,
 
 int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
                        trl_layout *out) {
+  trl_direct_grid g;
+  const int direct = trl_layout_direct_launch(p, path, m, &g);
+  return trl_layout_sizes(p, path, m, direct ? &g : NULL, out);
+}
+
+int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
+                     const trl_direct_grid *direct, trl_layout *out) {
   memset(out, 0, sizeof *out);
   out->path = path;
   size_t mm = (size_t)m, k = (size_t)p->k, n = (size_t)p->n;
@@ -66,9 +73,10 @@ int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
   if (path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
   size_t at = 0, mn4;
-  if (trl_layout_direct(p, path, m)) {
+  if (direct) {
     /* scratch only for k-splits across clusters (generic path) */
-    out->direct = trl_layout_direct_grid(p, path, m, &out->direct_grid);
+    out->direct = 1;
+    out->direct_grid = *direct;
     out->splits = out->direct_grid.splits;
     size_t part = 0; /* fp32 [splits][m][n] */
     if (out->splits > 1 &&
@@ -141,4 +149,36 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
           ? p->direct_max_splits
           : 1,
       out);
+}
+
+int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
+                             int64_t m, trl_direct_grid *out) {
+  /* its two-token-block form (9..16 rows) measured slower than the fused
+   * cluster kernel and the split-K decode-GEMM on every bench layer
+   * (docs/TUNING.md): only a half rate, which has neither, takes it */
+  const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
+  if (p->direct && m <= max_m &&
+      (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
+      trl_layout_direct_grid(p, path, m, out))
+    return 1;
+  memset(out, 0, sizeof *out);
+  return 0;
+}
+
+int64_t trl_layout_dense_bucket_m(int64_t first, int i) {
+  int64_t b = first;
+  for (; i > 0 && b < ((int64_t)1 << 62); --i) {
+    int64_t next = 1;
+    while (next <= b)
+      next *= 2;
+    b = next;
+  }
+  return b;
+}
+
+int trl_layout_dense_bucket(int64_t first, int64_t m) {
+  int i = 0;
+  while (i < TRL_DENSE_BUCKETS && trl_layout_dense_bucket_m(first, i) < m)
+    ++i;
+  return i;
 }

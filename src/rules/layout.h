@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Buffer layout of one run: the single function that both sizes the
- * workspace (trellis_plan_query) and carves it (trellis_run), so size and use
- * cannot disagree. Pure C, no CUDA. */
+/* Buffer layout of one run and the kernel-choice rules for m rows. Pure C,
+ * no CUDA. trellis_plan_query and trellis_run read them through one
+ * decision record per (plan, m) (rules/decision.h), so size and use cannot
+ * disagree. */
 #ifndef TRL_PLAN_LAYOUT_H
 #define TRL_PLAN_LAYOUT_H
 
@@ -21,6 +22,8 @@ extern "C" {
 /* Most elements of the W_hat slice the dense path decodes at a time (128
  * MiB of fp16): one slice up to 14336x4096, 4 for 8192x28672. */
 #define TRL_DENSE_SLICE_ELEMS ((int64_t)64 << 20)
+/* Most cuBLASLt algorithm buckets a dense plan keeps. */
+#define TRL_DENSE_BUCKETS 16
 
 typedef struct trl_layout_params {
   int64_t k, n;
@@ -45,9 +48,9 @@ typedef struct trl_layout_params {
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
-  /* the fused kernel's one-m-block variant: its cluster size (prepare; 0
-   * before) */
-  int fused_cluster;
+  /* the fused kernel's cluster size per m-block variant (index
+   * trl_m_block_index; prepare's choice, 0 before) */
+  int fused_cluster[TRL_M_BLOCK_COUNT];
 } trl_layout_params;
 
 typedef struct trl_layout {
@@ -129,6 +132,18 @@ trl_layout_fused_rotation(int64_t m, int64_t k, int64_t n, int cluster,
                                                : TRL_FUSED_LOCAL;
 }
 
+/* The form the kernel can run for x of `in_dtype`: it rotates 16-bit x
+ * only, so fp32 x takes the claims where trl_layout_fused_rotation says
+ * local. (Its launcher, cuda/fused_k6.cu, falls back the same way, and
+ * also where x is not on 8-byte boundaries, which only run knows.) */
+static inline trl_fused_rotation
+trl_layout_fused_rotation_for(trl_fused_rotation r, trellis_dtype in_dtype) {
+  return in_dtype == TRELLIS_F32 &&
+                 (r == TRL_FUSED_LOCAL || r == TRL_FUSED_LOCAL_AHEAD)
+             ? TRL_FUSED_CLAIMS
+             : r;
+}
+
 /* Whether the fused kernel is launched as a programmatic dependent launch:
  * it streams its first weight stages while the stream's previous kernel
  * finishes (see griddep_wait): a gain where its CTAs run two or more
@@ -149,21 +164,35 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
  * decode-GEMM. */
 int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
                            int64_t m, trl_direct_grid *out);
+/* trl_layout_direct, and the launch in `out` where it runs (zeroed where it
+ * does not): the shape is computed once. */
+int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
+                             int64_t m, trl_direct_grid *out);
 static inline int trl_layout_direct(const trl_layout_params *p,
                                     trellis_path path, int64_t m) {
   trl_direct_grid g;
-  /* its two-token-block form (9..16 rows) measured slower than the fused
-   * cluster kernel and the split-K decode-GEMM on every bench layer
-   * (docs/TUNING.md): only a half rate, which has neither, takes it */
-  const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
-  return p->direct && m <= max_m &&
-         (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
-         trl_layout_direct_grid(p, path, m, &g);
+  return trl_layout_direct_launch(p, path, m, &g);
 }
 
 /* Fills `out` for `path` at m rows. Returns 0 on size overflow. */
 int trl_layout_compute(const trl_layout_params *p, trellis_path path, int64_t m,
                        trl_layout *out);
+/* The same, with the register-direct kernel's launch already decided:
+ * `direct` is trl_layout_direct_launch's grid where it runs m rows on
+ * `path`, NULL where it does not. */
+int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
+                     const trl_direct_grid *direct, trl_layout *out);
+
+/* The dense path's cuBLASLt algorithm buckets: bucket 0 serves m up to
+ * `first`, each next one up to the smallest power of two above the one
+ * before (192 -> 256 -> 512 ...), so every m runs with the algorithm of the
+ * smallest bucket that holds it: one picked for a larger m can be far
+ * slower (docs/TUNING.md, "Dense path: cuBLASLt algorithm buckets").
+ * trl_layout_dense_bucket_m: the largest m of bucket i (before prepare caps
+ * the last at max_m); trl_layout_dense_bucket: the bucket of m rows
+ * (TRL_DENSE_BUCKETS where it is past the last bucket a plan can keep). */
+int64_t trl_layout_dense_bucket_m(int64_t first, int i);
+int trl_layout_dense_bucket(int64_t first, int64_t m);
 
 /* 16-row blocks per CTA the decode-GEMM and the fused kernel use for m
  * rows: the smallest variant that holds m rows, else the largest. */

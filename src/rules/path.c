@@ -31,8 +31,16 @@ int trl_path_dense_fold_input(const trl_path_plan *p) {
   return !p->has_h128 && !p->half && p->input_dtype == p->compute_dtype;
 }
 
-trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
-                          int64_t m, trl_gate_reason *why) {
+int64_t trl_path_dense_first_bucket(const trl_path_plan *p) {
+  if (p->flags & TRELLIS_PLAN_FORCE_DENSE)
+    return 1;
+  if (p->flags & TRELLIS_PLAN_FORCE_DECODE)
+    return 0;
+  return trl_path_dense_min_m(p);
+}
+
+trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
+                           trl_gate_reason *why) {
   trl_gate_input g;
   memset(&g, 0, sizeof g);
   g.m = m;
@@ -53,6 +61,11 @@ trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
     return TRELLIS_PATH_DENSE;
   if (!(p->flags & TRELLIS_PLAN_FORCE_DECODE) && m >= trl_path_dense_min_m(p))
     return TRELLIS_PATH_DENSE;
-  (void)lp; /* every rate, half-integer ones too, has the generic kernels */
   return TRELLIS_PATH_GENERIC;
+}
+
+trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
+                          int64_t m, trl_gate_reason *why) {
+  (void)lp; /* every rate, half-integer ones too, has the generic kernels */
+  return trl_path_base(p, m, why);
 }

@@ -2,9 +2,11 @@
 /* The path rules a plan decides by, from its weight, its desc and its
  * device alone: the path for m (the gate, the dense crossover, the
  * half-integer rates' fallback), whether the register-direct kernel may
- * run the plan at all, and the dense path's folds. Pure C, no CUDA: plan
- * create (plan/plan.c) and `info --plan --gpu` (cli/cli_gpu_target.c)
- * apply the same functions, and tests/test_gate.c tests them. */
+ * run the plan at all, the dense path's folds and its first algorithm
+ * bucket. Pure C, no CUDA: plan create (plan/plan.c) and `info --plan
+ * --gpu` (cli/cli_gpu_target.c) fill the same trl_path_plan, the decision
+ * record (rules/decision.h) applies these functions for both, and
+ * tests/test_gate.c tests them. */
 #ifndef TRL_RULES_PATH_H
 #define TRL_RULES_PATH_H
 
@@ -34,6 +36,7 @@ typedef struct trl_path_plan {
   /* the device */
   int cc_major;
   int fused_image; /* an sm_90 device running an sm_90 image */
+  int pdl;         /* kernels may be dependent launches (an sm_90 image, too) */
 } trl_path_plan;
 
 /* The smallest m the generic side sends to the dense path (unless forced):
@@ -55,11 +58,20 @@ int trl_path_direct_eligible(const trl_path_plan *p);
 int trl_path_dense_direct(const trl_path_plan *p);
 int trl_path_dense_fold_input(const trl_path_plan *p);
 
-/* The path run takes for m rows: the gate (FUSED), then FORCE_DENSE, the
- * dense crossover (unless FORCE_DECODE), else GENERIC (the register-direct
+/* The m of the dense path's first cuBLASLt algorithm bucket
+ * (trl_layout_dense_bucket): 1 under FORCE_DENSE, else the crossover; 0
+ * where the plan never takes the dense path (FORCE_DECODE). */
+int64_t trl_path_dense_first_bucket(const trl_path_plan *p);
+
+/* The path for m rows: the gate (FUSED), then FORCE_DENSE, the dense
+ * crossover (unless FORCE_DECODE), else GENERIC (the register-direct
  * kernel or the split-K decode-GEMM, which both take every rate, the
- * half-integer ones too). `lp` is the plan's layout parameters (not read
- * today), `why` (or NULL) receives the gate's reason. */
+ * half-integer ones too). `why` (or NULL) receives the gate's reason. */
+trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
+                           trl_gate_reason *why);
+
+/* The path run takes for m rows: trl_path_base (the layout parameters
+ * `lp` are not read today). */
 trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
                           int64_t m, trl_gate_reason *why);
 

@@ -51,6 +51,7 @@ from ._lib import (
     PLAN_FORCE_DENSE,
     PLAN_FORCE_GENERIC,
     PLAN_LEGACY_KERNELS,
+    PLAN_NO_DEPENDENT_LAUNCH,
 )
 
 __version__ = version()
@@ -86,6 +87,7 @@ __all__ = [
     "PLAN_FORCE_DENSE",
     "PLAN_FORCE_GENERIC",
     "PLAN_LEGACY_KERNELS",
+    "PLAN_NO_DEPENDENT_LAUNCH",
     "TrellisError",
     "TrellisLookupError",
     "TrellisTypeError",
