@@ -154,10 +154,9 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
 int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
                              int64_t m, trl_direct_grid *out) {
   /* its two-token-block form (9..16 rows) measured slower than the fused
-   * cluster kernel and the split-K decode-GEMM on every bench layer
-   * (docs/TUNING.md): only a half rate, which has neither, takes it */
-  const int64_t max_m = p->rate % 2 ? TRL_DIRECT_MAX_M : TRL_DIRECT_ONE_BLOCK_M;
-  if (p->direct && m <= max_m &&
+   * cluster kernel and the split-K decode-GEMM on every bench layer, the
+   * half rates' too (docs/TUNING.md) */
+  if (p->direct && m <= TRL_DIRECT_ONE_BLOCK_M &&
       (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
       trl_layout_direct_grid(p, path, m, out))
     return 1;

@@ -158,8 +158,7 @@ static inline int trl_layout_fused_pdl(int64_t k, int cluster) {
  * On the generic path k may be split across clusters (workspace partials
  * and a finishing launch); on the fused path never (its contract: no
  * workspace). trl_layout_direct: whether it runs m rows on `path`: up to 8
- * rows (16 at a half rate)
- * on the fused and the generic path wherever the plan can run it and a
+ * rows on the fused and the generic path wherever the plan can run it and a
  * launch fits. Otherwise the fused cluster kernel (fused path) or the split-K
  * decode-GEMM. */
 int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
