@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* W_hat of the half-integer rates (K 1.5, 2.5, 3.5: MUL1) from the lane
  * layout, for the dense path: dst[k][n_cols] = W_hat[:, n0 .. n0 + n_cols)
- * (the plain form, fp16 or bf16). One warp per group: the lane's words as
- * the register-direct kernel reads them (direct_gemm.cuh), its 64 weights
- * decoded to the format's fp16 values, stored where the tile permutation
- * puts them. The dense path of these rates (from the crossover, or
+ * (the plain form, fp16 or bf16). One warp per group (reconstruct_rate_kernel).
+ * The dense path of these rates (from the crossover, or
  * FORCE_DENSE); below it they run the register-direct kernel or the
  * split-K decode-GEMM. */
 #include "direct_gemm.cuh"
@@ -12,11 +10,16 @@
 namespace {
 
 constexpr int kWarps = 4;
+/* A warp's 16 x 128 tile of W_hat in shared memory: rows of 128 values and
+ * 8 of padding (the lanes' 16-bit stores of one j spread over the banks). */
+constexpr int kPitch = 136;
 
+/* The lane's 8 values of tile T (its columns 16T..16T+15) into the warp's
+ * staged tile, where the tile permutation puts them. */
 template <int H, int T>
-__device__ __forceinline__ void
-store_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], int lane,
-           uint16_t *dst, int64_t ldd, int64_t kt, int64_t col0, int bf16) {
+__device__ __forceinline__ void stage_tile(const uint32_t (&w)[H],
+                                           const uint32_t (&prev)[2 * H],
+                                           int lane, uint16_t *tile, int bf16) {
   if constexpr (T < 8) {
     uint32_t s[8];
     trl::direct::tile_states<H, T>(w, prev, s);
@@ -26,22 +29,27 @@ store_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], int lane,
       uint32_t v = trl::decode_state<TRELLIS_CB_MUL1>(s[j]) & 0xFFFFu;
       if (bf16)
         v = trl::f16lo_to_bf16lo(v);
-      const int64_t row = 16 * kt + 2 * t + (j & 1) + 8 * ((j >> 1) & 1);
-      const int64_t col = col0 + 16 * T + g + 8 * (j >> 2);
-      dst[row * ldd + col] = (uint16_t)v;
+      const int row = 2 * t + (j & 1) + 8 * ((j >> 1) & 1);
+      const int col = 16 * T + g + 8 * (j >> 2);
+      tile[row * kPitch + col] = (uint16_t)v;
     }
-    store_tile<H, T + 1>(w, prev, lane, dst, ldd, kt, col0, bf16);
+    stage_tile<H, T + 1>(w, prev, lane, tile, bf16);
   }
 }
 
+/* One warp per (16-row k-tile, 128-column group): the lane's words as the
+ * register-direct kernel reads them (direct_gemm.cuh), decoded into shared
+ * memory, then written out a row pair per 16-byte store (256 contiguous
+ * bytes a row), not 64 scattered 2-byte stores a lane. */
 template <int H>
 __global__ void __launch_bounds__(32 * kWarps)
     reconstruct_rate_kernel(const int16_t *__restrict__ payload, int64_t k,
                             int64_t n, int64_t n0, int64_t n_cols, int64_t ldd,
                             uint16_t *__restrict__ dst, int bf16) {
-  const int lane = threadIdx.x & 31;
+  __shared__ __align__(16) uint16_t tiles[kWarps][16 * kPitch];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t groups_c = n_cols / 128;
-  const int64_t u = (int64_t)blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const int64_t u = (int64_t)blockIdx.x * kWarps + warp;
   if (u >= (k / 16) * groups_c)
     return;
   const int64_t kt = u / groups_c, gl = u % groups_c, ng = n0 / 128 + gl;
@@ -51,7 +59,16 @@ __global__ void __launch_bounds__(32 * kWarps)
   trl::direct::load_group<H>(g, lane, w);
   uint32_t prev[2 * H];
   trl::direct::lower_bits<H>(w, lane, prev);
-  store_tile<H, 0>(w, prev, lane, dst, ldd, kt, gl * 128, bf16);
+  uint16_t *tile = tiles[warp];
+  stage_tile<H, 0>(w, prev, lane, tile, bf16);
+  __syncwarp();
+  const int half = lane >> 4, c8 = 8 * (lane & 15);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int row = 2 * i + half;
+    const uint4 v = *reinterpret_cast<const uint4 *>(tile + row * kPitch + c8);
+    *reinterpret_cast<uint4 *>(dst + (16 * kt + row) * ldd + gl * 128 + c8) = v;
+  }
 }
 
 template <int H> int launch(const trl_reconstruct_args *a, cudaStream_t s) {
