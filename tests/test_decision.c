@@ -289,7 +289,7 @@ static void check(const pcase *c, const trl_path_plan *pp,
 
   /* the path and the gate's reason: trl_path_for */
   trl_gate_reason why;
-  const trellis_path path = trl_path_for(pp, lp, m, &why);
+  const trellis_path path = trl_path_for(pp, m, &why);
   assert_int_equal(d.path, path);
   assert_int_equal(d.gate, why);
   /* the buffers and shapes: trl_layout_compute for that path */

@@ -503,37 +503,35 @@ static void test_path_dense_crossover(void **state) {
  * flags; a half rate like an integer one (the generic kernels take it). */
 static void test_path_for(void **state) {
   (void)state;
-  trl_layout_params lp = {0};
-  lp.k = 4096, lp.n = 4096, lp.sm_count = 132;
   trl_path_plan p = open_plan();
   trl_gate_reason why = TRL_GATE_FORCED;
-  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_FUSED);
+  assert_int_equal(trl_path_for(&p, 1, &why), TRELLIS_PATH_FUSED);
   assert_int_equal(why, TRL_GATE_OPEN);
-  assert_int_equal(trl_path_for(&p, &lp, 129, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 129, &why), TRELLIS_PATH_GENERIC);
   assert_int_equal(why, TRL_GATE_M_TOO_LARGE);
-  assert_int_equal(trl_path_for(&p, &lp, 256, NULL), TRELLIS_PATH_GENERIC);
-  assert_int_equal(trl_path_for(&p, &lp, 257, NULL), TRELLIS_PATH_DENSE);
+  assert_int_equal(trl_path_for(&p, 256, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 257, NULL), TRELLIS_PATH_DENSE);
   p.flags = TRELLIS_PLAN_FORCE_DECODE;
-  assert_int_equal(trl_path_for(&p, &lp, 4096, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 4096, NULL), TRELLIS_PATH_GENERIC);
   p.flags = TRELLIS_PLAN_FORCE_DENSE;
-  assert_int_equal(trl_path_for(&p, &lp, 1, NULL), TRELLIS_PATH_FUSED);
+  assert_int_equal(trl_path_for(&p, 1, NULL), TRELLIS_PATH_FUSED);
   p.flags |= TRELLIS_PLAN_FORCE_GENERIC;
-  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_DENSE);
+  assert_int_equal(trl_path_for(&p, 1, &why), TRELLIS_PATH_DENSE);
   assert_int_equal(why, TRL_GATE_FORCED);
   p = open_plan(), p.split_k = 2;
-  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 1, &why), TRELLIS_PATH_GENERIC);
   assert_int_equal(why, TRL_GATE_FORCED);
-  /* a half rate without the register-direct kernel (lp.direct 0): the
-   * split-K decode-GEMM up to the crossover, then dense */
+  /* a half rate: the generic path (the register-direct kernel or the
+   * split-K decode-GEMM) up to the crossover, then dense */
   p = open_plan(), p.bits = 2, p.half = 1, p.codebook = TRELLIS_CB_MUL1;
-  assert_int_equal(trl_path_for(&p, &lp, 1, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 1, &why), TRELLIS_PATH_GENERIC);
   assert_int_equal(why, TRL_GATE_BITS);
-  assert_int_equal(trl_path_for(&p, &lp, 256, NULL), TRELLIS_PATH_GENERIC);
-  assert_int_equal(trl_path_for(&p, &lp, 257, NULL), TRELLIS_PATH_DENSE);
+  assert_int_equal(trl_path_for(&p, 256, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 257, NULL), TRELLIS_PATH_DENSE);
   p.compute_dtype = TRELLIS_BF16;
-  assert_int_equal(trl_path_for(&p, &lp, 17, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 17, NULL), TRELLIS_PATH_GENERIC);
   p = open_plan(), p.bits = 4;
-  assert_int_equal(trl_path_for(&p, &lp, 1, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 1, NULL), TRELLIS_PATH_GENERIC);
 }
 
 /* The register-direct kernel's eligibility: each condition alone. */

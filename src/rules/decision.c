@@ -53,7 +53,7 @@ int trl_decide(const trl_path_plan *pp, const trl_layout_params *lp, int64_t m,
   memset(out, 0, sizeof *out);
   /* the path (rules/path.h), then the register-direct kernel's shape,
    * computed once for both the family and the launch */
-  out->path = trl_path_base(pp, m, &out->gate);
+  out->path = trl_path_for(pp, m, &out->gate);
   trl_direct_grid grid;
   const int direct = trl_layout_direct_launch(lp, out->path, m, &grid);
   if (direct) {                      /* GENERIC rows the direct kernel takes */

@@ -39,8 +39,8 @@ int64_t trl_path_dense_first_bucket(const trl_path_plan *p) {
   return trl_path_dense_min_m(p);
 }
 
-trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
-                           trl_gate_reason *why) {
+trellis_path trl_path_for(const trl_path_plan *p, int64_t m,
+                          trl_gate_reason *why) {
   trl_gate_input g;
   memset(&g, 0, sizeof g);
   g.m = m;
@@ -62,10 +62,4 @@ trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
   if (!(p->flags & TRELLIS_PLAN_FORCE_DECODE) && m >= trl_path_dense_min_m(p))
     return TRELLIS_PATH_DENSE;
   return TRELLIS_PATH_GENERIC;
-}
-
-trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
-                          int64_t m, trl_gate_reason *why) {
-  (void)lp; /* every rate, half-integer ones too, has the generic kernels */
-  return trl_path_base(p, m, why);
 }

@@ -11,7 +11,6 @@
 #define TRL_RULES_PATH_H
 
 #include "rules/gate.h"
-#include "rules/layout.h"
 #include "trellis.h"
 
 #include <stdint.h>
@@ -67,13 +66,8 @@ int64_t trl_path_dense_first_bucket(const trl_path_plan *p);
  * crossover (unless FORCE_DECODE), else GENERIC (the register-direct
  * kernel or the split-K decode-GEMM, which both take every rate, the
  * half-integer ones too). `why` (or NULL) receives the gate's reason. */
-trellis_path trl_path_base(const trl_path_plan *p, int64_t m,
-                           trl_gate_reason *why);
-
-/* The path run takes for m rows: trl_path_base (the layout parameters
- * `lp` are not read today). */
-trellis_path trl_path_for(const trl_path_plan *p, const trl_layout_params *lp,
-                          int64_t m, trl_gate_reason *why);
+trellis_path trl_path_for(const trl_path_plan *p, int64_t m,
+                          trl_gate_reason *why);
 
 #ifdef __cplusplus
 }
