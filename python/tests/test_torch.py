@@ -99,23 +99,28 @@ def test_cpu_dtypes_and_shapes(dtype):
     assert half(x).dtype == dtype
 
 
-def test_cpu_bad_input():
-    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=4)
-    k = mod.in_features
-    good = random_x((3,), k, torch.float16, seed=2)
-    want = mod(good)
-    bad = [
-        (good.float(), "TRELLIS_ERR_DTYPE", "float32"),
-        (random_x((3,), k + 16, torch.float16, seed=1), "TRELLIS_ERR_SHAPE", str(k)),
-        (random_x((5,), k, torch.float16, seed=1), "TRELLIS_ERR_SHAPE", "max_m = 4"),
+def bad_inputs(k):
+    """x a module of in_features k and max_m 4 refuses: (x, status, text
+    the message holds)."""
+    return [
+        (torch.zeros(2, k), "TRELLIS_ERR_DTYPE", "float32"),
+        (torch.zeros(2, k + 16, dtype=torch.float16), "TRELLIS_ERR_SHAPE", str(k)),
+        (torch.zeros(5, k, dtype=torch.float16), "TRELLIS_ERR_SHAPE", "max_m = 4"),
         (
-            random_x((2,), 2 * k, torch.float16, seed=1)[:, ::2],
+            torch.zeros(2, 2 * k, dtype=torch.float16)[:, ::2],
             "TRELLIS_ERR_INVALID_ARGUMENT",
             "contiguous",
         ),
         (torch.zeros((), dtype=torch.float16), "TRELLIS_ERR_SHAPE", "expected"),
     ]
-    for x, status, text in bad:
+
+
+def test_cpu_bad_input():
+    mod = EXL3Linear(TOY_MODEL, UP, device="cpu", max_m=4)
+    k = mod.in_features
+    good = random_x((3,), k, torch.float16, seed=2)
+    want = mod(good)
+    for x, status, text in bad_inputs(k):
         with pytest.raises(TrellisError) as e:
             mod(x)
         assert e.value.status == status, (str(e.value), status)
@@ -449,18 +454,7 @@ def test_the_eager_path_checks_what_it_runs(stand_in):
     assert y.shape == (3, n) and y.dtype == torch.float16
     assert mod(torch.zeros(k, dtype=torch.float16)).shape == (n,)
     assert mod(torch.zeros(0, k, dtype=torch.float16)).shape == (0, n)
-    bad = [
-        (torch.zeros(2, k), "TRELLIS_ERR_DTYPE", "float32"),
-        (torch.zeros(2, k + 16, dtype=torch.float16), "TRELLIS_ERR_SHAPE", str(k)),
-        (torch.zeros(5, k, dtype=torch.float16), "TRELLIS_ERR_SHAPE", "max_m = 4"),
-        (
-            torch.zeros(2, 2 * k, dtype=torch.float16)[:, ::2],
-            "TRELLIS_ERR_INVALID_ARGUMENT",
-            "contiguous",
-        ),
-        (torch.zeros((), dtype=torch.float16), "TRELLIS_ERR_SHAPE", "expected"),
-    ]
-    for x, status, text in bad:
+    for x, status, text in bad_inputs(k):
         with pytest.raises(TrellisError) as e:
             mod(x)
         assert e.value.status == status and text in str(e.value), str(e.value)
