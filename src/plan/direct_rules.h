@@ -53,16 +53,26 @@ TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
          (var != TRL_DIRECT_INT8 || tb == 1);
 }
 
-/* Groups in flight per warp: about TRL_DIRECT_RING_REGS registers of
- * payload (24 with two token blocks, whose accumulators take 32 more), at
- * least 2 (docs/TUNING.md). */
+/* Groups in flight per warp with one token block: 2, 3 at K 6 (where the
+ * two-stage ring measured slower); with two blocks about 24 registers of
+ * payload, at least 2 (docs/TUNING.md, "groups in flight": the kernel is
+ * bound by issue, not by loads in flight, and every stage is one more
+ * unrolled copy of the decode). TRL_DIRECT_STAGES_FORCE (measurement
+ * builds only) sets the one-block count; 0 restores the earlier rule of
+ * about TRL_DIRECT_RING_REGS payload registers. */
 #ifndef TRL_DIRECT_RING_REGS
 #define TRL_DIRECT_RING_REGS 36
 #endif
 TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
-  return tb == 1 ? (TRL_DIRECT_RING_REGS / h < 2   ? 2
-                    : TRL_DIRECT_RING_REGS / h > 6 ? 6
-                                                   : TRL_DIRECT_RING_REGS / h)
+#ifdef TRL_DIRECT_STAGES_FORCE
+  if (tb == 1 && TRL_DIRECT_STAGES_FORCE > 0)
+    return TRL_DIRECT_STAGES_FORCE;
+  if (tb == 1)
+    return TRL_DIRECT_RING_REGS / h < 2   ? 2
+           : TRL_DIRECT_RING_REGS / h > 6 ? 6
+                                          : TRL_DIRECT_RING_REGS / h;
+#endif
+  return tb == 1 ? (h == 12 ? 3 : 2)
                  : (24 / h < 2   ? 2
                     : 24 / h > 4 ? 4
                                  : 24 / h);
