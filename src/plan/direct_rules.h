@@ -33,12 +33,13 @@ extern "C" {
 #define TRL_DIRECT_ONE_BLOCK_M 8 /* rows of one block */
 #define TRL_DIRECT_INT8_MAX_M 4
 #define TRL_DIRECT_WARPS 8
+#ifndef TRL_DIRECT_CTAS_PER_SM
 #define TRL_DIRECT_CTAS_PER_SM 2 /* its launch bounds */
+#endif
 #define TRL_DIRECT_ROW_PITCH 132 /* floats per token row of the sums */
 #define TRL_DIRECT_MAX_CLUSTER 16
-/* Shared memory of one CTA where two share an SM (228 KiB, 1 KiB reserved
- * per CTA), and the most one CTA may take. */
-#define TRL_DIRECT_PAIR_SMEM (113 * 1024)
+/* The most shared memory one CTA may take (an SM has 228 KiB, 1 KiB of it
+ * reserved per CTA). */
 #define TRL_DIRECT_MAX_SMEM (227 * 1024)
 
 /* Whether the kernel has the variant: a rate the codebook takes (half
@@ -227,11 +228,11 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
       int64_t rounds = (groups + q - 1) / q;
       trl_direct_smem s =
           trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
-      int ctas = s.bytes <= TRL_DIRECT_PAIR_SMEM  ? 2
-                 : s.bytes <= TRL_DIRECT_MAX_SMEM ? 1
-                                                  : 0;
-      if (ctas > reg_ctas)
-        ctas = reg_ctas;
+      int ctas = 0; /* CTAs per SM its shared memory allows */
+      for (int t = reg_ctas; t >= 1 && ctas == 0; --t)
+        if (s.bytes <= TRL_DIRECT_MAX_SMEM &&
+            (int64_t)t * (int64_t)(s.bytes + 1024) <= 228 * 1024)
+          ctas = t;
       if (ctas == 0)
         continue;
       if (ctas < reg_ctas) { /* one CTA per SM: fewer clusters, more rounds */
