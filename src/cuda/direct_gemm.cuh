@@ -652,10 +652,14 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
 }
 
 /* kInt8: the int32 sums of one 128-k slice into the fp32 accumulators
- * (token t of this lane: its scale; both limbs). */
+ * (token t of this lane: its scale; both limbs). The limbs' sums meet in
+ * int32 first, 128 hi + lo: exact, since |128 hi + lo| <= 128 * 4 * 255 *
+ * (128 * 127 + 64) = 2130739200 < 2^31 (docs/FORMAT.md 7.3), so a pair
+ * costs one conversion, not two. */
 template <int VAR, int TB>
 __device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
   if constexpr (VAR == kInt8) {
+#ifdef TRL_DIRECT_OLD_CONVERT /* measurement builds: two conversions */
 #pragma unroll
     for (int tile = 0; tile < 8; ++tile) {
       acc.f[tile][0][0] =
@@ -665,6 +669,16 @@ __device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
           fmaf(sc, fmaf(128.f, (float)acc.i[tile][2], (float)acc.i[tile][3]),
                acc.f[tile][0][2]);
     }
+#else
+#pragma unroll
+    for (int tile = 0; tile < 8; ++tile)
+#pragma unroll
+      for (int e = 0; e < 4; e += 2) {
+        const int q = (int)((uint32_t)acc.i[tile][e] * 128u +
+                            (uint32_t)acc.i[tile][e + 1]);
+        acc.f[tile][0][e] = fmaf(sc, (float)q, acc.f[tile][0][e]);
+      }
+#endif
     acc.zero_i();
   }
 }
