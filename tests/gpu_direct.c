@@ -85,8 +85,9 @@ static void test_every_variant(void **state) {
 }
 
 /* Every cluster size from 1 to 16 CTAs (more than the k-blocks: refused
- * by the shape, so the rule's own choice runs), one and two token blocks,
- * and a layer of many groups, where each cluster runs several rounds. */
+ * by the shape, so the rule's own choice runs), rows the kernel takes and
+ * rows above 8 (the other kernels), and a layer of many groups, where each
+ * cluster runs several rounds. */
 static void test_cluster_sizes(void **state) {
   (void)state;
   gw w;
@@ -297,27 +298,25 @@ static void test_print_shapes(void **state) {
                  trellis_codebook_name(cbs[c]), (long long)ms[j]);
           continue;
         }
-        printf("  shape %lldx%lld %s m %lld: var %d tb %d cluster %d x %d, "
+        printf("  shape %lldx%lld %s m %lld: var %d cluster %d x %d, "
                "splits %d, rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM "
                "(regs %d, active %d)\n",
                (long long)shapes[i][0], (long long)shapes[i][1],
-               trellis_codebook_name(cbs[c]), (long long)ms[j], g.var, g.tb,
+               trellis_codebook_name(cbs[c]), (long long)ms[j], g.var,
                g.cluster, g.clusters, g.splits, g.rounds, g.kt_cta,
-               g.smem_bytes, g.ctas_per_sm,
-               plan->lp.direct_regs[g.var][g.tb - 1],
-               plan->lp.direct_active[g.var][g.tb - 1][g.cluster]);
+               g.smem_bytes, g.ctas_per_sm, plan->lp.direct_regs[g.var],
+               plan->lp.direct_active[g.var][g.cluster]);
       }
       if (i == 0) /* what the cluster query said, every size */
-        for (int var = 0; var < 3; ++var)
-          for (int tb = 1; tb <= 2; ++tb) {
-            char line[256];
-            int at = 0;
-            for (int cl = 1; cl <= TRL_DIRECT_MAX_CLUSTER; ++cl)
-              at += snprintf(line + at, sizeof line - (size_t)at, " %d",
-                             plan->lp.direct_active[var][tb - 1][cl]);
-            printf("  %s var %d tb %d: active clusters by size:%s\n",
-                   trellis_codebook_name(cbs[c]), var, tb, line);
-          }
+        for (int var = 0; var < 3; ++var) {
+          char line[256];
+          int at = 0;
+          for (int cl = 1; cl <= TRL_DIRECT_MAX_CLUSTER; ++cl)
+            at += snprintf(line + at, sizeof line - (size_t)at, " %d",
+                           plan->lp.direct_active[var][cl]);
+          printf("  %s var %d: active clusters by size:%s\n",
+                 trellis_codebook_name(cbs[c]), var, line);
+        }
       trellis_plan_destroy(plan);
       trellis_device_weight_destroy(dw);
       gw_free(&w);

@@ -143,11 +143,10 @@ static void fill(const pcase *c, int prepared, trl_path_plan *pp,
   if (lp->direct) {
     lp->direct_max_cluster = TRL_DIRECT_MAX_CLUSTER;
     lp->direct_max_splits = TRL_DIRECT_MAX_SPLITS;
-    for (int v = 0; v < 3; ++v)
-      for (int tb = 0; tb < 2; ++tb) {
-        lp->direct_regs[v][tb] = 128;
-        memcpy(lp->direct_active[v][tb], h200_active, sizeof h200_active);
-      }
+    for (int v = 0; v < 3; ++v) {
+      lp->direct_regs[v] = 128;
+      memcpy(lp->direct_active[v], h200_active, sizeof h200_active);
+    }
   }
   if (prepared && sm90) {
     const int cl[TRL_M_BLOCK_COUNT] = {c->fused_cluster, 4, 2, 2};
@@ -187,7 +186,6 @@ static int searched_bucket(const trl_path_plan *pp, int64_t max_m, int64_t m) {
 
 static void expect_grid(const trl_direct_grid *a, const trl_direct_grid *b) {
   assert_int_equal(a->var, b->var);
-  assert_int_equal(a->tb, b->tb);
   assert_int_equal(a->cluster, b->cluster);
   assert_int_equal(a->clusters, b->clusters);
   assert_int_equal(a->splits, b->splits);

@@ -148,19 +148,16 @@ static void test_layout_direct(void **state) {
 static void test_direct_variants(void **state) {
   (void)state;
   for (int h = 2; h <= 16; ++h)
-    for (int cb = 0; cb <= 2; ++cb)
-      for (int tb = 1; tb <= 2; ++tb) {
-        /* half rates: MUL1 at K 1.5 .. 3.5 (format/codebooks.h) */
-        const int rate_ok = h % 2 == 0 || (cb == TRELLIS_CB_MUL1 && h <= 7);
-        assert_int_equal(
-            trl_direct_variant_exists(h, cb, TRL_DIRECT_HALVES, tb),
-            rate_ok && cb != TRELLIS_CB_MUL1);
-        assert_int_equal(
-            trl_direct_variant_exists(h, cb, TRL_DIRECT_AFFINE, tb),
-            rate_ok && cb == TRELLIS_CB_MUL1);
-        assert_int_equal(trl_direct_variant_exists(h, cb, TRL_DIRECT_INT8, tb),
-                         rate_ok && cb == TRELLIS_CB_MUL1 && tb == 1);
-      }
+    for (int cb = 0; cb <= 2; ++cb) {
+      /* half rates: MUL1 at K 1.5 .. 3.5 (format/codebooks.h) */
+      const int rate_ok = h % 2 == 0 || (cb == TRELLIS_CB_MUL1 && h <= 7);
+      assert_int_equal(trl_direct_variant_exists(h, cb, TRL_DIRECT_HALVES),
+                       rate_ok && cb != TRELLIS_CB_MUL1);
+      assert_int_equal(trl_direct_variant_exists(h, cb, TRL_DIRECT_AFFINE),
+                       rate_ok && cb == TRELLIS_CB_MUL1);
+      assert_int_equal(trl_direct_variant_exists(h, cb, TRL_DIRECT_INT8),
+                       rate_ok && cb == TRELLIS_CB_MUL1);
+    }
   assert_int_equal(trl_direct_var(TRELLIS_CB_MCG, 1), TRL_DIRECT_HALVES);
   assert_int_equal(trl_direct_var(TRELLIS_CB_MUL1, 4), TRL_DIRECT_INT8);
   assert_int_equal(trl_direct_var(TRELLIS_CB_MUL1, 5), TRL_DIRECT_AFFINE);
@@ -206,12 +203,17 @@ static void test_direct_shape(void **state) {
                                active, 1, &g));
   assert_int_equal(g.cluster, 3);
   for (int c = 1; c <= 16; ++c) {
-    assert_true(trl_direct_shape(4096, 4096, 9, TRELLIS_CB_MUL1, 132, 0, 16, c,
+    assert_true(trl_direct_shape(4096, 4096, 8, TRELLIS_CB_MUL1, 132, 0, 16, c,
                                  NULL, 1, &g));
     assert_int_equal(g.cluster, c);
-    assert_int_equal(g.tb, 2);
     assert_int_equal(g.var, TRL_DIRECT_AFFINE);
   }
+  /* one block of at most 8 tokens */
+  assert_false(trl_direct_shape(4096, 4096, 9, TRELLIS_CB_MUL1, 132, 0, 16, 0,
+                                NULL, 1, &g));
+  assert_int_equal(g.cluster, 0);
+  assert_false(trl_direct_shape(4096, 4096, 0, TRELLIS_CB_MCG, 132, 0, 16, 0,
+                                NULL, 1, &g));
   /* no more CTAs per cluster than 128-k blocks */
   assert_true(trl_direct_shape(128, 1024, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
                                NULL, 1, &g));
@@ -272,8 +274,8 @@ static void test_direct_splits(void **state) {
   p.rate = 8;
   p.codebook = TRELLIS_CB_MUL1;
   p.direct_max_splits = TRL_DIRECT_MAX_SPLITS;
-  memcpy(p.direct_active[TRL_DIRECT_INT8][0], act, sizeof act);
-  memcpy(p.direct_active[TRL_DIRECT_AFFINE][0], act, sizeof act);
+  memcpy(p.direct_active[TRL_DIRECT_INT8], act, sizeof act);
+  memcpy(p.direct_active[TRL_DIRECT_AFFINE], act, sizeof act);
   int split_seen = 0;
   for (int64_t m = 1; m <= 8; ++m) {
     trl_layout l;

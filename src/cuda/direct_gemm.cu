@@ -8,21 +8,20 @@ using trl::direct::Direct;
 
 namespace {
 int key_run(trl::dispatch::Op op, int rate, trellis_codebook cb, int var,
-            int tb, Direct::Args &a) {
-  return trl::dispatch::run<Direct>(op, {rate, (int)cb, var, tb}, a);
+            Direct::Args &a) {
+  return trl::dispatch::run<Direct>(op, {rate, (int)cb, var}, a);
 }
 } // namespace
 
-extern "C" int trl_direct_prepare(int rate, trellis_codebook cb, int var,
-                                  int tb) {
+extern "C" int trl_direct_prepare(int rate, trellis_codebook cb, int var) {
   Direct::Args a = {};
-  return key_run(trl::dispatch::Op::kPrepare, rate, cb, var, tb, a);
+  return key_run(trl::dispatch::Op::kPrepare, rate, cb, var, a);
 }
 
-extern "C" int trl_direct_regs(int rate, trellis_codebook cb, int var, int tb,
+extern "C" int trl_direct_regs(int rate, trellis_codebook cb, int var,
                                int *regs) {
   Direct::Args a = {};
-  const int err = key_run(trl::dispatch::Op::kQuery, rate, cb, var, tb, a);
+  const int err = key_run(trl::dispatch::Op::kQuery, rate, cb, var, a);
   *regs = a.regs;
   return err;
 }
@@ -85,8 +84,8 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
   Direct::Args a = {};
   a.launch = l;
   a.stream = (cudaStream_t)stream;
-  int err = key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook,
-                    l->grid.var, l->grid.tb, a);
+  int err =
+      key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook, l->grid.var, a);
   if (err || l->grid.splits <= 1)
     return err;
   trl::direct::FinishParams f;
@@ -106,12 +105,12 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
 }
 
 extern "C" int trl_direct_active_clusters(int rate, trellis_codebook cb,
-                                          int var, int tb, int cluster,
-                                          size_t smem, int *active) {
+                                          int var, int cluster, size_t smem,
+                                          int *active) {
   Direct::Args a = {};
   a.cluster = cluster;
   a.smem = smem;
-  const int err = key_run(trl::dispatch::Op::kQuery, rate, cb, var, tb, a);
+  const int err = key_run(trl::dispatch::Op::kQuery, rate, cb, var, a);
   *active = a.active;
   return err;
 }

@@ -492,18 +492,16 @@ __device__ void stage_x(const Params &p, const Smem &sm, int64_t b0,
 
 /* -------------------------------------------------- the kernel -- */
 
-/* Accumulators of a warp for one group (8 n-tiles x TB token blocks). */
-template <int VAR, int TB> struct Acc {
-  float f[8][TB][4];
+/* Accumulators of a warp for one group (8 n-tiles). */
+template <int VAR> struct Acc {
+  float f[8][4];
   int i[VAR == kInt8 ? 8 : 1][4];
   __device__ __forceinline__ void zero_f() {
 #pragma unroll
     for (int t = 0; t < 8; ++t)
 #pragma unroll
-      for (int b = 0; b < TB; ++b)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          f[t][b][e] = 0.f;
+      for (int e = 0; e < 4; ++e)
+        f[t][e] = 0.f;
   }
   __device__ __forceinline__ void zero_i() {
 #pragma unroll
@@ -514,17 +512,17 @@ template <int VAR, int TB> struct Acc {
   }
 };
 
-/* The B operands of one k-tile, per token block: the activations (or
- * limbs) each MMA of a tile multiplies (see consume). */
-template <int VAR, int TB> struct BFrags {
-  uint32_t b0[TB], b1[TB], b2[TB], b3[TB];
+/* The B operands of one k-tile: the activations (or limbs) each MMA of a
+ * tile multiplies (see consume). */
+struct BFrags {
+  uint32_t b0, b1, b2, b3;
 };
 
 /* Tile T of a group: its 8 states, decoded, into the MMAs. */
-template <int H, int CB, int VAR, int TB, int T>
-__device__ __forceinline__ void
-consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
-             const BFrags<VAR, TB> &x, Acc<VAR, TB> &acc) {
+template <int H, int CB, int VAR, int T>
+__device__ __forceinline__ void consume_tile(const uint32_t (&w)[H],
+                                             const uint32_t (&prev)[2 * H],
+                                             const BFrags &x, Acc<VAR> &acc) {
   if constexpr (T < 8) {
     uint32_t s[8];
     tile_states<H, T, VAR == kHalves>(w, prev, s);
@@ -533,11 +531,8 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         y[j] = codebook_halves<CB>(s[j]);
-#pragma unroll
-      for (int b = 0; b < TB; ++b) {
-        hmma(acc.f[T][b], y[0], y[4], y[2], y[6], x.b0[b], x.b1[b]);
-        hmma(acc.f[T][b], y[1], y[5], y[3], y[7], x.b2[b], x.b3[b]);
-      }
+      hmma(acc.f[T], y[0], y[4], y[2], y[6], x.b0, x.b1);
+      hmma(acc.f[T], y[1], y[5], y[3], y[7], x.b2, x.b3);
     } else if constexpr (VAR == kAffine) {
       uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
 #pragma unroll
@@ -547,24 +542,24 @@ consume_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
         u[i] = __dp4a(s[2 * i] * TRL_MUL_MUL1, 0x01010101u,
                       (odd << 16) + TRL_MUL1_ACC);
       }
-#pragma unroll
-      for (int b = 0; b < TB; ++b)
-        hmma(acc.f[T][b], u[0], u[2], u[1], u[3], x.b0[b], x.b1[b]);
+      hmma(acc.f[T], u[0], u[2], u[1], u[3], x.b0, x.b1);
     } else {
       uint32_t pr[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         pr[j] = s[j] * TRL_MUL_MUL1;
-      imma(acc.i[T], pr[0], pr[4], pr[2], pr[6], x.b0[0], x.b1[0]);
-      imma(acc.i[T], pr[1], pr[5], pr[3], pr[7], x.b2[0], x.b3[0]);
+      imma(acc.i[T], pr[0], pr[4], pr[2], pr[6], x.b0, x.b1);
+      imma(acc.i[T], pr[1], pr[5], pr[3], pr[7], x.b2, x.b3);
     }
-    consume_tile<H, CB, VAR, TB, T + 1>(w, prev, x, acc);
+    consume_tile<H, CB, VAR, T + 1>(w, prev, x, acc);
   }
 }
 
 /* The raw B-operand words of one k-tile (loaded a group ahead, so the
  * shared-memory latency hides behind the decode of the group before). */
-template <int TB> struct XRaw { uint32_t a[TB], b[TB]; };
+struct XRaw {
+  uint32_t a, b;
+};
 
 /* The lane's base in xs: row g, the word at k 2t of k-tile 0. */
 template <int VAR>
@@ -579,34 +574,28 @@ template <int VAR> __device__ constexpr int x_tile_bytes() {
   return VAR == kInt8 ? 16 : 32;
 }
 
-/* Whether the lane's B-operand row of token block b is in xs (a token
- * there is): rows past it are zero. */
+/* Whether the lane's B-operand row is in xs (a token there is): rows past
+ * it are zero. */
 template <int VAR>
-__device__ __forceinline__ bool x_row_valid(int lane, int b, int m) {
-  const int row = (lane >> 2) + 8 * b;
+__device__ __forceinline__ bool x_row_valid(int lane, int m) {
+  const int row = lane >> 2;
   return row < (VAR == kInt8 ? 2 * m : m);
 }
 
-/* Per token block, the words at k 2t and 2t + 8 (two fp16, or two s8
- * limbs) of row g (+ 8 per block) of the k-tile at `at` (x_lane_base plus
- * the k-tile's bytes: a shared address); zero where the row is not there
- * (valid: x_row_valid per block). */
-template <int VAR, int TB>
-__device__ __forceinline__ XRaw<TB> load_x(uint32_t at, int pitch,
-                                           const bool (&valid)[TB]) {
-  XRaw<TB> r;
-#pragma unroll
-  for (int b = 0; b < TB; ++b) {
-    const uint32_t row = at + (uint32_t)(8 * b * pitch);
-    r.a[b] = 0u, r.b[b] = 0u;
-    if (!valid[b])
-      continue;
+/* The words at k 2t and 2t + 8 (two fp16, or two s8 limbs) of row g of
+ * the k-tile at `at` (x_lane_base plus the k-tile's bytes: a shared
+ * address); zero where the row is not there (valid: x_row_valid). */
+template <int VAR>
+__device__ __forceinline__ XRaw load_x(uint32_t at, bool valid) {
+  XRaw r;
+  r.a = 0u, r.b = 0u;
+  if (valid) {
     if constexpr (VAR == kInt8) {
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.a[b]) : "r"(row));
-      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.b[b]) : "r"(row + 8));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.a) : "r"(at));
+      asm volatile("ld.shared.u16 %0, [%1];" : "=r"(r.b) : "r"(at + 8));
     } else {
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.a[b]) : "r"(row));
-      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.b[b]) : "r"(row + 16));
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.a) : "r"(at));
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(r.b) : "r"(at + 16));
     }
   }
   return r;
@@ -614,15 +603,15 @@ __device__ __forceinline__ XRaw<TB> load_x(uint32_t at, int pitch,
 
 /* Decodes and multiplies one group: the lane's words `w`, the k-tile's
  * activations `xr`. */
-template <int H, int CB, int VAR, int TB>
+template <int H, int CB, int VAR>
 __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
-                                        const XRaw<TB> &xr, Acc<VAR, TB> &acc) {
+                                        const XRaw &xr, Acc<VAR> &acc) {
 #if TRL_DIRECT_PROBE == 1
-  uint32_t v = xr.a[0];
+  uint32_t v = xr.a;
 #pragma unroll
   for (int i = 0; i < H; ++i)
     v ^= w[i];
-  acc.f[0][0][0] += (float)(v & 1u);
+  acc.f[0][0] += (float)(v & 1u);
 #else
   uint32_t prev[2 * H];
   lower_bits<H>(w, lane, prev);
@@ -630,24 +619,20 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
    * first MMA of a tile taking the even k, the second the odd; kInt8
    * repeats a limb in the 4 bytes of its weight's product; kAffine takes
    * the pairs as they are. */
-  BFrags<VAR, TB> x;
-#pragma unroll
-  for (int b = 0; b < TB; ++b) {
-    const uint32_t xa = xr.a[b], xb = xr.b[b];
-    if constexpr (VAR == kInt8) {
-      x.b0[b] = __byte_perm(xa, 0, 0x0000), x.b1[b] = __byte_perm(xb, 0, 0);
-      x.b2[b] = __byte_perm(xa, 0, 0x1111);
-      x.b3[b] = __byte_perm(xb, 0, 0x1111);
-    } else if constexpr (VAR == kHalves) {
-      x.b0[b] = __byte_perm(xa, 0, 0x1010);
-      x.b1[b] = __byte_perm(xb, 0, 0x1010);
-      x.b2[b] = __byte_perm(xa, 0, 0x3232);
-      x.b3[b] = __byte_perm(xb, 0, 0x3232);
-    } else {
-      x.b0[b] = xa, x.b1[b] = xb, x.b2[b] = 0, x.b3[b] = 0;
-    }
+  BFrags x;
+  if constexpr (VAR == kInt8) {
+    x.b0 = __byte_perm(xr.a, 0, 0x0000), x.b1 = __byte_perm(xr.b, 0, 0);
+    x.b2 = __byte_perm(xr.a, 0, 0x1111);
+    x.b3 = __byte_perm(xr.b, 0, 0x1111);
+  } else if constexpr (VAR == kHalves) {
+    x.b0 = __byte_perm(xr.a, 0, 0x1010);
+    x.b1 = __byte_perm(xr.b, 0, 0x1010);
+    x.b2 = __byte_perm(xr.a, 0, 0x3232);
+    x.b3 = __byte_perm(xr.b, 0, 0x3232);
+  } else {
+    x.b0 = xr.a, x.b1 = xr.b, x.b2 = 0, x.b3 = 0;
   }
-  consume_tile<H, CB, VAR, TB, 0>(w, prev, x, acc);
+  consume_tile<H, CB, VAR, 0>(w, prev, x, acc);
 #endif
 }
 
@@ -656,29 +641,17 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
  * int32 first, 128 hi + lo: exact, since |128 hi + lo| <= 128 * 4 * 255 *
  * (128 * 127 + 64) = 2130739200 < 2^31 (docs/FORMAT.md 7.3), so a pair
  * costs one conversion, not two. */
-template <int VAR, int TB>
-__device__ __forceinline__ void convert_slice(Acc<VAR, TB> &acc, float sc) {
+template <int VAR>
+__device__ __forceinline__ void convert_slice(Acc<VAR> &acc, float sc) {
   if constexpr (VAR == kInt8) {
-#ifdef TRL_DIRECT_OLD_CONVERT /* measurement builds: two conversions */
-#pragma unroll
-    for (int tile = 0; tile < 8; ++tile) {
-      acc.f[tile][0][0] =
-          fmaf(sc, fmaf(128.f, (float)acc.i[tile][0], (float)acc.i[tile][1]),
-               acc.f[tile][0][0]);
-      acc.f[tile][0][2] =
-          fmaf(sc, fmaf(128.f, (float)acc.i[tile][2], (float)acc.i[tile][3]),
-               acc.f[tile][0][2]);
-    }
-#else
 #pragma unroll
     for (int tile = 0; tile < 8; ++tile)
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int q = (int)((uint32_t)acc.i[tile][e] * 128u +
                             (uint32_t)acc.i[tile][e + 1]);
-        acc.f[tile][0][e] = fmaf(sc, (float)q, acc.f[tile][0][e]);
+        acc.f[tile][e] = fmaf(sc, (float)q, acc.f[tile][e]);
       }
-#endif
     acc.zero_i();
   }
 }
@@ -691,41 +664,38 @@ __device__ __forceinline__ float *wpart_at(const Smem &sm, int buf, int warp) {
 
 /* A warp's sums of one round into wpart[buf][warp] ([token][column]), the
  * m tokens there are only (round_end and reduce_out read no others). */
-template <int VAR, int TB>
-__device__ __forceinline__ void flush(Acc<VAR, TB> &acc, const Smem &sm,
-                                      int warp, int lane, const float *xsum,
-                                      int m, int buf) {
+template <int VAR>
+__device__ __forceinline__ void flush(Acc<VAR> &acc, const Smem &sm, int warp,
+                                      int lane, const float *xsum, int m,
+                                      int buf) {
   float *wp = wpart_at(sm, buf, warp);
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int tile = 0; tile < 8; ++tile) {
     const int c = 16 * tile + g;
     if constexpr (VAR == kInt8) {
-      /* f[.][0][0]: row g, f[.][0][2]: row g + 8, token t */
+      /* f[.][0]: row g, f[.][2]: row g + 8, token t */
       const float bx = (kMul1C + 1024.f * kMul1A) * xsum[0];
       if (t < m) {
-        wp[t * kRowPitch + c] = acc.f[tile][0][0] + bx;
-        wp[t * kRowPitch + c + 8] = acc.f[tile][0][2] + bx;
+        wp[t * kRowPitch + c] = acc.f[tile][0] + bx;
+        wp[t * kRowPitch + c + 8] = acc.f[tile][2] + bx;
       }
     } else {
+      const int t0 = 2 * t;
+      float v[4];
 #pragma unroll
-      for (int b = 0; b < TB; ++b) {
-        const int t0 = 8 * b + 2 * t;
-        float v[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          v[e] = acc.f[tile][b][e];
-          if constexpr (VAR == kAffine)
-            v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[2 * b + (e & 1)]);
-        }
-        if (t0 < m) {
-          wp[t0 * kRowPitch + c] = v[0];
-          wp[t0 * kRowPitch + c + 8] = v[2];
-        }
-        if (t0 + 1 < m) {
-          wp[(t0 + 1) * kRowPitch + c] = v[1];
-          wp[(t0 + 1) * kRowPitch + c + 8] = v[3];
-        }
+      for (int e = 0; e < 4; ++e) {
+        v[e] = acc.f[tile][e];
+        if constexpr (VAR == kAffine)
+          v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[e & 1]);
+      }
+      if (t0 < m) {
+        wp[t0 * kRowPitch + c] = v[0];
+        wp[t0 * kRowPitch + c + 8] = v[2];
+      }
+      if (t0 + 1 < m) {
+        wp[(t0 + 1) * kRowPitch + c] = v[1];
+        wp[(t0 + 1) * kRowPitch + c + 8] = v[3];
       }
     }
   }
@@ -753,9 +723,8 @@ __device__ __forceinline__ void cluster_wait() {
 /* The cluster's sums of round r (group ng): every CTA's cbuf[r], added in
  * rank order, rotated, scaled, biased and stored by the round's owner CTA
  * (r % cluster). The peers' loads are issued before any is added. */
-template <int VAR, int TB>
-__device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng,
-                           int split) {
+__device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
+                                  int64_t ng, int split) {
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
@@ -807,14 +776,14 @@ __device__ void reduce_out(const Params &p, const Smem &sm, int r, int64_t ng,
  * on streaming. Before a flush a warp waits only for the owner of the
  * buffer's previous round to have read it (wbufs rounds back). The cluster
  * meets once, after the last round. */
-template <int VAR, int TB>
-__device__ __forceinline__ void round_end(Acc<VAR, TB> &acc, const Smem &sm,
-                                          int r, int rounds, int warp, int lane,
+template <int VAR>
+__device__ __forceinline__ void round_end(Acc<VAR> &acc, const Smem &sm, int r,
+                                          int rounds, int warp, int lane,
                                           const float *xsum, int m) {
   const int nb = sm.wbufs, buf = nb == 2 ? r & 1 : 0; /* r % nb */
   if (r >= nb && warp != ((r - nb) & (kWarps - 1)))
     bar_sync(4 + buf); /* round r - nb's owner has read the buffer */
-  flush<VAR, TB>(acc, sm, warp, lane, xsum, m, buf);
+  flush<VAR>(acc, sm, warp, lane, xsum, m, buf);
   if (warp != (r & (kWarps - 1))) {
     bar_arrive(2 + buf);
     return;
@@ -839,12 +808,12 @@ __device__ __forceinline__ void round_end(Acc<VAR, TB> &acc, const Smem &sm,
     bar_arrive(4 + buf); /* the buffer is free again */
 }
 
-template <int H, int CB, int VAR, int TB>
+template <int H, int CB, int VAR>
 __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   extern __shared__ __align__(16) char smem_raw[];
-  constexpr int kStages = trl_direct_stages(H, TB);
+  constexpr int kStages = trl_direct_stages(H);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
@@ -898,28 +867,26 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   __syncthreads();
 
   /* the constant term of the affine map: this warp's sum of x per token */
-  float xsum[2 * TB] = {};
+  float xsum[2] = {};
   if constexpr (VAR != kHalves) {
     const float *sx = reinterpret_cast<const float *>(sm.base + sm.off_sumx);
     const int t = lane & 3;
 #pragma unroll
-    for (int b = 0; b < (VAR == kInt8 ? 1 : TB); ++b)
-#pragma unroll
-      for (int e = 0; e < (VAR == kInt8 ? 1 : 2); ++e) {
-        const int tok = VAR == kInt8 ? t : 8 * b + 2 * t + e;
-        float s = 0.f;
-        for (int kt = w0; tok < sm.m && kt < w1; ++kt)
-          s += sx[kt * sm.m + tok];
-        xsum[2 * b + e] = s;
-      }
+    for (int e = 0; e < (VAR == kInt8 ? 1 : 2); ++e) {
+      const int tok = VAR == kInt8 ? t : 2 * t + e;
+      float s = 0.f;
+      for (int kt = w0; tok < sm.m && kt < w1; ++kt)
+        s += sx[kt * sm.m + tok];
+      xsum[e] = s;
+    }
   }
 
-  Acc<VAR, TB> acc;
+  Acc<VAR> acc;
   acc.zero_f();
   acc.zero_i();
   if (wlen == 0 || total == 0) { /* a share under 8 k-tiles: idle warps */
     for (int r = 0; r < rounds; ++r)
-      round_end<VAR, TB>(acc, sm, r, rounds, warp, lane, xsum, (int)p.m);
+      round_end<VAR>(acc, sm, r, rounds, warp, lane, xsum, (int)p.m);
   } else {
     /* 3. Stream: consume a stage, refill it kStages groups ahead. */
     constexpr int kXt = x_tile_bytes<VAR>();
@@ -928,11 +895,8 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     const uint32_t x_first = xl + kXt * w0;
     int kl = w0; /* the k-tile consumed, inside the CTA's share */
     int cr = 0;  /* the round */
-    bool xv[TB];
-#pragma unroll
-    for (int b = 0; b < TB; ++b)
-      xv[b] = x_row_valid<VAR>(lane, b, (int)p.m);
-    XRaw<TB> xr = load_x<VAR, TB>(x_first, sm.xs_pitch, xv);
+    const bool xv = x_row_valid<VAR>(lane, (int)p.m);
+    XRaw xr = load_x<VAR>(x_first, xv);
     for (int base = 0; base < total; base += kStages) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
@@ -940,15 +904,14 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
         if (i < total) {
           const bool last = kl == w1 - 1;
           /* the next group's activations, loaded while this one decodes */
-          const XRaw<TB> xn = load_x<VAR, TB>(
-              last ? x_first : xl + kXt * (kl + 1), sm.xs_pitch, xv);
-          consume<H, CB, VAR, TB>(ring[s], lane, xr, acc);
+          const XRaw xn = load_x<VAR>(last ? x_first : xl + kXt * (kl + 1), xv);
+          consume<H, CB, VAR>(ring[s], lane, xr, acc);
           xr = xn;
           if (i + kStages < total)
             load_next(ring[s]);
           if constexpr (VAR == kInt8) {
             if ((kl & 7) == 7 || last)
-              convert_slice<VAR, TB>(
+              convert_slice<VAR>(
                   acc, (lane & 3) < sm.m
                            ? reinterpret_cast<const float *>(
                                  sm.base +
@@ -956,7 +919,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
                            : 0.f);
           }
           if (last) {
-            round_end<VAR, TB>(acc, sm, cr, rounds, warp, lane, xsum, (int)p.m);
+            round_end<VAR>(acc, sm, cr, rounds, warp, lane, xsum, (int)p.m);
             kl = w0, ++cr;
           } else {
             ++kl;
@@ -970,7 +933,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   cluster_arrive();
   cluster_wait();
   for (int r = rank; r < rounds; r += p.cluster)
-    reduce_out<VAR, TB>(p, sm, r, q + (int64_t)r * vclusters, split);
+    reduce_out(p, sm, r, q + (int64_t)r * vclusters, split);
   cluster_arrive();
   cluster_wait();
 #endif
@@ -989,14 +952,10 @@ struct VarAxis
     : dispatch::Axis<TRL_DIRECT_HALVES, TRL_DIRECT_AFFINE, TRL_DIRECT_INT8> {
   static constexpr const char *kName = "multiply";
 };
-struct TokenBlocksAxis : dispatch::Axis<1, 2> {
-  static constexpr const char *kName = "token blocks";
-};
 
 struct Direct {
   static constexpr const char *kName = "register-direct decode-GEMM";
-  using Axes =
-      dispatch::Axes<RateAxis, DirectCodebookAxis, VarAxis, TokenBlocksAxis>;
+  using Axes = dispatch::Axes<RateAxis, DirectCodebookAxis, VarAxis>;
   static constexpr int kUnits = 11;
   struct Args {
     const trl_direct_launch *launch;
@@ -1007,11 +966,11 @@ struct Direct {
     int active;  /* fit the device at once (-2: the query failed) */
     int query_error;
   };
-  template <int H, int CB, int VAR, int TB> static constexpr bool exists() {
-    return trl_direct_variant_exists(H, CB, VAR, TB);
+  template <int H, int CB, int VAR> static constexpr bool exists() {
+    return trl_direct_variant_exists(H, CB, VAR);
   }
-  template <int H, int CB, int VAR, int TB> static int prepare(Args &) {
-    auto kern = direct_kernel<H, CB, VAR, TB>;
+  template <int H, int CB, int VAR> static int prepare(Args &) {
+    auto kern = direct_kernel<H, CB, VAR>;
     cudaError_t e = cudaFuncSetAttribute(
         kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TRL_DIRECT_MAX_SMEM);
     if (e == cudaSuccess)
@@ -1019,8 +978,8 @@ struct Direct {
           kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     return (int)e;
   }
-  template <int H, int CB, int VAR, int TB> static int query(Args &a) {
-    auto kern = direct_kernel<H, CB, VAR, TB>;
+  template <int H, int CB, int VAR> static int query(Args &a) {
+    auto kern = direct_kernel<H, CB, VAR>;
     cudaFuncAttributes attr;
     cudaError_t e = cudaFuncGetAttributes(&attr, kern);
     a.regs = e == cudaSuccess ? attr.numRegs : 0;
@@ -1047,7 +1006,7 @@ struct Direct {
     }
     return (int)e;
   }
-  template <int H, int CB, int VAR, int TB> static int launch(Args &a) {
+  template <int H, int CB, int VAR> static int launch(Args &a) {
     const trl_direct_launch &l = *a.launch;
     Params p;
     p.payload = l.payload;
@@ -1080,7 +1039,7 @@ struct Direct {
     cfg.stream = a.stream;
     cfg.attrs = attr;
     cfg.numAttrs = l.pdl ? 2 : 1;
-    return (int)cudaLaunchKernelEx(&cfg, direct_kernel<H, CB, VAR, TB>, p);
+    return (int)cudaLaunchKernelEx(&cfg, direct_kernel<H, CB, VAR>, p);
   }
 };
 

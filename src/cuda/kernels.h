@@ -62,14 +62,14 @@ int trl_launch_repack_lanes(const int16_t *src, int16_t *dst, int64_t k,
                             int64_t n, int h, void *stream);
 
 /* The register-direct decode-GEMM (direct_gemm.cuh) of one variant: the
- * key is (rate in half-bits, codebook, TRL_DIRECT_* multiply, token
- * blocks). prepare sets its attributes (once, at plan prepare); regs
- * reports its registers per thread (plan create's occupancy rule). */
-int trl_direct_prepare(int rate, trellis_codebook cb, int var, int tb);
-int trl_direct_regs(int rate, trellis_codebook cb, int var, int tb, int *regs);
+ * key is (rate in half-bits, codebook, TRL_DIRECT_* multiply). prepare
+ * sets its attributes (once, at plan prepare); regs reports its registers
+ * per thread (plan create's occupancy rule). */
+int trl_direct_prepare(int rate, trellis_codebook cb, int var);
+int trl_direct_regs(int rate, trellis_codebook cb, int var, int *regs);
 /* How many clusters of `cluster` CTAs with `smem` bytes of dynamic shared
  * memory each fit the current device at once (after prepare). */
-int trl_direct_active_clusters(int rate, trellis_codebook cb, int var, int tb,
+int trl_direct_active_clusters(int rate, trellis_codebook cb, int var,
                                int cluster, size_t smem, int *active);
 int trl_launch_direct(const trl_direct_launch *launch, void *stream);
 

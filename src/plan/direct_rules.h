@@ -29,8 +29,7 @@ extern "C" {
 #define TRL_DIRECT_HALVES 0 /* 3INST, MCG: the two fp16 halves summed */
 #define TRL_DIRECT_AFFINE 1 /* MUL1: fp16 1024 + S, the affine map after */
 #define TRL_DIRECT_INT8 2   /* MUL1, m <= 4: int8 MMA, s8 activation limbs */
-#define TRL_DIRECT_MAX_M 16 /* rows: two blocks of 8 tokens */
-#define TRL_DIRECT_ONE_BLOCK_M 8 /* rows of one block */
+#define TRL_DIRECT_MAX_M 8  /* rows: one block of tokens, the MMA's n */
 #define TRL_DIRECT_INT8_MAX_M 4
 #define TRL_DIRECT_WARPS 8
 #ifndef TRL_DIRECT_CTAS_PER_SM
@@ -44,39 +43,28 @@ extern "C" {
 
 /* Whether the kernel has the variant: a rate the codebook takes (half
  * rates only with MUL1: format/codebooks.h), the halves only for
- * 3INST/MCG, the affine and int8 forms only for MUL1, int8 with one block
- * of (at most 4) tokens. */
-TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var, int tb) {
+ * 3INST/MCG, the affine and int8 forms only for MUL1. */
+TRL_DIRECT_FN int trl_direct_variant_exists(int h, int cb, int var) {
   return trl_codebook_rate_valid(cb, h / 2, h % 2) &&
          (var == TRL_DIRECT_HALVES
               ? cb == TRELLIS_CB_3INST || cb == TRELLIS_CB_MCG
-              : cb == TRELLIS_CB_MUL1) &&
-         (var != TRL_DIRECT_INT8 || tb == 1);
+              : cb == TRELLIS_CB_MUL1);
 }
 
-/* Groups in flight per warp with one token block: 2, 3 at K 6 (where the
- * two-stage ring measured slower); with two blocks about 24 registers of
- * payload, at least 2 (docs/TUNING.md, "groups in flight": the kernel is
+/* Groups in flight per warp: 2, 3 at K 6 (where the two-stage ring
+ * measured slower) (docs/TUNING.md, "groups in flight": the kernel is
  * bound by issue, not by loads in flight, and every stage is one more
  * unrolled copy of the decode). TRL_DIRECT_STAGES_FORCE (measurement
- * builds only) sets the one-block count; 0 restores the earlier rule of
- * about TRL_DIRECT_RING_REGS payload registers. */
-#ifndef TRL_DIRECT_RING_REGS
-#define TRL_DIRECT_RING_REGS 36
-#endif
-TRL_DIRECT_FN int trl_direct_stages(int h, int tb) {
+ * builds only) sets the count; 0 restores the earlier rule of about 36
+ * payload registers. */
+TRL_DIRECT_FN int trl_direct_stages(int h) {
 #ifdef TRL_DIRECT_STAGES_FORCE
-  if (tb == 1 && TRL_DIRECT_STAGES_FORCE > 0)
+  if (TRL_DIRECT_STAGES_FORCE > 0)
     return TRL_DIRECT_STAGES_FORCE;
-  if (tb == 1)
-    return TRL_DIRECT_RING_REGS / h < 2   ? 2
-           : TRL_DIRECT_RING_REGS / h > 6 ? 6
-                                          : TRL_DIRECT_RING_REGS / h;
+  return 36 / h < 2 ? 2 : 36 / h > 6 ? 6 : 36 / h;
+#else
+  return h == 12 ? 3 : 2;
 #endif
-  return tb == 1 ? (h == 12 ? 3 : 2)
-                 : (24 / h < 2   ? 2
-                    : 24 / h > 4 ? 4
-                                 : 24 / h);
 }
 
 typedef struct trl_direct_smem {
@@ -124,7 +112,7 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
 
 /* How one launch is shaped. */
 typedef struct trl_direct_grid {
-  int var, tb;  /* the variant's multiply and token blocks */
+  int var;      /* the variant's multiply */
   int cluster;  /* CTAs per cluster, each a share of k */
   int clusters; /* `splits` of them take 128-column groups in rounds */
   int splits;   /* k-splits across clusters (workspace partials) */
@@ -196,9 +184,11 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
                                    const int *active, int max_splits,
                                    trl_direct_grid *out) {
   const int64_t kblocks = k / 128, groups = n / 128;
-  const int var = trl_direct_var(cb, m), tb = m > 8 ? 2 : 1;
-  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const int var = trl_direct_var(cb, m);
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0};
   *out = none;
+  if (m < 1 || m > TRL_DIRECT_MAX_M)
+    return 0;
   int reg_ctas = TRL_DIRECT_CTAS_PER_SM;
   if (regs > 0) {
     const int per = ((regs + 7) / 8 * 8) * 32 * TRL_DIRECT_WARPS;
@@ -253,7 +243,6 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
       if (best < 0 || cost < best) {
         best = cost;
         out->var = var;
-        out->tb = tb;
         out->cluster = c;
         out->clusters = (int)(q * sp);
         out->splits = sp;

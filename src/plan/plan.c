@@ -125,41 +125,41 @@ static trellis_status plan_direct(trellis_plan *p) {
   p->lp.direct_force_cluster = test_force_cluster;
   p->lp.direct_max_splits =
       test_max_splits > 0 ? test_max_splits : TRL_DIRECT_SPLITS_LIMIT;
-  const int vars[2] = {trl_direct_var(cb, 1), trl_direct_var(cb, 16)};
-  for (int v = 0; v < 2; ++v)
-    for (int tb = 1; tb <= 2; ++tb) {
-      const int var = vars[v];
-      if (!trl_direct_variant_exists(p->lp.rate, cb, var, tb))
+  /* the variants of 1 and of TRL_DIRECT_MAX_M rows (one for 3INST/MCG,
+   * MUL1's int8 and affine forms) */
+  const int vars[2] = {trl_direct_var(cb, 1),
+                       trl_direct_var(cb, TRL_DIRECT_MAX_M)};
+  for (int v = 0; v < 2; ++v) {
+    const int var = vars[v];
+    if (!trl_direct_variant_exists(p->lp.rate, cb, var) ||
+        (v == 1 && var == vars[0]))
+      continue;
+    int err = trl_direct_prepare(p->lp.rate, cb, var);
+    if (!err)
+      err = trl_direct_regs(p->lp.rate, cb, var, &p->lp.direct_regs[var]);
+    for (int c = 1; !err && c <= p->lp.direct_max_cluster; ++c) {
+      /* shared memory of a share of k for c CTAs, in the rounds of a grid
+       * of two CTAs per SM, at the variant's widest m (a smaller m takes
+       * less: at least as many clusters fit) */
+      const int kt = (int)(8 * ((p->w.k / 128 + c - 1) / c));
+      int64_t q = (int64_t)p->sm_count * TRL_DIRECT_CTAS_PER_SM / c;
+      q = q < 1 ? 1 : q > p->w.n / 128 ? p->w.n / 128 : q;
+      const int rounds = (int)((p->w.n / 128 + q - 1) / q);
+      const int m_max =
+          var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M : TRL_DIRECT_MAX_M;
+      const size_t smem = trl_direct_smem_layout(var, m_max, kt, rounds).bytes;
+      if (smem > TRL_DIRECT_MAX_SMEM)
         continue;
-      int err = trl_direct_prepare(p->lp.rate, cb, var, tb);
-      if (!err)
-        err = trl_direct_regs(p->lp.rate, cb, var, tb,
-                              &p->lp.direct_regs[var][tb - 1]);
-      for (int c = 1; !err && c <= p->lp.direct_max_cluster; ++c) {
-        /* shared memory of a share of k for c CTAs, in the rounds of a
-         * grid of two CTAs per SM, at the variant's widest m (a smaller m
-         * takes less: at least as many clusters fit) */
-        const int kt = (int)(8 * ((p->w.k / 128 + c - 1) / c));
-        int64_t q = (int64_t)p->sm_count * TRL_DIRECT_CTAS_PER_SM / c;
-        q = q < 1 ? 1 : q > p->w.n / 128 ? p->w.n / 128 : q;
-        const int rounds = (int)((p->w.n / 128 + q - 1) / q);
-        const int m_max = var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M
-                                                 : TRL_DIRECT_ONE_BLOCK_M * tb;
-        const size_t smem =
-            trl_direct_smem_layout(var, m_max, kt, rounds).bytes;
-        if (smem > TRL_DIRECT_MAX_SMEM)
-          continue;
-        int *active = &p->lp.direct_active[var][tb - 1][c];
-        err = trl_direct_active_clusters(p->lp.rate, cb, var, tb, c, smem,
-                                         active);
-        if (*active == 0)
-          *active = -1; /* this size does not fit */
-        else if (*active == -2)
-          *active = 0; /* the query failed: assume it fits */
-      }
-      if (err)
-        return trl_cuda_fail(err, "plan create (register-direct kernel)");
+      int *active = &p->lp.direct_active[var][c];
+      err = trl_direct_active_clusters(p->lp.rate, cb, var, c, smem, active);
+      if (*active == 0)
+        *active = -1; /* this size does not fit */
+      else if (*active == -2)
+        *active = 0; /* the query failed: assume it fits */
     }
+    if (err)
+      return trl_cuda_fail(err, "plan create (register-direct kernel)");
+  }
   return TRELLIS_OK;
 }
 

@@ -137,14 +137,16 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
                            int64_t m, trl_direct_grid *out) {
   if (p->sm_count < 1)
     return 0;
-  const int var = trl_direct_var(p->codebook, m), tb = m > 8 ? 2 : 1;
+  if (m > TRL_DIRECT_MAX_M)
+    return 0;
+  const int var = trl_direct_var(p->codebook, m);
   int max_cluster = p->direct_max_cluster > 0 ? p->direct_max_cluster
                                               : TRL_DIRECT_MAX_CLUSTER;
   if (max_cluster > TRL_DIRECT_MAX_CLUSTER)
     max_cluster = TRL_DIRECT_MAX_CLUSTER;
   return trl_direct_shape(
-      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var][tb - 1],
-      max_cluster, p->direct_force_cluster, p->direct_active[var][tb - 1],
+      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var], max_cluster,
+      p->direct_force_cluster, p->direct_active[var],
       path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
           ? p->direct_max_splits
           : 1,
@@ -153,10 +155,10 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
 
 int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
                              int64_t m, trl_direct_grid *out) {
-  /* its two-token-block form (9..16 rows) measured slower than the fused
-   * cluster kernel and the split-K decode-GEMM on every bench layer, the
-   * half rates' too (docs/TUNING.md) */
-  if (p->direct && m <= TRL_DIRECT_ONE_BLOCK_M &&
+  /* up to 8 rows: its two-token-block form (9..16 rows) measured slower
+   * than the fused cluster kernel and the split-K decode-GEMM on every
+   * bench layer, the half rates' too, and is gone (docs/TUNING.md) */
+  if (p->direct && m <= TRL_DIRECT_MAX_M &&
       (path == TRELLIS_PATH_FUSED || path == TRELLIS_PATH_GENERIC) &&
       trl_layout_direct_grid(p, path, m, out))
     return 1;

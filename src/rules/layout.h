@@ -35,16 +35,16 @@ typedef struct trl_layout_params {
   /* decode-GEMM CTAs resident per SM, per m-block variant (0 unknown) */
   int ctas_per_sm[TRL_M_BLOCK_COUNT];
   /* the register-direct kernel can run this plan (direct_rules.h): its
-   * codebook and rate, registers per thread of each (multiply, token
-   * blocks) variant, and its clusters: the largest size and, per size,
+   * codebook and rate, registers per thread of each multiply's variant,
+   * and its clusters: the largest size and, per size,
    * how many fit the GPU at once (0: unknown, assumed unlimited) */
   int direct;
   trellis_codebook codebook;
   int rate;
-  int direct_regs[3][2];
+  int direct_regs[3]; /* per TRL_DIRECT_* multiply */
   int direct_max_cluster, direct_force_cluster;
   int direct_max_splits; /* k-splits across clusters, generic path (0: 1) */
-  int direct_active[3][2][TRL_DIRECT_MAX_CLUSTER + 1];
+  int direct_active[3][TRL_DIRECT_MAX_CLUSTER + 1];
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
