@@ -725,6 +725,9 @@ __device__ __forceinline__ void cluster_wait() {
  * (r % cluster). The peers' loads are issued before any is added. */
 __device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
                                   int64_t ng, int split) {
+  /* not a template, so compiled for every architecture of a fat binary:
+   * the cluster API exists from sm_90 on (the kernel's own guard) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   cg::cluster_group cluster = cg::this_cluster();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
@@ -768,6 +771,9 @@ __device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
     store4_from_float((trellis_dtype)p.out_dtype, p.y, (int64_t)tok * p.n + col,
                       h);
   }
+#else
+  (void)p, (void)sm, (void)r, (void)ng, (void)split;
+#endif
 }
 
 /* The end of round r for one warp: its sums into wpart[r % wbufs]; the
