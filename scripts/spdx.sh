@@ -35,7 +35,7 @@ files() {
   git ls-files | grep -Ev '^(tests/data/|fuzz/corpus)' | while IFS= read -r f; do
     [ -f "$f" ] || continue
     case "$f" in
-    *.c | *.h | *.cu | *.cuh | *.c.in | *.py | *.sh | *.cmake | *.cmake.in | CMakeLists.txt | */CMakeLists.txt)
+    *.c | *.cc | *.h | *.cu | *.cuh | *.c.in | *.py | *.sh | *.cmake | *.cmake.in | CMakeLists.txt | */CMakeLists.txt)
       echo "$f"
       ;;
     *)
@@ -50,7 +50,7 @@ files() {
 # style FILE: "c" (a /* */ comment) or "hash" (a # comment)
 style() {
   case "$1" in
-  *.c | *.h | *.cu | *.cuh | *.c.in) echo c ;;
+  *.c | *.cc | *.h | *.cu | *.cuh | *.c.in) echo c ;;
   *) echo hash ;;
   esac
 }

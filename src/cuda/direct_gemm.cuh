@@ -40,6 +40,7 @@
 #define TRL_CUDA_DIRECT_GEMM_CUH
 
 #include "common.cuh"
+#include "direct_windows.cuh"
 #include "dispatch.cuh"
 #include "format/lanes.h"
 #include "format/lanes_prefix.h"
@@ -92,177 +93,28 @@ struct Params {
   int rounds;     /* of the busiest cluster (shared memory) */
 };
 
-/* ------------------------------------------------------------ bits -- */
-
-/* A left shift the compiler cannot fold into the right shift after it
- * ((x << r) >> 16 would become a shift and a mask, two integer-ALU
- * instructions). The windows below are one such shift and one right shift
- * or byte permute each. F (the halves form: its codebook's LOP3 keeps the
- * integer ALU the busiest pipe) makes every shift an IMAD by a power of two
- * from the constant bank, which ptxas cannot turn back into a shift: the
- * FMA pipe takes them all. Without F ptxas picks IMAD.SHL or SHF
- * (docs/TUNING.md). TRL_DIRECT_SHL_IMAD 0 / 1 (measurement builds) force
- * either for every form. */
-static __constant__ uint32_t kShlPow2[16] = {
-    1u << 0,  1u << 1,  1u << 2,  1u << 3, 1u << 4,  1u << 5,
-    1u << 6,  1u << 7,  1u << 8,  1u << 9, 1u << 10, 1u << 11,
-    1u << 12, 1u << 13, 1u << 14, 1u << 15};
-template <int S, bool F = false>
-__device__ __forceinline__ uint32_t shl(uint32_t x) {
-#ifdef TRL_DIRECT_SHL_IMAD
-  constexpr bool kFma = TRL_DIRECT_SHL_IMAD;
-#else
-  constexpr bool kFma = F;
-#endif
-  if constexpr (S == 0) {
-    return x;
-  } else if constexpr (kFma && S < 16) {
-    return x * kShlPow2[S];
-  } else {
-    uint32_t r;
-    asm("shl.b32 %0, %1, %2;" : "=r"(r) : "r"(x), "n"(S));
-    return r;
-  }
-}
-
-/* 16 bits of a lane's string at bit B (MSB first), zero-extended. */
-template <int H, int B, bool F = false>
-__device__ __forceinline__ uint32_t field16(const uint32_t (&w)[H]) {
-  constexpr int i = B >> 5, r = B & 31;
-  if constexpr (r == 0)
-    return w[i] >> 16;
-  else if constexpr (r == 16)
-    return w[i] & 0xFFFFu;
-  else if constexpr (r == 8)
-    return __byte_perm(w[i], 0u, 0x4421);
-  else if constexpr (r < 16)
-    return shl<r, F>(w[i]) >> 16;
-  else if constexpr ((H & 1) && r != 24) /* two instructions, not three */
-    return __funnelshift_l(w[i + 1], w[i], r) >> 16;
-  else { /* bits 16..47 of w[i] : w[i + 1], then as above */
-    const uint32_t mid = __byte_perm(w[i + 1], w[i], 0x5432);
-    if constexpr (r == 24)
-      return __byte_perm(mid, 0u, 0x4421);
-    else
-      return shl<r - 16, F>(mid) >> 16;
-  }
-}
-
-/* `len` (1..16) bits at B, right-aligned (the short spans of H = 2). */
-template <int H, int B, int LEN>
-__device__ __forceinline__ uint32_t field_bits(const uint32_t (&w)[H]) {
-  constexpr int i = B >> 5, r = B & 31;
-  if constexpr (r + LEN <= 32)
-    return (w[i] << r) >> (32 - LEN);
-  else
-    return __funnelshift_l(w[i + 1], w[i], r) >> (32 - LEN);
-}
-
-/* (P << 16) | (span bits 0..15): the 32 bits a window that starts in the
- * lower lanes' bits P reads from. P is half `ph` (0 low, 1 high) of pk. */
-template <int H, int B, bool F = false>
-__device__ __forceinline__ uint32_t cross_word(const uint32_t (&w)[H],
-                                               uint32_t pk, int ph) {
-  constexpr int i = B >> 5, r = B & 31;
-  const uint32_t sel_p = ph ? 0x7600 : 0x5400; /* pk's half to the top */
-  if constexpr (4 * H < 16) { /* span shorter than 16: zeros follow */
-    const uint32_t head = field_bits<H, B, 4 * H>(w) << (16 - 4 * H);
-    return __byte_perm(head, pk, 0x0010 | sel_p);
-  } else if constexpr (r == 0) {
-    return __byte_perm(w[i], pk, 0x0032 | sel_p);
-  } else if constexpr (r == 16) {
-    return __byte_perm(w[i], pk, 0x0010 | sel_p);
-  } else {
-    return __byte_perm(field16<H, B, F>(w), pk, 0x0010 | sel_p);
-  }
-}
-
-/* The lane's 8 states of tile T of the group in `w`. `prev` holds what the
- * lanes below sent (lower_bits): for H >= 4 the last 16 bits of lane L-1's
- * spans, two tiles to a word; for H = 3 the 16 bits before the span, two
- * tiles to a word (trl_lanes_k15_prefix); for H = 2 lane L-1's words, then
- * lane L-2's. At odd H the cross word is trl_lanes_cross. */
-template <int H, int T, bool F, int J = 0>
-__device__ __forceinline__ void
-window_states(const uint32_t (&w)[H], uint32_t cross, uint32_t (&s)[8]) {
-  if constexpr (J < 8) {
-    constexpr int kSpan = 4 * H, kLead = H / 2;
-    /* state J's window: bits [kLead + q, kLead + q + 16) of P ++ span */
-    constexpr int o = kLead + trl_lanes_state_offset(H, J);
-    if constexpr (o >= 16)
-      s[J] = field16<H, kSpan * T + o - 16, F>(w);
-    else
-      s[J] = shl<o, F>(cross) >> 16;
-    window_states<H, T, F, J + 1>(w, cross, s);
-  }
-}
-
-template <int H, int T, bool F = false>
-__device__ __forceinline__ void tile_states(const uint32_t (&w)[H],
-                                            const uint32_t (&prev)[2 * H],
-                                            uint32_t (&s)[8]) {
-  constexpr int kSpan = 4 * H;
-  if constexpr (H & 1) { /* the half rates: format/lanes_prefix.h */
-    constexpr int top = H == 3 ? trl_lanes_k15_top(T) : T & 1;
-    const uint32_t pk = prev[H == 3 ? trl_lanes_k15_word(T) : T >> 1];
-    window_states<H, T, F>(w, trl_lanes_cross(H, T, w, pk, top), s);
-  } else {
-    uint32_t pk; /* the 16 bits before the span, in half `ph` */
-    int ph;
-    if constexpr (H >= 4) {
-      pk = prev[T >> 1];
-      ph = T & 1;
-    } else {
-      uint32_t w1[H], w2[H];
-#pragma unroll
-      for (int i = 0; i < H; ++i)
-        w1[i] = prev[i], w2[i] = prev[H + i];
-      const uint32_t a = field_bits<H, kSpan * T, kSpan>(w2);
-      const uint32_t b = field_bits<H, kSpan * T, kSpan>(w1);
-      pk = ((a << kSpan) | b) & 0xFFFFu;
-      ph = 0;
-    }
-    const uint32_t cross = cross_word<H, kSpan * T, F>(w, pk, ph);
-    window_states<H, T, F>(w, cross, s);
-  }
-}
-
-/* The last 16 bits of tiles T and T + 1's spans, one half each. */
-template <int H, int T>
-__device__ __forceinline__ uint32_t tail_pair(const uint32_t (&w)[H]) {
-  constexpr int b0 = 4 * H * (T + 1) - 16, b1 = 4 * H * (T + 2) - 16;
-  constexpr int r0 = b0 & 31, r1 = b1 & 31;
-  if constexpr ((r0 == 0 || r0 == 16) && (r1 == 0 || r1 == 16))
-    return __byte_perm(w[b0 >> 5], w[b1 >> 5],
-                       (r0 ? 0x0010 : 0x0032) | (r1 ? 0x5400 : 0x7600));
-  else
-    return __byte_perm(field16<H, b0>(w), field16<H, b1>(w), 0x5410);
-}
-
-/* What a lane needs from the lanes below it for all 8 tiles of a group. */
+/* The values of the lanes below this one (lane_sends there), by shuffle:
+ * as many as the rate needs. */
 template <int H>
 __device__ __forceinline__ void lower_bits(const uint32_t (&w)[H], int lane,
                                            uint32_t (&prev)[2 * H]) {
   const int below = (lane + 31) & 31, below2 = (lane + 30) & 31;
-  if constexpr (H == 3) { /* lane L-1's words, lane L-2's span ends */
-    const uint32_t ends = trl_lanes_k15_ends(w[0], w[1], w[2]);
-    const uint32_t v0 = __shfl_sync(0xFFFFFFFFu, w[0], below);
-    const uint32_t v1 = __shfl_sync(0xFFFFFFFFu, w[1], below);
-    const uint32_t v2 = __shfl_sync(0xFFFFFFFFu, w[2], below);
-    const uint32_t e2 = __shfl_sync(0xFFFFFFFFu, ends, below2);
-    trl_lanes_k15_prefix(v0, v1, v2, e2, prev);
-  } else if constexpr (H >= 4) {
-    prev[0] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 0>(w), below);
-    prev[1] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 2>(w), below);
-    prev[2] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 4>(w), below);
-    prev[3] = __shfl_sync(0xFFFFFFFFu, tail_pair<H, 6>(w), below);
+  const LaneSends<H> mine = lane_sends<H>(w);
+  LaneSends<H> b1, b2;
+  if constexpr (H == 3) { /* words from L-1, span ends from L-2 */
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+      b1.v[i] = __shfl_sync(0xFFFFFFFFu, mine.v[i], below);
+    b2.v[3] = __shfl_sync(0xFFFFFFFFu, mine.v[3], below2);
   } else {
 #pragma unroll
-    for (int i = 0; i < H; ++i) {
-      prev[i] = __shfl_sync(0xFFFFFFFFu, w[i], below);
-      prev[H + i] = __shfl_sync(0xFFFFFFFFu, w[i], below2);
+    for (int i = 0; i < (H == 2 ? 2 : 4); ++i) {
+      b1.v[i] = __shfl_sync(0xFFFFFFFFu, mine.v[i], below);
+      if constexpr (H == 2)
+        b2.v[i] = __shfl_sync(0xFFFFFFFFu, mine.v[i], below2);
     }
   }
+  lane_receive<H>(b1, b2, prev);
 }
 
 /* ------------------------------------------------------- loads -- */

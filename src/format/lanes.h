@@ -30,6 +30,8 @@
 
 #if defined(__CUDACC__)
 #define TRL_LANES_FN __host__ __device__ __forceinline__ constexpr
+#elif defined(__cplusplus) /* tests/test_direct_windows.cc */
+#define TRL_LANES_FN static inline constexpr
 #else
 #define TRL_LANES_FN static inline
 #endif
