@@ -3,7 +3,9 @@
  * run on the host: for every rate the kernel is built for, both forms of
  * its shifts and random groups, the 8 states each lane forms for each tile
  * from its lane words and what the lanes below it send equal the format's
- * states (trl_tile_states_rate). The kernel compiles this very header. */
+ * states (trl_tile_states_rate). The kernel compiles this very header;
+ * the host's byte permute and funnel shift are tested in
+ * test_lanes_window.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,19 +25,6 @@ extern "C" { /* C headers without linkage blocks of their own */
 namespace {
 
 synth_rng rng = {0xD1C7u};
-
-/* The byte permute and funnel shift against the CUDA documentation's
- * definitions, at selectors and shifts the windows use. */
-void test_stand_ins(void **) {
-  const uint32_t x = 0x33221100u, y = 0x77665544u;
-  assert_int_equal(trl_lanes_prmt(x, y, 0x3210), x);
-  assert_int_equal(trl_lanes_prmt(x, y, 0x7654), y);
-  assert_int_equal(trl_lanes_prmt(x, y, 0x5432), 0x55443322u);
-  assert_int_equal(trl_lanes_prmt(x, 0u, 0x4421), 0x00002211u);
-  assert_int_equal(trl_lanes_prmt(x, y, 0x7600 | 0x0010), 0x77661100u);
-  assert_int_equal(trl_lanes_funnel(x, y, 8), 0x22110077u);
-  assert_int_equal(trl_lanes_funnel(x, y, 0), x);
-}
 
 /* window16<R> is bits R..R+15 (MSB first) of x, for both shift forms. */
 template <int R> void check_window16() {
@@ -109,7 +98,6 @@ void test_every_rate(void **) { check_rates<TRL_DIRECT_RATES>(); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_stand_ins),
       cmocka_unit_test(test_window16),
       cmocka_unit_test(test_every_rate),
   };

@@ -146,6 +146,14 @@ static void test_primitives(void **state) {
                    0x00112233u);
   assert_int_equal(trl_lanes_prmt(0x33221100u, 0x77665544u, 0x5270u),
                    0x55227700u);
+  /* the register-direct kernel's selectors (cuda/direct_windows.cuh) */
+  assert_int_equal(trl_lanes_prmt(0x33221100u, 0x77665544u, 0x3210u),
+                   0x33221100u);
+  assert_int_equal(trl_lanes_prmt(0x33221100u, 0x77665544u, 0x5432u),
+                   0x55443322u);
+  assert_int_equal(trl_lanes_prmt(0x33221100u, 0u, 0x4421u), 0x00002211u);
+  assert_int_equal(trl_lanes_prmt(0x33221100u, 0x77665544u, 0x7610u),
+                   0x77661100u);
 }
 
 /* Every bit of every window and every state, for every K 1..8, tile and

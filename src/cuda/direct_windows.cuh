@@ -27,13 +27,13 @@ namespace direct {
 
 /* A left shift the compiler cannot fold into the right shift after it
  * ((x << r) >> 16 would become a shift and a mask, two integer-ALU
- * instructions). The windows below are one such shift and one right shift
- * or byte permute each. F (the halves form: its codebook's LOP3 keeps the
- * integer ALU the busiest pipe) makes every shift an IMAD by a power of two
- * from the constant bank, which ptxas cannot turn back into a shift: the
- * FMA pipe takes them all. Without F ptxas picks IMAD.SHL or SHF
- * (docs/TUNING.md). TRL_DIRECT_SHL_IMAD 0 / 1 (measurement builds) force
- * either for every form. */
+ * instructions). A window off a byte boundary takes one such shift (shared
+ * where it can be, window16) and one right shift or byte permute. F (the halves
+ * form: its codebook's LOP3 keeps the integer ALU the busiest pipe) makes every
+ * shift an IMAD by a power of two from the constant bank, which ptxas cannot
+ * turn back into a shift: the FMA pipe takes them all. Without F ptxas picks
+ * IMAD.SHL or SHF (docs/TUNING.md). TRL_DIRECT_SHL_IMAD 0 / 1 (measurement
+ * builds) force either for every form. */
 TRL_DW_CONST uint32_t kShlPow2[16] = {1u << 0,  1u << 1,  1u << 2,  1u << 3,
                                       1u << 4,  1u << 5,  1u << 6,  1u << 7,
                                       1u << 8,  1u << 9,  1u << 10, 1u << 11,
