@@ -3,7 +3,15 @@
  * eagerly (cudaEvents around each replay or pass; medians). */
 #include "bench.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+
+/* The register-direct kernel's timeline hook (src/cuda/kernels.h; records
+ * only in a build with TRL_DIRECT_TIMELINE=1). */
+#define TIMELINE_WORDS 10 /* TRL_TIMELINE_WORDS */
+#define TIMELINE_CAP (1 << 16)
+int trl_direct_timeline_reset(void);
+int trl_direct_timeline_read(unsigned long long *records, int cap, int *count);
 
 static double warmup_floor_ms = BENCH_WARMUP_MS;
 static int warmup_runs = 0;
@@ -28,6 +36,42 @@ static int timed_run(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
   BENCH_CUDA(cudaEventElapsedTime(ms, ev[0], ev[1]));
   r = CLI_OK;
 done:
+  return r;
+}
+
+/* With $TRELLIS_TIMELINE_OUT set: one more replay of exec (or the first
+ * unit of fn: one copy of a step) whose register-direct CTAs' records are
+ * appended to that file, a "# replay" line (its time) and one line of
+ * words per record (bench/README.md, "Timeline"). A build without the
+ * hook writes a line that says so. */
+static int timeline_replay(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
+                           cudaStream_t stream, cudaEvent_t *ev) {
+  const char *path = getenv("TRELLIS_TIMELINE_OUT");
+  static unsigned long long rec[TIMELINE_WORDS * (size_t)TIMELINE_CAP];
+  static int replays;
+  if (!path)
+    return CLI_OK;
+  FILE *f = fopen(path, "a");
+  if (!f) {
+    cli_error("TRELLIS_TIMELINE_OUT: cannot open %s", path);
+    return CLI_FAIL;
+  }
+  float ms = 0.0f;
+  int count = 0, r = CLI_FAIL;
+  if (trl_direct_timeline_reset() != 0) {
+    fprintf(f, "# no timeline: a build without TRL_DIRECT_TIMELINE=1\n");
+    r = CLI_OK;
+  } else if (timed_run(exec, fn, ctx, 1, stream, ev, &ms) == CLI_OK &&
+             trl_direct_timeline_read(rec, TIMELINE_CAP, &count) == 0) {
+    fprintf(f, "# replay %d: %.3f us, %d records\n", ++replays, 1e3 * ms,
+            count);
+    for (int i = 0; i < count; i++)
+      for (int w = 0; w < TIMELINE_WORDS; w++)
+        fprintf(f, "%llu%c", rec[(size_t)i * TIMELINE_WORDS + w],
+                w + 1 < TIMELINE_WORDS ? ' ' : '\n');
+    r = CLI_OK;
+  }
+  fclose(f);
   return r;
 }
 
@@ -60,7 +104,7 @@ static int warm_and_time(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
     t[i] = 1e3 * (double)ms / launches;
   }
   *us = cli_median(t, reps);
-  r = CLI_OK;
+  r = timeline_replay(exec, fn, ctx, stream, ev);
 done:
   for (int i = 0; i < 2; i++)
     if (ev[i])
@@ -74,6 +118,8 @@ int bench_capture(bench_enqueue_fn fn, void *ctx, int launches,
   cudaGraph_t graph = NULL;
   int r = CLI_FAIL, capturing = 0;
   *exec = NULL;
+  if (getenv("TRELLIS_TIMELINE_OUT")) /* the buffer a capture records */
+    (void)trl_direct_timeline_reset();
   BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   capturing = 1;
   for (int i = 0; i < launches; i++)

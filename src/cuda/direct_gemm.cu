@@ -104,6 +104,58 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
       dim3(32 * warps), 0, (cudaStream_t)stream, l->pdl != 0, f);
 }
 
+#if TRL_DIRECT_TIMELINE
+static unsigned long long *timeline_buf; /* count, then the records */
+
+extern "C" void *trl_direct_timeline_ptr(void) { return timeline_buf; }
+
+extern "C" int trl_direct_timeline_reset(void) {
+  cudaError_t e = cudaSuccess;
+  if (!timeline_buf)
+    e = cudaMalloc((void **)&timeline_buf, sizeof(unsigned long long) *
+                                               TRL_TIMELINE_WORDS *
+                                               (1 + (size_t)TRL_TIMELINE_CAP));
+  if (e == cudaSuccess)
+    e = cudaMemset(timeline_buf, 0, sizeof(unsigned long long));
+  if (e == cudaSuccess)
+    e = cudaDeviceSynchronize();
+  return (int)e;
+}
+
+extern "C" int trl_direct_timeline_read(unsigned long long *records, int cap,
+                                        int *count) {
+  unsigned long long n = 0;
+  *count = 0;
+  if (!timeline_buf)
+    return TRL_KERNEL_UNSUPPORTED;
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e == cudaSuccess)
+    e = cudaMemcpy(&n, timeline_buf, sizeof n, cudaMemcpyDeviceToHost);
+  n &= 0xFFFFFFFFu;
+  if (n > TRL_TIMELINE_CAP)
+    n = TRL_TIMELINE_CAP;
+  if (n > (unsigned long long)cap)
+    n = (unsigned long long)cap;
+  if (e == cudaSuccess && n)
+    e = cudaMemcpy(records, timeline_buf + TRL_TIMELINE_WORDS,
+                   sizeof(unsigned long long) * TRL_TIMELINE_WORDS * n,
+                   cudaMemcpyDeviceToHost);
+  *count = (int)n;
+  return (int)e;
+}
+#else
+extern "C" void *trl_direct_timeline_ptr(void) { return NULL; }
+extern "C" int trl_direct_timeline_reset(void) {
+  return TRL_KERNEL_UNSUPPORTED;
+}
+extern "C" int trl_direct_timeline_read(unsigned long long *records, int cap,
+                                        int *count) {
+  (void)records, (void)cap;
+  *count = 0;
+  return TRL_KERNEL_UNSUPPORTED;
+}
+#endif
+
 extern "C" int trl_direct_active_clusters(int rate, trellis_codebook cb,
                                           int var, int cluster, size_t smem,
                                           int *active) {

@@ -58,6 +58,13 @@
 #ifndef TRL_DIRECT_PROBE
 #define TRL_DIRECT_PROBE 0
 #endif
+/* TRL_DIRECT_TIMELINE 1 (measurement builds only, results exact): thread 0
+ * of every CTA appends one record of %globaltimer stamps to the buffer of
+ * trl_direct_timeline_ptr() (kernels.h has the record's words); `trellis
+ * bench` writes them out (bench/README.md, "Timeline"). */
+#ifndef TRL_DIRECT_TIMELINE
+#define TRL_DIRECT_TIMELINE 0
+#endif
 
 namespace trl {
 namespace direct {
@@ -91,7 +98,25 @@ struct Params {
   float *partial; /* splits > 1: fp32 [splits][m][n], the clusters' sums */
   int kt_cta;     /* k-tiles of the largest CTA share (shared memory) */
   int rounds;     /* of the busiest cluster (shared memory) */
+#if TRL_DIRECT_TIMELINE
+  unsigned long long *timeline; /* trl_direct_timeline_ptr() */
+#endif
 };
+
+#if TRL_DIRECT_TIMELINE
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define TRL_TL(i)                                                              \
+  do {                                                                         \
+    if (threadIdx.x == 0)                                                      \
+      tl[i] = global_ns();                                                     \
+  } while (0)
+#else
+#define TRL_TL(i) ((void)0)
+#endif
 
 /* The values of the lanes below this one (lane_sends there), by shuffle:
  * as many as the rate needs. */
@@ -671,6 +696,10 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   extern __shared__ __align__(16) char smem_raw[];
+#if TRL_DIRECT_TIMELINE
+  unsigned long long tl[TRL_TIMELINE_STAMPS] = {};
+  TRL_TL(0);
+#endif
   constexpr int kStages = trl_direct_stages(H);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
@@ -720,9 +749,18 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
 
   /* 2. x, once the previous kernel is done with it. */
   griddep_wait();
+  TRL_TL(1);
   stage_x<VAR>(p, sm, b0, b1);
   griddep_launch_dependents();
   __syncthreads();
+  TRL_TL(2);
+#if TRL_DIRECT_TIMELINE
+  if (threadIdx.x == 0 && total > 0) { /* the first group's words are in */
+    uint32_t d;
+    asm volatile("mov.b32 %0, %1;" : "=r"(d) : "r"(ring[0][0]));
+    tl[3] = global_ns() | (d & 0u);
+  }
+#endif
 
   /* the constant term of the affine map: this warp's sum of x per token */
   float xsum[2] = {};
@@ -788,12 +826,32 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   }
   /* 4. The cluster's sums: each CTA owns the rounds r with r % cluster
    * equal to its rank, then stays until every peer has read its sums. */
+  TRL_TL(4);
   cluster_arrive();
   cluster_wait();
+  TRL_TL(5);
   for (int r = rank; r < rounds; r += p.cluster)
     reduce_out(p, sm, r, q + (int64_t)r * vclusters, split);
   cluster_arrive();
   cluster_wait();
+#if TRL_DIRECT_TIMELINE
+  TRL_TL(6);
+  if (threadIdx.x == 0 && p.timeline) {
+    const unsigned slot =
+        atomicAdd(reinterpret_cast<unsigned *>(p.timeline), 1u);
+    if (slot < TRL_TIMELINE_CAP) {
+      unsigned long long *rec = p.timeline + TRL_TIMELINE_WORDS * (1 + slot);
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      rec[0] = (unsigned long long)p.payload;
+      rec[1] = ((unsigned long long)p.k << 32) | (unsigned long long)p.n;
+      rec[2] = ((unsigned long long)p.m << 48) |
+               ((unsigned long long)smid << 32) | blockIdx.x;
+      for (int i = 0; i < TRL_TIMELINE_STAMPS; ++i)
+        rec[3 + i] = tl[i];
+    }
+  }
+#endif
 #endif
 }
 
@@ -884,6 +942,9 @@ struct Direct {
     p.partial = l.partial;
     p.kt_cta = l.grid.kt_cta;
     p.rounds = l.grid.rounds;
+#if TRL_DIRECT_TIMELINE
+    p.timeline = (unsigned long long *)trl_direct_timeline_ptr();
+#endif
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeClusterDimension;
