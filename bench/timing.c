@@ -3,15 +3,10 @@
  * eagerly (cudaEvents around each replay or pass; medians). */
 #include "bench.h"
 
+#include "cuda/direct_timeline.h" /* records only with TRL_DIRECT_TIMELINE=1 */
+
 #include <stdio.h>
 #include <stdlib.h>
-
-/* The register-direct kernel's timeline hook (src/cuda/kernels.h; records
- * only in a build with TRL_DIRECT_TIMELINE=1). */
-#define TIMELINE_WORDS 10 /* TRL_TIMELINE_WORDS */
-#define TIMELINE_CAP (1 << 16)
-int trl_direct_timeline_reset(void);
-int trl_direct_timeline_read(unsigned long long *records, int cap, int *count);
 
 static double warmup_floor_ms = BENCH_WARMUP_MS;
 static int warmup_runs = 0;
@@ -47,7 +42,7 @@ done:
 static int timeline_replay(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
                            cudaStream_t stream, cudaEvent_t *ev) {
   const char *path = getenv("TRELLIS_TIMELINE_OUT");
-  static unsigned long long rec[TIMELINE_WORDS * (size_t)TIMELINE_CAP];
+  static unsigned long long rec[TRL_TIMELINE_WORDS * (size_t)TRL_TIMELINE_CAP];
   static int replays;
   if (!path)
     return CLI_OK;
@@ -62,13 +57,13 @@ static int timeline_replay(cudaGraphExec_t exec, bench_enqueue_fn fn, void *ctx,
     fprintf(f, "# no timeline: a build without TRL_DIRECT_TIMELINE=1\n");
     r = CLI_OK;
   } else if (timed_run(exec, fn, ctx, 1, stream, ev, &ms) == CLI_OK &&
-             trl_direct_timeline_read(rec, TIMELINE_CAP, &count) == 0) {
+             trl_direct_timeline_read(rec, TRL_TIMELINE_CAP, &count) == 0) {
     fprintf(f, "# replay %d: %.3f us, %d records\n", ++replays, 1e3 * ms,
             count);
     for (int i = 0; i < count; i++)
-      for (int w = 0; w < TIMELINE_WORDS; w++)
-        fprintf(f, "%llu%c", rec[(size_t)i * TIMELINE_WORDS + w],
-                w + 1 < TIMELINE_WORDS ? ' ' : '\n');
+      for (int w = 0; w < TRL_TIMELINE_WORDS; w++)
+        fprintf(f, "%llu%c", rec[(size_t)i * TRL_TIMELINE_WORDS + w],
+                w + 1 < TRL_TIMELINE_WORDS ? ' ' : '\n');
     r = CLI_OK;
   }
   fclose(f);

@@ -40,6 +40,7 @@
 #define TRL_CUDA_DIRECT_GEMM_CUH
 
 #include "common.cuh"
+#include "direct_timeline.h"
 #include "direct_windows.cuh"
 #include "dispatch.cuh"
 #include "format/lanes.h"
@@ -60,8 +61,8 @@
 #endif
 /* TRL_DIRECT_TIMELINE 1 (measurement builds only, results exact): thread 0
  * of every CTA appends one record of %globaltimer stamps to the buffer of
- * trl_direct_timeline_ptr() (kernels.h has the record's words); `trellis
- * bench` writes them out (bench/README.md, "Timeline"). */
+ * trl_direct_timeline_ptr() (direct_timeline.h has the record's words);
+ * `trellis bench` writes them out (bench/README.md, "Timeline"). */
 #ifndef TRL_DIRECT_TIMELINE
 #define TRL_DIRECT_TIMELINE 0
 #endif

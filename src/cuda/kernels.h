@@ -55,23 +55,6 @@ int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
                             trellis_dtype y_dtype, int64_t m, int64_t n,
                             void *stream);
 
-/* The register-direct kernel's timeline (a measurement build with
- * TRL_DIRECT_TIMELINE=1; elsewhere these return TRL_KERNEL_UNSUPPORTED and
- * NULL). Thread 0 of every CTA writes a record of TRL_TIMELINE_WORDS
- * words: the payload's address (which layer), k << 32 | n,
- * m << 48 | smid << 32 | blockIdx.x, then %globaltimer (ns) at entry,
- * after griddepcontrol.wait, x staged, the first group's words in, the
- * stream done (thread 0's warp), the cluster met, the end. The first
- * buffer word counts the records (they stop at TRL_TIMELINE_CAP).
- * _reset allocates the buffer once and zeroes the count (synchronises);
- * _read copies up to cap records and the count (synchronises). */
-#define TRL_TIMELINE_STAMPS 7
-#define TRL_TIMELINE_WORDS (3 + TRL_TIMELINE_STAMPS)
-#define TRL_TIMELINE_CAP (1 << 16)
-int trl_direct_timeline_reset(void);
-int trl_direct_timeline_read(unsigned long long *records, int cap, int *count);
-void *trl_direct_timeline_ptr(void);
-
 /* One record's tile array [k/16][n/16][8 h] (h half-bits per weight, in
  * 2..16) from the checkpoint layout to the lane layout (format/lanes.h);
  * dst may equal src. Used by the upload and trellis_weight_repack. */
