@@ -246,16 +246,16 @@ struct Smem {
   int xs_pitch; /* bytes per xs row */
   int m;        /* tokens: the stride of sumx, scale, wpart and cbuf */
   int wbufs;    /* wpart buffers (trl_direct_wbufs) */
-  uint32_t off_sumx, off_scale, off_wpart, off_cbuf;
+  uint32_t off_sumx, off_scale, off_wpart, off_cbuf, off_park;
 };
 
 constexpr int kRowPitch = TRL_DIRECT_ROW_PITCH; /* floats, 128 + 4 */
 
 template <int VAR>
 __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
-                                            int rounds) {
-  trl_direct_smem s =
-      trl_direct_smem_layout(VAR, m, kt_cta, rounds); /* the host's rule */
+                                            int rounds, int park) {
+  trl_direct_smem s = trl_direct_smem_layout(VAR, m, kt_cta, rounds,
+                                             park); /* the host's rule */
   return Smem{base,
               s.xs_pitch,
               m,
@@ -263,7 +263,8 @@ __device__ __forceinline__ Smem smem_layout(char *base, int m, int kt_cta,
               (uint32_t)s.off_sumx,
               (uint32_t)s.off_scale,
               (uint32_t)s.off_wpart,
-              (uint32_t)s.off_cbuf};
+              (uint32_t)s.off_cbuf,
+              (uint32_t)s.off_park};
 }
 
 /* -------------------------------------------------- prologue -- */
@@ -692,6 +693,80 @@ __device__ __forceinline__ void round_end(Acc<VAR> &acc, const Smem &sm, int r,
     bar_arrive(4 + buf); /* the buffer is free again */
 }
 
+/* Where a CTA and one of its warps stand in the grid: cluster split +
+ * splits * q takes k-split `split` of the groups q, q + clusters /
+ * splits, ... (`rounds` of them); the CTA the 128-k blocks [b0, b1) of
+ * the group's k (part split * cluster + rank), its warp the k-tiles
+ * [w0, w1) of the CTA's kts. */
+struct Place {
+  int64_t q, vclusters, ngroups, b0, b1;
+  int split, rounds, kts, w0, w1, wlen;
+};
+__device__ __forceinline__ Place place(const Params &p, int rank, int warp) {
+  Place l;
+  const int64_t qs = blockIdx.x / p.cluster;
+  l.vclusters = p.clusters / p.splits;
+  l.q = qs / p.splits;
+  l.split = (int)(qs % p.splits);
+  l.ngroups = p.n / 128;
+  const int64_t kblocks = p.k / 128;
+  l.rounds = (int)((l.ngroups - l.q + l.vclusters - 1) / l.vclusters);
+  const int64_t part = (int64_t)l.split * p.cluster + rank,
+                parts = (int64_t)p.splits * p.cluster;
+  l.b0 = kblocks * part / parts, l.b1 = kblocks * (part + 1) / parts;
+  l.kts = (int)(8 * (l.b1 - l.b0));
+  l.w0 = l.kts * warp / kWarps, l.w1 = l.kts * (warp + 1) / kWarps;
+  l.wlen = l.w1 - l.w0;
+  return l;
+}
+
+/* A warp's walk through its groups: the k-tiles of one round (a k-tile
+ * row apart), then a jump to the first of the next round's group. */
+template <int H> struct WarpStream {
+  static constexpr int kGroupBytes = 128 * H;
+  LaneCursor<H> cur;
+  int64_t kstride, rjump;
+  int lleft, wlen; /* loads left in the round being loaded */
+  __device__ __forceinline__ void start(const Params &p, const Place &pl,
+                                        int lane) {
+    const char *pay = reinterpret_cast<const char *>(p.payload);
+    kstride = pl.ngroups * kGroupBytes;
+    rjump = pl.vclusters * kGroupBytes - (int64_t)(pl.wlen - 1) * kstride;
+    cur.at(pay + ((8 * pl.b0 + pl.w0) * pl.ngroups + pl.q) * kGroupBytes, lane);
+    lleft = wlen = pl.wlen;
+  }
+  __device__ __forceinline__ void next(uint32_t (&dst)[H]) {
+    cur.load(dst);
+    const bool end = --lleft == 0;
+    cur.advance(end ? rjump : kstride);
+    if (end)
+      lleft = wlen;
+  }
+};
+
+#if TRL_DIRECT_TIMELINE
+/* Thread 0's record of the CTA's stamps. */
+__device__ inline void
+timeline_write(const Params &p,
+               const unsigned long long (&tl)[TRL_TIMELINE_STAMPS]) {
+  if (threadIdx.x == 0 && p.timeline) {
+    const unsigned slot =
+        atomicAdd(reinterpret_cast<unsigned *>(p.timeline), 1u);
+    if (slot < TRL_TIMELINE_CAP) {
+      unsigned long long *rec = p.timeline + TRL_TIMELINE_WORDS * (1 + slot);
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      rec[0] = (unsigned long long)p.payload;
+      rec[1] = ((unsigned long long)p.k << 32) | (unsigned long long)p.n;
+      rec[2] = ((unsigned long long)p.m << 48) |
+               ((unsigned long long)smid << 32) | blockIdx.x;
+      for (int i = 0; i < TRL_TIMELINE_STAMPS; ++i)
+        rec[3 + i] = tl[i];
+    }
+  }
+}
+#endif
+
 template <int H, int CB, int VAR>
 __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_kernel(const Params p) {
@@ -705,39 +780,14 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
-  /* cluster split + splits * q of the grid: k-split `split` of the
-   * groups q, q + clusters / splits, ... */
-  const int64_t qs = blockIdx.x / p.cluster, vclusters = p.clusters / p.splits;
-  const int64_t q = qs / p.splits;
-  const int split = (int)(qs % p.splits);
-  const int64_t ngroups = p.n / 128, kblocks = p.k / 128;
-  const int rounds = (int)((ngroups - q + vclusters - 1) / vclusters);
-  /* the CTA's 128-k blocks (part split * cluster + rank of the group's
-   * k), then the warp's k-tiles inside them */
-  const int64_t part = (int64_t)split * p.cluster + rank,
-                parts = (int64_t)p.splits * p.cluster;
-  const int64_t b0 = kblocks * part / parts, b1 = kblocks * (part + 1) / parts;
-  const int kts = (int)(8 * (b1 - b0));
-  const int w0 = kts * warp / kWarps, w1 = kts * (warp + 1) / kWarps;
-  const int wlen = w1 - w0;
-  const Smem sm = smem_layout<VAR>(smem_raw, (int)p.m, p.kt_cta, p.rounds);
-  const char *pay = reinterpret_cast<const char *>(p.payload);
-  constexpr int kGroupBytes = 128 * H;
+  const Place pl = place(p, rank, warp);
+  const int64_t q = pl.q, vclusters = pl.vclusters, b0 = pl.b0, b1 = pl.b1;
+  const int split = pl.split, rounds = pl.rounds, w0 = pl.w0, w1 = pl.w1,
+            wlen = pl.wlen;
+  const Smem sm = smem_layout<VAR>(smem_raw, (int)p.m, p.kt_cta, p.rounds, 0);
   const int total = TRL_DIRECT_PROBE == 2 ? 0 : rounds * wlen;
-  /* The load cursor walks the warp's k-tiles of one round (a k-tile row
-   * apart), then jumps to the first of the next round's group. */
-  const int64_t kstride = ngroups * kGroupBytes;
-  const int64_t rjump = vclusters * kGroupBytes - (int64_t)(wlen - 1) * kstride;
-  LaneCursor<H> cur;
-  cur.at(pay + ((8 * b0 + w0) * ngroups + q) * kGroupBytes, lane);
-  int lleft = wlen; /* loads left in the round being loaded */
-  auto load_next = [&](uint32_t(&dst)[H]) {
-    cur.load(dst);
-    const bool end = --lleft == 0;
-    cur.advance(end ? rjump : kstride);
-    if (end)
-      lleft = wlen;
-  };
+  WarpStream<H> ws;
+  ws.start(p, pl, lane);
 
   /* 1. Weights first: they depend on nothing the previous kernel writes.
    * (An L2 bulk prefetch of the groups after the ring measured slower:
@@ -746,7 +796,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
 #pragma unroll
   for (int s = 0; s < kStages; ++s)
     if (s < total)
-      load_next(ring[s]);
+      ws.next(ring[s]);
 
   /* 2. x, once the previous kernel is done with it. */
   griddep_wait();
@@ -805,7 +855,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
           consume<H, CB, VAR>(ring[s], lane, xr, acc);
           xr = xn;
           if (i + kStages < total)
-            load_next(ring[s]);
+            ws.next(ring[s]);
           if constexpr (VAR == kInt8) {
             if ((kl & 7) == 7 || last)
               convert_slice<VAR>(
@@ -837,21 +887,188 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   cluster_wait();
 #if TRL_DIRECT_TIMELINE
   TRL_TL(6);
-  if (threadIdx.x == 0 && p.timeline) {
-    const unsigned slot =
-        atomicAdd(reinterpret_cast<unsigned *>(p.timeline), 1u);
-    if (slot < TRL_TIMELINE_CAP) {
-      unsigned long long *rec = p.timeline + TRL_TIMELINE_WORDS * (1 + slot);
-      unsigned smid;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-      rec[0] = (unsigned long long)p.payload;
-      rec[1] = ((unsigned long long)p.k << 32) | (unsigned long long)p.n;
-      rec[2] = ((unsigned long long)p.m << 48) |
-               ((unsigned long long)smid << 32) | blockIdx.x;
-      for (int i = 0; i < TRL_TIMELINE_STAMPS; ++i)
-        rec[3 + i] = tl[i];
+  timeline_write(p, tl);
+#endif
+#endif
+}
+
+/* ------------------------------------------------ the parked form -- */
+
+/* W_hat of two weights (their halves in ya and yb) as an fp16 pair: each
+ * weight's halves added with one RNE, the format's reconstruct. */
+__device__ __forceinline__ uint32_t hat_pair(uint32_t ya, uint32_t yb) {
+  uint32_t lo = __byte_perm(ya, yb, 0x5410), hi = __byte_perm(ya, yb, 0x7632);
+  __half2 w = __hadd2(*reinterpret_cast<__half2 *>(&lo),
+                      *reinterpret_cast<__half2 *>(&hi));
+  return *reinterpret_cast<uint32_t *>(&w);
+}
+
+/* Tile T of a group decoded into its parked A operand: the lane's four
+ * words at dst + 512 T (dst: the group's tiles plus 16 lane). kHalves
+ * parks W_hat pairs, kAffine MUL1's (1024 + S) pairs, both in the order of
+ * consume_tile's operands (a weight's k: 2t, 2t + 1, 2t + 8, 2t + 9 of
+ * rows g and g + 8). */
+template <int H, int CB, int VAR, int T>
+__device__ __forceinline__ void
+park_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], uint32_t dst) {
+  if constexpr (T < 8) {
+    static_assert(VAR != kInt8, "the int8 form parks as the affine one");
+    uint32_t s[8], a[4];
+    tile_states<H, T, VAR == kHalves>(w, prev, s);
+    if constexpr (VAR == kHalves) {
+      uint32_t y[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        y[j] = codebook_halves<CB>(s[j]);
+      a[0] = hat_pair(y[0], y[1]), a[1] = hat_pair(y[4], y[5]);
+      a[2] = hat_pair(y[2], y[3]), a[3] = hat_pair(y[6], y[7]);
+    } else {
+      uint32_t u[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t odd =
+            __dp4a(s[2 * i + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
+        u[i] = __dp4a(s[2 * i] * TRL_MUL_MUL1, 0x01010101u,
+                      (odd << 16) + TRL_MUL1_ACC);
+      }
+      a[0] = u[0], a[1] = u[2], a[2] = u[1], a[3] = u[3];
+    }
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(
+                     dst + TRL_DIRECT_PARK_TILE_BYTES * T),
+                 "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
+                 : "memory");
+    park_tile<H, CB, VAR, T + 1>(w, prev, dst);
+  }
+}
+
+/* The parked form (trl_direct_park chooses it: the CTA's whole share fits
+ * in shared memory). Before griddepcontrol.wait, while the previous kernel
+ * finishes, every warp decodes its groups as direct_kernel would stream
+ * them and parks the tiles, [round][k-tile][n-tile]; after it, x is staged
+ * and warp w multiplies n-tile w over every k-tile of the CTA's share (one
+ * MMA a tile, four accumulators added in a fixed order), so its sums are
+ * the CTA's: they go straight to cbuf, and the cluster's reduction is
+ * direct_kernel's. */
+template <int H, int CB, int VAR>
+__global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
+    direct_park_kernel(const Params p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
+  extern __shared__ __align__(16) char smem_raw[];
+#if TRL_DIRECT_TIMELINE
+  unsigned long long tl[TRL_TIMELINE_STAMPS] = {};
+  TRL_TL(0);
+#endif
+  constexpr int kStages = trl_direct_stages(H);
+  constexpr int kTileB = TRL_DIRECT_PARK_TILE_BYTES;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = (int)cluster.block_rank();
+  const Place pl = place(p, rank, warp);
+  const int m = (int)p.m;
+  const Smem sm = smem_layout<VAR>(smem_raw, m, p.kt_cta, p.rounds, 1);
+  const uint32_t base = (uint32_t)__cvta_generic_to_shared(sm.base);
+  const uint32_t park = base + sm.off_park;
+  const int total = pl.rounds * pl.wlen;
+
+  /* 1. Decode the share before the wait: weights depend on nothing the
+   * previous kernel writes. */
+  {
+    WarpStream<H> ws;
+    ws.start(p, pl, lane);
+    uint32_t ring[kStages][H];
+#pragma unroll
+    for (int s = 0; s < kStages; ++s)
+      if (s < total)
+        ws.next(ring[s]);
+    int kl = pl.w0, cr = 0; /* the k-tile and round decoded */
+    for (int b = 0; b < total; b += kStages) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        const int i = b + s;
+        if (i < total) {
+          uint32_t prev[2 * H];
+          lower_bits<H>(ring[s], lane, prev);
+          park_tile<H, CB, VAR, 0>(
+              ring[s], prev,
+              park + (uint32_t)((cr * p.kt_cta + kl) * 8 * kTileB + 16 * lane));
+          if (i + kStages < total)
+            ws.next(ring[s]);
+          if (++kl == pl.w1)
+            kl = pl.w0, ++cr;
+        }
+      }
     }
   }
+  TRL_TL(3);
+
+  /* 2. x, once the previous kernel is done with it. */
+  griddep_wait();
+  TRL_TL(1);
+  stage_x<VAR>(p, sm, pl.b0, pl.b1);
+  griddep_launch_dependents();
+  __syncthreads(); /* xs and every warp's parked tiles */
+  TRL_TL(2);
+
+  /* 3. n-tile `warp` of every k-tile of each round: the CTA's sums. */
+  const int g = lane >> 2, t = lane & 3;
+  float xsum[2] = {}; /* kAffine: the share's sum of x per token */
+  if constexpr (VAR == kAffine) {
+    const float *sx = reinterpret_cast<const float *>(sm.base + sm.off_sumx);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int tok = 2 * t + e;
+      float sum = 0.f;
+      for (int kt = 0; tok < m && kt < pl.kts; ++kt)
+        sum += sx[kt * m + tok];
+      xsum[e] = sum;
+    }
+  }
+  const uint32_t xl = x_lane_base<VAR>(base, sm.xs_pitch, lane);
+  const bool xv = x_row_valid<VAR>(lane, m);
+  for (int r = 0; r < pl.rounds; ++r) {
+    float c[4][4] = {};
+    const uint32_t src =
+        park + (uint32_t)((r * p.kt_cta * 8 + warp) * kTileB + 16 * lane);
+    for (int kt = 0; kt < pl.kts; kt += 4) { /* kts: a multiple of 8 */
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t a0, a1, a2, a3;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
+                     : "r"(src + (uint32_t)((kt + j) * 8 * kTileB)));
+        const XRaw xr = load_x<VAR>(xl + 32 * (kt + j), xv);
+        hmma(c[j], a0, a1, a2, a3, xr.a, xr.b);
+      }
+    }
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[e] = (c[0][e] + c[1][e]) + (c[2][e] + c[3][e]);
+      if constexpr (VAR == kAffine)
+        v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[e & 1]);
+    }
+    /* c[.][0]: row g, token 2t; [1]: token 2t + 1; [2], [3]: row g + 8 */
+    float *cb = reinterpret_cast<float *>(sm.base + sm.off_cbuf) +
+                r * m * kRowPitch + 16 * warp + g;
+    if (2 * t < m)
+      cb[2 * t * kRowPitch] = v[0], cb[2 * t * kRowPitch + 8] = v[2];
+    if (2 * t + 1 < m)
+      cb[(2 * t + 1) * kRowPitch] = v[1],
+                       cb[(2 * t + 1) * kRowPitch + 8] = v[3];
+  }
+
+  /* 4. The cluster's sums, as direct_kernel's. */
+  TRL_TL(4);
+  cluster_arrive();
+  cluster_wait();
+  TRL_TL(5);
+  for (int r = rank; r < pl.rounds; r += p.cluster)
+    reduce_out(p, sm, r, pl.q + (int64_t)r * pl.vclusters, pl.split);
+  cluster_arrive();
+  cluster_wait();
+#if TRL_DIRECT_TIMELINE
+  TRL_TL(6);
+  timeline_write(p, tl);
 #endif
 #endif
 }
@@ -886,13 +1103,25 @@ struct Direct {
   template <int H, int CB, int VAR> static constexpr bool exists() {
     return trl_direct_variant_exists(H, CB, VAR);
   }
+  /* The kernel of a launch: parked or streaming. */
+  template <int H, int CB, int VAR>
+  static constexpr auto kernel(bool park) -> void (*)(const Params) {
+    if constexpr (VAR != kInt8)
+      return park ? direct_park_kernel<H, CB, VAR> : direct_kernel<H, CB, VAR>;
+    else
+      return direct_kernel<H, CB, VAR>;
+  }
   template <int H, int CB, int VAR> static int prepare(Args &) {
-    auto kern = direct_kernel<H, CB, VAR>;
-    cudaError_t e = cudaFuncSetAttribute(
-        kern, cudaFuncAttributeMaxDynamicSharedMemorySize, TRL_DIRECT_MAX_SMEM);
-    if (e == cudaSuccess)
-      e = cudaFuncSetAttribute(
-          kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    cudaError_t e = cudaSuccess;
+    for (int park = 0; park <= (VAR != kInt8) && e == cudaSuccess; ++park) {
+      auto kern = kernel<H, CB, VAR>(park != 0);
+      e = cudaFuncSetAttribute(kern,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               TRL_DIRECT_MAX_SMEM);
+      if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(
+            kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    }
     return (int)e;
   }
   template <int H, int CB, int VAR> static int query(Args &a) {
@@ -959,7 +1188,8 @@ struct Direct {
     cfg.stream = a.stream;
     cfg.attrs = attr;
     cfg.numAttrs = l.pdl ? 2 : 1;
-    return (int)cudaLaunchKernelEx(&cfg, direct_kernel<H, CB, VAR>, p);
+    return (int)cudaLaunchKernelEx(&cfg, kernel<H, CB, VAR>(l.grid.park != 0),
+                                   p);
   }
 };
 

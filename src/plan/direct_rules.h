@@ -70,8 +70,21 @@ TRL_DIRECT_FN int trl_direct_stages(int h) {
 typedef struct trl_direct_smem {
   int xs_pitch; /* bytes per activation row */
   int wbufs;    /* buffers of the warps' sums: rounds in flight */
-  size_t off_sumx, off_scale, off_wpart, off_cbuf, bytes;
+  size_t off_sumx, off_scale, off_wpart, off_cbuf, off_park, bytes;
 } trl_direct_smem;
+
+/* The parked form (cuda/direct_gemm.cuh, direct_park_kernel): a CTA whose
+ * whole share fits in shared memory decodes it before griddepcontrol.wait
+ * into fp16 A-operand tiles (16 n x 16 k, 512 bytes each, a lane's four
+ * words side by side); after the wait warp w multiplies n-tile w of every
+ * k-tile, so no warps' sums meet. Off by default: on glm-tp4's layers it
+ * measured slower than the streaming form (bench/RESULTS.md, "The parked
+ * form"); TRL_DIRECT_PARK 1 (a measurement build) makes plans park where
+ * it fits, and the tests run it through their hook. */
+#ifndef TRL_DIRECT_PARK
+#define TRL_DIRECT_PARK 0
+#endif
+#define TRL_DIRECT_PARK_TILE_BYTES 512
 
 /* Buffers of the warps' sums for m rows and `rounds` rounds: two (a
  * round's owner warp adds them while the others run the next round) where
@@ -85,16 +98,18 @@ TRL_DIRECT_FN int trl_direct_wbufs(int m, int rounds) {
  * (a multiple of 8) and `rounds` groups: activations (a row per token, or
  * two s8 limb rows with kInt8, of pitch bytes: 16 bytes of padding so the
  * lanes' B-operand loads hit distinct banks), per-k-tile sums, per-block
- * scales, the warps' sums (wbufs rounds of them) and the CTA's sums of
- * every round. Sized by m, not by the variant's widest m: what shared
- * memory leaves free is the L1 that the payload's loads stream through. */
+ * scales, the warps' sums (wbufs rounds of them; none when parked) and the
+ * CTA's sums of every round, then (park) the decoded tiles of every round
+ * and k-tile, [round][k-tile][n-tile]. Sized by m, not by the variant's
+ * widest m: what shared memory leaves free is the L1 that the payload's
+ * loads stream through. */
 TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
-                                                     int rounds) {
+                                                     int rounds, int park) {
   const int tokens = m;
   const int rows = var == TRL_DIRECT_INT8 ? 2 * m : m;
   const int elem = var == TRL_DIRECT_INT8 ? 1 : 2;
-  trl_direct_smem s = {0, 0, 0, 0, 0, 0, 0};
-  s.wbufs = trl_direct_wbufs(m, rounds);
+  trl_direct_smem s = {0, 0, 0, 0, 0, 0, 0, 0};
+  s.wbufs = park ? 0 : trl_direct_wbufs(m, rounds);
   s.xs_pitch = 16 * kt_cta * elem + 16;
   size_t at = (size_t)rows * (size_t)s.xs_pitch;
   s.off_sumx = at;
@@ -106,6 +121,9 @@ TRL_DIRECT_FN trl_direct_smem trl_direct_smem_layout(int var, int m, int kt_cta,
   at += (size_t)s.wbufs * TRL_DIRECT_WARPS * tokens * TRL_DIRECT_ROW_PITCH * 4;
   s.off_cbuf = at;
   at += (size_t)rounds * tokens * TRL_DIRECT_ROW_PITCH * 4;
+  s.off_park = at;
+  if (park)
+    at += (size_t)rounds * (size_t)kt_cta * 8 * TRL_DIRECT_PARK_TILE_BYTES;
   s.bytes = at;
   return s;
 }
@@ -120,6 +138,7 @@ typedef struct trl_direct_grid {
   int kt_cta;   /* k-tiles of the largest share */
   size_t smem_bytes;
   int ctas_per_sm;
+  int park; /* the parked form (var then halves or affine) */
 } trl_direct_grid;
 
 /* The variant for m rows of codebook cb: int8 for MUL1 up to 4 rows. */
@@ -167,6 +186,27 @@ TRL_DIRECT_FN double trl_direct_cost(int var, int64_t m, int c, int64_t rounds,
          (splits > 1 ? TRL_DIRECT_SPLIT_COST : 0.0);
 }
 
+/* Parks the launch `g` for m rows where its CTAs' whole shares fit in
+ * shared memory at the CTAs per SM it already has: then nothing of the
+ * decode is left after griddepcontrol.wait but the MMAs (docs/TUNING.md,
+ * "the parked form"). MUL1 parks in the affine form (fp16 1024 + S, two
+ * bytes a weight), its int8 form's four-byte operands being twice the
+ * size; 3INST/MCG park W_hat. */
+static inline void trl_direct_park(int64_t m, trl_direct_grid *g) {
+  g->park = 0;
+  if (g->ctas_per_sm < 1)
+    return;
+  const int var = g->var == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : g->var;
+  const trl_direct_smem s =
+      trl_direct_smem_layout(var, (int)m, g->kt_cta, g->rounds, 1);
+  if (s.bytes > TRL_DIRECT_MAX_SMEM ||
+      (size_t)g->ctas_per_sm * (s.bytes + 1024) > 228 * 1024)
+    return;
+  g->park = 1;
+  g->var = var;
+  g->smem_bytes = s.bytes;
+}
+
 /* The launch for m rows of a k x n layer on sm_count SMs, `regs`
  * registers per thread for its variant (0: the launch bounds' cap) and
  * clusters of up to max_cluster CTAs (exactly `force` where that fits;
@@ -185,7 +225,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
                                    trl_direct_grid *out) {
   const int64_t kblocks = k / 128, groups = n / 128;
   const int var = trl_direct_var(cb, m);
-  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0};
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   *out = none;
   if (m < 1 || m > TRL_DIRECT_MAX_M)
     return 0;
@@ -217,7 +257,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
         continue;
       int64_t rounds = (groups + q - 1) / q;
       trl_direct_smem s =
-          trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
+          trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds, 0);
       int ctas = 0; /* CTAs per SM its shared memory allows */
       for (int t = reg_ctas; t >= 1 && ctas == 0; --t)
         if (s.bytes <= TRL_DIRECT_MAX_SMEM &&
@@ -235,7 +275,8 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
         if (q < 1)
           continue;
         rounds = (groups + q - 1) / q;
-        s = trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds);
+        s = trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds,
+                                   0);
         if (s.bytes > TRL_DIRECT_MAX_SMEM)
           continue;
       }

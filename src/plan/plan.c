@@ -99,8 +99,10 @@ static int plan_decide(const trellis_plan *plan, int64_t m, trl_decision *d) {
 #define TRL_DIRECT_SPLITS_LIMIT TRL_DIRECT_MAX_SPLITS
 #endif
 
-/* trl_direct_test_clusters's and trl_direct_test_splits's (tests only) */
+/* trl_direct_test_clusters's, trl_direct_test_splits's and
+ * trl_direct_test_park's (tests only) */
 static int test_max_cluster, test_force_cluster, test_max_splits;
+static int test_park = -1;
 
 void trl_direct_test_clusters(int max_cluster, int force_cluster) {
   test_max_cluster = max_cluster;
@@ -108,6 +110,8 @@ void trl_direct_test_clusters(int max_cluster, int force_cluster) {
 }
 
 void trl_direct_test_splits(int max_splits) { test_max_splits = max_splits; }
+
+void trl_direct_test_park(int park) { test_park = park; }
 
 /* The register-direct kernel, where the plan may run it
  * (trl_path_direct_eligible): its variants' attributes are set here, and
@@ -125,6 +129,7 @@ static trellis_status plan_direct(trellis_plan *p) {
   p->lp.direct_force_cluster = test_force_cluster;
   p->lp.direct_max_splits =
       test_max_splits > 0 ? test_max_splits : TRL_DIRECT_SPLITS_LIMIT;
+  p->lp.direct_park = test_park >= 0 ? test_park : TRL_DIRECT_PARK;
   /* the variants of 1 and of TRL_DIRECT_MAX_M rows (one for 3INST/MCG,
    * MUL1's int8 and affine forms) */
   const int vars[2] = {trl_direct_var(cb, 1),
@@ -147,7 +152,8 @@ static trellis_status plan_direct(trellis_plan *p) {
       const int rounds = (int)((p->w.n / 128 + q - 1) / q);
       const int m_max =
           var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M : TRL_DIRECT_MAX_M;
-      const size_t smem = trl_direct_smem_layout(var, m_max, kt, rounds).bytes;
+      const size_t smem =
+          trl_direct_smem_layout(var, m_max, kt, rounds, 0).bytes;
       if (smem > TRL_DIRECT_MAX_SMEM)
         continue;
       int *active = &p->lp.direct_active[var][c];

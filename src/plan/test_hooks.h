@@ -17,6 +17,11 @@ void trl_direct_test_clusters(int max_cluster, int force_cluster);
  * generic path in plans created from now on: at most max_splits (1: none;
  * 0: its own limit). */
 void trl_direct_test_splits(int max_splits);
+/* The register-direct kernel's parked form in plans created from now on:
+ * where it fits (1), never (0) or as the build says (-1, the default:
+ * TRL_DIRECT_PARK, off). Lets the tests run both kernels on the same
+ * shapes. */
+void trl_direct_test_park(int park);
 
 #ifdef __cplusplus
 }

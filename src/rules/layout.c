@@ -144,13 +144,17 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
                                               : TRL_DIRECT_MAX_CLUSTER;
   if (max_cluster > TRL_DIRECT_MAX_CLUSTER)
     max_cluster = TRL_DIRECT_MAX_CLUSTER;
-  return trl_direct_shape(
-      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var], max_cluster,
-      p->direct_force_cluster, p->direct_active[var],
-      path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
-          ? p->direct_max_splits
-          : 1,
-      out);
+  if (!trl_direct_shape(p->k, p->n, m, p->codebook, p->sm_count,
+                        p->direct_regs[var], max_cluster,
+                        p->direct_force_cluster, p->direct_active[var],
+                        path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
+                            ? p->direct_max_splits
+                            : 1,
+                        out))
+    return 0;
+  if (p->direct_park)
+    trl_direct_park(m, out);
+  return 1;
 }
 
 int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,

@@ -44,6 +44,7 @@ typedef struct trl_layout_params {
   int direct_regs[3]; /* per TRL_DIRECT_* multiply */
   int direct_max_cluster, direct_force_cluster;
   int direct_max_splits; /* k-splits across clusters, generic path (0: 1) */
+  int direct_park;       /* the parked form where it fits (TRL_DIRECT_PARK) */
   int direct_active[3][TRL_DIRECT_MAX_CLUSTER + 1];
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
