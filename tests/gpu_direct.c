@@ -4,7 +4,8 @@
  * with NaN-poisoned outputs, every cluster size (forced by the test hook),
  * several rounds per cluster, every dtype pair, and the graph contract:
  * a capture without workspace whose replays equal the eager run bit for
- * bit. Exits 77 (skipped) without a GPU. */
+ * bit; the parked form (small layers) and the streaming one (the test
+ * hook) alike. Exits 77 (skipped) without a GPU. */
 #include "gpu_util.h"
 
 #include "plan/plan_internal.h"
@@ -39,13 +40,29 @@ static void check_layer(const gw *w, int64_t m, uint64_t seed,
   free(ref);
 }
 
+/* How plan g runs m rows (from the decision record run executes): 0 not
+ * on the register-direct kernel, 1 its streaming form, 2 its parked one. */
+static int direct_form(const grun *g, int64_t m) {
+  trl_decision d;
+  assert_true(trl_decide(&g->plan->pp, &g->plan->lp, m, &d));
+  if (d.family != TRL_FAMILY_DIRECT)
+    return 0;
+  return d.layout.direct_grid.park ? 2 : 1;
+}
+
+static int parked_at(const grun *g, int64_t m) {
+  return direct_form(g, m) == 2;
+}
+
 /* Every integer rate of the three EXL3 codebooks, with legacy signs and
- * bias on some, on two small layers (5 and 2 k-blocks). */
-static void test_every_variant(void **state) {
-  (void)state;
+ * bias on some, on two small layers (5 and 2 k-blocks), in the parked form
+ * (where it fits: every one of these) and the streaming one (the hook). */
+static void every_variant(int park) {
   const trellis_codebook cbs[3] = {TRELLIS_CB_3INST, TRELLIS_CB_MCG,
                                    TRELLIS_CB_MUL1};
   double worst[3] = {0, 0, 0};
+  int parked = 0, runs = 0;
+  trl_direct_test_park(park);
   for (int c = 0; c < 3; ++c)
     for (int bits = 1; bits <= 8; ++bits) {
       gw w;
@@ -63,6 +80,9 @@ static void test_every_variant(void **state) {
         grun g;
         grun_open(&g, &w.w, &d);
         float *y = grun_forward(&g, x, m, 0);
+        const int form = direct_form(&g, m);
+        parked += form == 2;
+        runs += form != 0;
         /* a second run gives the same bits */
         float *y2 = grun_forward(&g, x, m, 0);
         assert_memory_equal(y, y2, (size_t)(m * n) * sizeof(float));
@@ -80,16 +100,26 @@ static void test_every_variant(void **state) {
       }
       gw_free(&w);
     }
-  printf("  worst rel L2: 3inst %.2e, mcg %.2e, mul1 %.2e\n", worst[0],
-         worst[1], worst[2]);
+  trl_direct_test_park(-1);
+  printf("  %s form: worst rel L2: 3inst %.2e, mcg %.2e, mul1 %.2e (%d of %d "
+         "runs parked)\n",
+         park ? "parked" : "streaming", worst[0], worst[1], worst[2], parked,
+         runs);
+  assert_int_equal(parked, park ? runs : 0);
+  assert_true(runs >= 3 * 8 * 6); /* 1..8 rows of every rate and codebook */
+}
+
+static void test_every_variant(void **state) {
+  (void)state;
+  every_variant(1);
+  every_variant(0);
 }
 
 /* Every cluster size from 1 to 16 CTAs (more than the k-blocks: refused
  * by the shape, so the rule's own choice runs), rows the kernel takes and
  * rows above 8 (the other kernels), and a layer of many groups, where each
  * cluster runs several rounds. */
-static void test_cluster_sizes(void **state) {
-  (void)state;
+static void cluster_sizes(void) {
   gw w;
   gw_random(&w, 2048, 1024, 6, TRELLIS_CB_MCG, 0, 1, 2000);
   gw mul1;
@@ -118,10 +148,46 @@ static void test_cluster_sizes(void **state) {
   gw_free(&w);
 }
 
-/* Every input x output dtype on the direct kernel: K6 MCG (fused path),
- * MUL1 at 2 rows (int8) and 7 (affine). */
-static void test_dtypes(void **state) {
+/* ... in both forms (2048x1024 parks at 1..8 rows, 1024x25600 never), and
+ * 128x65536 (512 groups of one k-block: two rounds a CTA), whose parked
+ * tiles hold both rounds. */
+static void test_cluster_sizes(void **state) {
   (void)state;
+  trl_direct_test_park(1);
+  cluster_sizes();
+  trl_direct_test_park(0);
+  cluster_sizes();
+  trl_direct_test_park(1);
+  const trellis_codebook cbs[2] = {TRELLIS_CB_MCG, TRELLIS_CB_MUL1};
+  for (int c = 0; c < 2; ++c) {
+    gw w;
+    gw_random(&w, 128, 65536, 3, cbs[c], 0, 1, 2010 + (uint64_t)c);
+    trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
+    grun g;
+    grun_open(&g, &w.w, &d);
+    const int64_t ms[3] = {1, 4, 8};
+    for (int j = 0; j < 3; ++j) {
+      trl_decision dec;
+      assert_true(trl_decide(&g.plan->pp, &g.plan->lp, ms[j], &dec));
+      printf("  128x65536 K3 %s m %lld: %s, rounds %d\n",
+             trellis_codebook_name(cbs[c]), (long long)ms[j],
+             dec.layout.direct_grid.park ? "parked" : "streaming",
+             dec.layout.direct_grid.rounds);
+      assert_true(dec.layout.direct_grid.park);
+      assert_true(dec.layout.direct_grid.rounds > 1);
+      check_layer(&w, ms[j], 2020 + (uint64_t)(10 * c + j),
+                  "128x65536 K3 rounds");
+    }
+    grun_close(&g);
+    gw_free(&w);
+  }
+  trl_direct_test_park(-1);
+}
+
+/* Every input x output dtype on the direct kernel: K6 MCG (fused path),
+ * MUL1 at 2 rows (int8, or affine where parked) and 7 (affine), in both
+ * forms. */
+static void dtypes(void) {
   gw w;
   gw_random(&w, 1024, 512, 6, TRELLIS_CB_MCG, 0, 1, 4000);
   gu_check_dtype_grid(&w, 3, 4100, TRELLIS_PATH_FUSED);
@@ -132,13 +198,26 @@ static void test_dtypes(void **state) {
   gw_free(&w);
 }
 
+static void test_dtypes(void **state) {
+  (void)state;
+  trl_direct_test_park(1);
+  dtypes();
+  trl_direct_test_park(0);
+  dtypes();
+  trl_direct_test_park(-1);
+}
+
 /* The graph contract: captured with no workspace at all, the output
  * poisoned with NaN before every replay, 100 replays equal the eager run
  * bit for bit. */
-static void capture_replay(const gw *w, int64_t m, uint64_t seed) {
+static void capture_replay_form(const gw *w, int64_t m, uint64_t seed,
+                                int park) {
+  trl_direct_test_park(park);
   trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F16, 0);
   grun g;
   grun_open(&g, &w->w, &d);
+  if (!park)
+    assert_false(parked_at(&g, m));
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   void *x = rand_input(m, w->w.k, TRELLIS_F16, seed);
@@ -151,6 +230,22 @@ static void capture_replay(const gw *w, int64_t m, uint64_t seed) {
   free(eager);
   free(x);
   grun_close(&g);
+  trl_direct_test_park(-1);
+}
+
+/* The graph contract in the streaming form and, where the parked one fits,
+ * in that too; whether it fit. */
+static int capture_replay(const gw *w, int64_t m, uint64_t seed) {
+  trl_direct_test_park(1);
+  trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F16, 0);
+  grun g;
+  grun_open(&g, &w->w, &d);
+  const int parked = parked_at(&g, m);
+  grun_close(&g);
+  capture_replay_form(w, m, seed, 0);
+  if (parked)
+    capture_replay_form(w, m, seed, 1);
+  return parked;
 }
 
 static void test_capture_without_workspace(void **state) {
@@ -161,11 +256,21 @@ static void test_capture_without_workspace(void **state) {
   capture_replay(&w, 1, 5100);
   capture_replay(&w, 4, 5101);
   capture_replay(&w, 8, 5102);
-  capture_replay(&w, 16, 5105); /* the fused cluster kernel: no workspace */
+  capture_replay(&w, 16, 5105); /* the fused cluster kernel */
   gw_free(&w);
   gw_random(&w, 4096, 2048, 4, TRELLIS_CB_MUL1, 0, 1, 5001);
   capture_replay(&w, 2, 5103);
   capture_replay(&w, 7, 5104);
+  gw_free(&w);
+  /* small layers of a tensor-parallel rank: the parked form fits */
+  gw_random(&w, 2048, 4096, 6, TRELLIS_CB_MCG, 0, 1, 5002);
+  assert_true(capture_replay(&w, 1, 5106));
+  assert_true(capture_replay(&w, 4, 5107));
+  assert_true(capture_replay(&w, 8, 5108));
+  gw_free(&w);
+  gw_random(&w, 6144, 1024, 4, TRELLIS_CB_MUL1, 0, 1, 5003);
+  assert_true(capture_replay(&w, 2, 5109));
+  assert_true(capture_replay(&w, 7, 5110));
   gw_free(&w);
   trl_direct_test_splits(0);
 }
@@ -261,11 +366,15 @@ static void test_splits(void **state) {
   assert_true(seen > 0); /* the rule split some of them on this GPU */
 }
 
-/* A chain of layers with dependent launches (gpu_util.h). */
+/* A chain of layers with dependent launches (gpu_util.h), in both forms. */
 static void test_dependent_chain(void **state) {
   (void)state;
-  gu_dependent_chain(2048, 3, TRELLIS_CB_MUL1, 3, 0, TRELLIS_PATH_GENERIC);
-  gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
+  for (int park = 1; park >= 0; --park) {
+    trl_direct_test_park(park);
+    gu_dependent_chain(2048, 3, TRELLIS_CB_MUL1, 3, 0, TRELLIS_PATH_GENERIC);
+    gu_dependent_chain(2048, 6, TRELLIS_CB_MCG, 8, 0, TRELLIS_PATH_FUSED);
+  }
+  trl_direct_test_park(-1);
 }
 
 /* The launch shapes a plan's rules give on this GPU for the bench's
@@ -298,13 +407,14 @@ static void test_print_shapes(void **state) {
                  trellis_codebook_name(cbs[c]), (long long)ms[j]);
           continue;
         }
-        printf("  shape %lldx%lld %s m %lld: var %d cluster %d x %d, "
+        printf("  shape %lldx%lld %s m %lld: %s var %d cluster %d x %d, "
                "splits %d, rounds %d, k-tiles/CTA %d, smem %zu, %d CTA/SM "
                "(regs %d, active %d)\n",
                (long long)shapes[i][0], (long long)shapes[i][1],
-               trellis_codebook_name(cbs[c]), (long long)ms[j], g.var,
-               g.cluster, g.clusters, g.splits, g.rounds, g.kt_cta,
-               g.smem_bytes, g.ctas_per_sm, plan->lp.direct_regs[g.var],
+               trellis_codebook_name(cbs[c]), (long long)ms[j],
+               g.park ? "parked" : "streaming", g.var, g.cluster, g.clusters,
+               g.splits, g.rounds, g.kt_cta, g.smem_bytes, g.ctas_per_sm,
+               plan->lp.direct_regs[g.var],
                plan->lp.direct_active[g.var][g.cluster]);
       }
       if (i == 0) /* what the cluster query said, every size */

@@ -296,6 +296,84 @@ static void test_direct_splits(void **state) {
   assert_true(split_seen);
 }
 
+/* The parked form (trl_direct_park): taken where the CTA's whole share
+ * fits in shared memory at the CTAs per SM the shape chose: the small
+ * layers of a tensor-parallel rank, 3INST/MCG and MUL1 (whose int8 form
+ * parks as the affine one) at 1..8 rows, not the large ones; the park
+ * area holds 512 bytes per n-tile of every k-tile and round, no warps'
+ * sums; the layout parks only where its parameters say so (off by
+ * default: measured slower). */
+static void test_direct_park(void **state) {
+  (void)state;
+  const struct {
+    int64_t k, n;
+    int parks;
+  } shapes[] = {{2048, 4096, 1}, {6144, 1024, 1},  {512, 6144, 1},
+                {1024, 4096, 1}, {4096, 4096, 0},  {8192, 1024, 0},
+                {8192, 8192, 0}, {8192, 28672, 0}, {28672, 8192, 0}};
+  const trellis_codebook cbs[3] = {TRELLIS_CB_3INST, TRELLIS_CB_MCG,
+                                   TRELLIS_CB_MUL1};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+    for (int c = 0; c < 3; ++c)
+      for (int64_t m = 1; m <= 8; ++m) {
+        trl_direct_grid g;
+        assert_true(trl_direct_shape(shapes[i].k, shapes[i].n, m, cbs[c], 132,
+                                     0, 16, 0, NULL, 1, &g));
+        assert_int_equal(g.park, 0); /* the shape alone never parks */
+        const trl_direct_grid streaming = g;
+        trl_direct_park(m, &g);
+        assert_int_equal(g.park, shapes[i].parks);
+        /* the launch is the same but for the form, its multiply and
+         * shared memory */
+        assert_int_equal(g.cluster, streaming.cluster);
+        assert_int_equal(g.clusters, streaming.clusters);
+        assert_int_equal(g.rounds, streaming.rounds);
+        assert_int_equal(g.kt_cta, streaming.kt_cta);
+        assert_int_equal(g.ctas_per_sm, streaming.ctas_per_sm);
+        if (!g.park) {
+          assert_int_equal(g.var, streaming.var);
+          assert_int_equal(g.smem_bytes, streaming.smem_bytes);
+          continue;
+        }
+        assert_int_equal(g.var, cbs[c] == TRELLIS_CB_MUL1 ? TRL_DIRECT_AFFINE
+                                                          : TRL_DIRECT_HALVES);
+        const trl_direct_smem s =
+            trl_direct_smem_layout(g.var, (int)m, g.kt_cta, g.rounds, 1);
+        assert_int_equal(s.wbufs, 0);
+        assert_int_equal(s.bytes - s.off_park,
+                         (size_t)g.rounds * g.kt_cta * 8 * 512);
+        assert_true(s.off_park >= s.off_cbuf);
+        assert_int_equal(g.smem_bytes, s.bytes);
+        assert_true(g.smem_bytes <= TRL_DIRECT_MAX_SMEM);
+        assert_true((size_t)g.ctas_per_sm * (g.smem_bytes + 1024) <=
+                    228 * 1024);
+      }
+  /* 2048x4096 at one row: 8 CTAs a cluster, 16 k-tiles each, one round:
+   * 64 KiB of tiles */
+  trl_direct_grid g;
+  assert_true(trl_direct_shape(2048, 4096, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
+                               NULL, 1, &g));
+  trl_direct_park(1, &g);
+  assert_true(g.park);
+  assert_int_equal(g.kt_cta, 16);
+  assert_true(g.smem_bytes > 64 * 1024 && g.smem_bytes < 80 * 1024);
+
+  /* through the layout, and the hook's off switch */
+  trl_layout_params p = params(2048, 4096);
+  p.direct = 1;
+  p.rate = 12;
+  p.codebook = TRELLIS_CB_MCG;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &g));
+  assert_int_equal(g.park, 0);
+  p.direct_park = 1;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &g));
+  assert_int_equal(g.park, 1);
+  p.codebook = TRELLIS_CB_MUL1;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_GENERIC, 1, &g));
+  assert_int_equal(g.park, 1);
+  assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+}
+
 /* How many rounds of warp sums the register-direct kernel keeps: two
  * where there is a next round and at most 4 rows, and shared memory for
  * them. */
@@ -306,9 +384,9 @@ static void test_direct_sum_buffers(void **state) {
   assert_int_equal(trl_direct_wbufs(5, 7), 1);
   assert_int_equal(trl_direct_wbufs(1, 1), 1);
   const trl_direct_smem one =
-      trl_direct_smem_layout(TRL_DIRECT_HALVES, 4, 64, 1);
+      trl_direct_smem_layout(TRL_DIRECT_HALVES, 4, 64, 1, 0);
   const trl_direct_smem two =
-      trl_direct_smem_layout(TRL_DIRECT_HALVES, 4, 64, 2);
+      trl_direct_smem_layout(TRL_DIRECT_HALVES, 4, 64, 2, 0);
   assert_int_equal(one.wbufs, 1);
   assert_int_equal(two.wbufs, 2);
   assert_int_equal(two.off_cbuf - two.off_wpart,
@@ -637,6 +715,7 @@ int main(void) {
       cmocka_unit_test(test_direct_variants),
       cmocka_unit_test(test_direct_shape),
       cmocka_unit_test(test_direct_splits),
+      cmocka_unit_test(test_direct_park),
       cmocka_unit_test(test_direct_sum_buffers),
       cmocka_unit_test(test_fused_local_rotation),
       cmocka_unit_test(test_fused_rotation_ahead),
