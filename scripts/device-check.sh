@@ -368,7 +368,7 @@ if [ "$what" != python ] && command -v cuobjdump >/dev/null; then
     cuobjdump -sass "$obj" >"$OUT/direct_k6.sass" 2>/dev/null
   done
   sass_mix=$(sass_count "$OUT/gemm_k6.sass" 'dq_gemm_kernelILi6ELi1ELi1ELb0E')
-  direct_mix=$(sass_count "$OUT/direct_k6.sass" 'direct_kernelILi12ELi1ELi0ELi1E')
+  direct_mix=$(sass_count "$OUT/direct_k6.sass" 'direct_kernelILi12ELi1ELi0EEEv')
 fi
 
 echo "================ summary ================"
@@ -383,7 +383,7 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   printf '  %s\n' "${san_lines[@]}"
 fi
 [ -n "$sass_mix" ] && echo "SASS dq_gemm_kernel<6,MCG,1,fp16>: $sass_mix"
-[ -n "$direct_mix" ] && echo "SASS direct_kernel<12,MCG,halves,1>: $direct_mix"
+[ -n "$direct_mix" ] && echo "SASS direct_kernel<12,MCG,halves>: $direct_mix"
 if [ "$what" != python ]; then
   echo "demo (rc $demo_rc):"
   sed 's/^/  /' "$OUT/demo.txt" | tail -12
