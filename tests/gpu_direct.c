@@ -148,9 +148,8 @@ static void cluster_sizes(void) {
   gw_free(&w);
 }
 
-/* ... in both forms (2048x1024 parks at 1..8 rows, 1024x25600 never), and
- * 128x65536 (512 groups of one k-block: two rounds a CTA), whose parked
- * tiles hold both rounds. */
+/* ... in both forms (1024x25600 never parks), and 128x32768 (256 groups
+ * of one k-block: two rounds a CTA), whose parked tiles hold both rounds. */
 static void test_cluster_sizes(void **state) {
   (void)state;
   trl_direct_test_park(1);
@@ -161,7 +160,7 @@ static void test_cluster_sizes(void **state) {
   const trellis_codebook cbs[2] = {TRELLIS_CB_MCG, TRELLIS_CB_MUL1};
   for (int c = 0; c < 2; ++c) {
     gw w;
-    gw_random(&w, 128, 65536, 3, cbs[c], 0, 1, 2010 + (uint64_t)c);
+    gw_random(&w, 128, 32768, 3, cbs[c], 0, 1, 2010 + (uint64_t)c);
     trellis_plan_desc d = gu_desc(16, TRELLIS_F16, TRELLIS_F32, 0);
     grun g;
     grun_open(&g, &w.w, &d);
@@ -169,14 +168,14 @@ static void test_cluster_sizes(void **state) {
     for (int j = 0; j < 3; ++j) {
       trl_decision dec;
       assert_true(trl_decide(&g.plan->pp, &g.plan->lp, ms[j], &dec));
-      printf("  128x65536 K3 %s m %lld: %s, rounds %d\n",
+      printf("  128x32768 K3 %s m %lld: %s, rounds %d\n",
              trellis_codebook_name(cbs[c]), (long long)ms[j],
              dec.layout.direct_grid.park ? "parked" : "streaming",
              dec.layout.direct_grid.rounds);
       assert_true(dec.layout.direct_grid.park);
       assert_true(dec.layout.direct_grid.rounds > 1);
       check_layer(&w, ms[j], 2020 + (uint64_t)(10 * c + j),
-                  "128x65536 K3 rounds");
+                  "128x32768 K3 rounds");
     }
     grun_close(&g);
     gw_free(&w);
@@ -262,15 +261,23 @@ static void test_capture_without_workspace(void **state) {
   capture_replay(&w, 2, 5103);
   capture_replay(&w, 7, 5104);
   gw_free(&w);
-  /* small layers of a tensor-parallel rank: the parked form fits */
-  gw_random(&w, 2048, 4096, 6, TRELLIS_CB_MCG, 0, 1, 5002);
+  /* small layers of a tensor-parallel rank: the parked form fits 512x6144
+   * (clusters of 2), and 6144x1024 where clusters of 16 fit this GPU at
+   * one CTA per SM; 2048x4096 never (127 KB of tiles an SM) */
+  gw_random(&w, 512, 6144, 6, TRELLIS_CB_MCG, 0, 1, 5002);
   assert_true(capture_replay(&w, 1, 5106));
   assert_true(capture_replay(&w, 4, 5107));
   assert_true(capture_replay(&w, 8, 5108));
   gw_free(&w);
-  gw_random(&w, 6144, 1024, 4, TRELLIS_CB_MUL1, 0, 1, 5003);
+  gw_random(&w, 512, 6144, 4, TRELLIS_CB_MUL1, 0, 1, 5003);
   assert_true(capture_replay(&w, 2, 5109));
   assert_true(capture_replay(&w, 7, 5110));
+  gw_free(&w);
+  gw_random(&w, 6144, 1024, 4, TRELLIS_CB_MUL1, 0, 1, 5004);
+  capture_replay(&w, 2, 5111);
+  gw_free(&w);
+  gw_random(&w, 2048, 4096, 6, TRELLIS_CB_MCG, 0, 1, 5005);
+  assert_false(capture_replay(&w, 1, 5112));
   gw_free(&w);
   trl_direct_test_splits(0);
 }

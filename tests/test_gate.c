@@ -296,19 +296,22 @@ static void test_direct_splits(void **state) {
   assert_true(split_seen);
 }
 
-/* The parked form (trl_direct_park): taken where the CTA's whole share
- * fits in shared memory at the CTAs per SM the shape chose: the small
- * layers of a tensor-parallel rank, 3INST/MCG and MUL1 (whose int8 form
- * parks as the affine one) at 1..8 rows, not the large ones; the park
- * area holds 512 bytes per n-tile of every k-tile and round, no warps'
- * sums; the layout parks only where its parameters say so (off by
- * default: measured slower). */
+/* The parked form's shape (trl_direct_park_shape): one CTA of the layer
+ * per SM at most and at most half an SM's shared memory a CTA, so the next
+ * launch's CTAs find room; it fits the small layers of a tensor-parallel
+ * rank (512x6144, 6144x1024, 1024x4096: their decoded fp16 tiles spread
+ * over 132 SMs take under half of each), not 2048x4096 (127 KB an SM) nor
+ * the large ones; 3INST/MCG park W_hat, MUL1 (whose int8 form parks as the
+ * affine one) 1024 + S, at 1..8 rows; the park area holds 512 bytes per
+ * n-tile of every k-tile and round, no warps' sums; the layout parks only
+ * where its parameters say so (off by default) and otherwise takes the
+ * streaming shape. */
 static void test_direct_park(void **state) {
   (void)state;
   const struct {
     int64_t k, n;
     int parks;
-  } shapes[] = {{2048, 4096, 1}, {6144, 1024, 1},  {512, 6144, 1},
+  } shapes[] = {{2048, 4096, 0}, {6144, 1024, 1},  {512, 6144, 1},
                 {1024, 4096, 1}, {4096, 4096, 0},  {8192, 1024, 0},
                 {8192, 8192, 0}, {8192, 28672, 0}, {28672, 8192, 0}};
   const trellis_codebook cbs[3] = {TRELLIS_CB_3INST, TRELLIS_CB_MCG,
@@ -316,27 +319,24 @@ static void test_direct_park(void **state) {
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
     for (int c = 0; c < 3; ++c)
       for (int64_t m = 1; m <= 8; ++m) {
-        trl_direct_grid g;
-        assert_true(trl_direct_shape(shapes[i].k, shapes[i].n, m, cbs[c], 132,
-                                     0, 16, 0, NULL, 1, &g));
-        assert_int_equal(g.park, 0); /* the shape alone never parks */
-        const trl_direct_grid streaming = g;
-        trl_direct_park(m, &g);
-        assert_int_equal(g.park, shapes[i].parks);
-        /* the launch is the same but for the form, its multiply and
-         * shared memory */
-        assert_int_equal(g.cluster, streaming.cluster);
-        assert_int_equal(g.clusters, streaming.clusters);
-        assert_int_equal(g.rounds, streaming.rounds);
-        assert_int_equal(g.kt_cta, streaming.kt_cta);
-        assert_int_equal(g.ctas_per_sm, streaming.ctas_per_sm);
-        if (!g.park) {
-          assert_int_equal(g.var, streaming.var);
-          assert_int_equal(g.smem_bytes, streaming.smem_bytes);
+        const int64_t k = shapes[i].k, n = shapes[i].n;
+        trl_direct_grid g, streaming;
+        assert_true(trl_direct_shape(k, n, m, cbs[c], 132, 0, 16, 0, NULL, 1,
+                                     &streaming));
+        assert_int_equal(streaming.park, 0); /* the shape alone never parks */
+        const int parks =
+            trl_direct_park_shape(k, n, m, cbs[c], 132, 16, 0, NULL, 1, &g);
+        assert_int_equal(parks, shapes[i].parks);
+        assert_int_equal(g.park, parks);
+        if (!parks)
           continue;
-        }
         assert_int_equal(g.var, cbs[c] == TRELLIS_CB_MUL1 ? TRL_DIRECT_AFFINE
                                                           : TRL_DIRECT_HALVES);
+        assert_int_equal(g.ctas_per_sm, 1);
+        assert_true((int64_t)g.cluster * g.clusters <= 132);
+        assert_int_equal(g.splits, 1);
+        assert_true((int64_t)g.kt_cta * 16 * g.cluster >= k);
+        assert_true((int64_t)g.rounds * g.clusters >= n / 128);
         const trl_direct_smem s =
             trl_direct_smem_layout(g.var, (int)m, g.kt_cta, g.rounds, 1);
         assert_int_equal(s.wbufs, 0);
@@ -344,27 +344,48 @@ static void test_direct_park(void **state) {
                          (size_t)g.rounds * g.kt_cta * 8 * 512);
         assert_true(s.off_park >= s.off_cbuf);
         assert_int_equal(g.smem_bytes, s.bytes);
-        assert_true(g.smem_bytes <= TRL_DIRECT_MAX_SMEM);
-        assert_true((size_t)g.ctas_per_sm * (g.smem_bytes + 1024) <=
-                    228 * 1024);
+        assert_true(2 * (g.smem_bytes + 1024) <= 228 * 1024);
       }
-  /* 2048x4096 at one row: 8 CTAs a cluster, 16 k-tiles each, one round:
+  /* 512x6144 at one row: clusters of 2 CTAs, 16 k-tiles each, one round:
    * 64 KiB of tiles */
   trl_direct_grid g;
-  assert_true(trl_direct_shape(2048, 4096, 1, TRELLIS_CB_MCG, 132, 0, 16, 0,
-                               NULL, 1, &g));
-  trl_direct_park(1, &g);
-  assert_true(g.park);
+  assert_true(trl_direct_park_shape(512, 6144, 1, TRELLIS_CB_MCG, 132, 16, 0,
+                                    NULL, 1, &g));
+  assert_int_equal(g.cluster, 2);
+  assert_int_equal(g.clusters, 48);
   assert_int_equal(g.kt_cta, 16);
-  assert_true(g.smem_bytes > 64 * 1024 && g.smem_bytes < 80 * 1024);
+  assert_true(g.smem_bytes > 64 * 1024 && g.smem_bytes < 70 * 1024);
+  /* the clusters that fit: at most half of those active at two CTAs per
+   * SM; a size that does not fit is skipped; a forced size is kept */
+  int act[TRL_DIRECT_MAX_CLUSTER + 1];
+  for (int c = 0; c <= TRL_DIRECT_MAX_CLUSTER; ++c)
+    act[c] = 40;
+  act[2] = -1;
+  assert_true(trl_direct_park_shape(512, 6144, 1, TRELLIS_CB_MCG, 132, 16, 0,
+                                    act, 1, &g));
+  assert_int_equal(g.cluster, 4); /* clusters of 4 in 3 rounds */
+  assert_int_equal(g.clusters, 20);
+  assert_int_equal(g.rounds, 3);
+  assert_false(trl_direct_park_shape(512, 6144, 1, TRELLIS_CB_MCG, 132, 16, 2,
+                                     act, 1, &g));
+  /* 6144x1024 on the generic path may split k across clusters */
+  for (int c = 0; c <= TRL_DIRECT_MAX_CLUSTER; ++c)
+    act[c] = c >= 8 ? 8 : 66; /* large clusters scarce */
+  assert_false(trl_direct_park_shape(6144, 1024, 1, TRELLIS_CB_MCG, 132, 16, 0,
+                                     act, 1, &g));
+  assert_true(trl_direct_park_shape(6144, 1024, 1, TRELLIS_CB_MCG, 132, 16, 0,
+                                    act, TRL_DIRECT_MAX_SPLITS, &g));
+  assert_true(g.splits > 1);
+  assert_true((int64_t)g.cluster * g.clusters <= 132);
 
   /* through the layout, and the hook's off switch */
-  trl_layout_params p = params(2048, 4096);
+  trl_layout_params p = params(512, 6144);
   p.direct = 1;
   p.rate = 12;
   p.codebook = TRELLIS_CB_MCG;
-  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &g));
-  assert_int_equal(g.park, 0);
+  trl_direct_grid streaming;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &streaming));
+  assert_int_equal(streaming.park, 0);
   p.direct_park = 1;
   assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &g));
   assert_int_equal(g.park, 1);
@@ -372,6 +393,16 @@ static void test_direct_park(void **state) {
   assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_GENERIC, 1, &g));
   assert_int_equal(g.park, 1);
   assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+  /* where it does not fit, the streaming shape */
+  p = params(2048, 4096);
+  p.direct = 1;
+  p.rate = 12;
+  p.codebook = TRELLIS_CB_MCG;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &streaming));
+  p.direct_park = 1;
+  assert_true(trl_layout_direct_grid(&p, TRELLIS_PATH_FUSED, 1, &g));
+  assert_int_equal(g.park, 0);
+  assert_memory_equal(&g, &streaming, sizeof g);
 }
 
 /* How many rounds of warp sums the register-direct kernel keeps: two

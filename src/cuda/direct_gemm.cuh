@@ -941,14 +941,14 @@ park_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], uint32_t dst) {
   }
 }
 
-/* The parked form (trl_direct_park chooses it: the CTA's whole share fits
- * in shared memory). Before griddepcontrol.wait, while the previous kernel
- * finishes, every warp decodes its groups as direct_kernel would stream
- * them and parks the tiles, [round][k-tile][n-tile]; after it, x is staged
- * and warp w multiplies n-tile w over every k-tile of the CTA's share (one
- * MMA a tile, four accumulators added in a fixed order), so its sums are
- * the CTA's: they go straight to cbuf, and the cluster's reduction is
- * direct_kernel's. */
+/* The parked form (trl_direct_park_shape shapes it: the CTA's whole share
+ * fits in half an SM's shared memory, one CTA of the layer per SM). Before
+ * griddepcontrol.wait, while the previous kernel finishes, every warp decodes
+ * its groups as direct_kernel would stream them and parks the tiles,
+ * [round][k-tile][n-tile]; after it, x is staged and warp w multiplies n-tile w
+ * over every k-tile of the CTA's share (one MMA a tile, four accumulators added
+ * in a fixed order), so its sums are the CTA's: they go straight to cbuf, and
+ * the cluster's reduction is direct_kernel's. */
 template <int H, int CB, int VAR>
 __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_park_kernel(const Params p) {
@@ -969,6 +969,10 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   const uint32_t base = (uint32_t)__cvta_generic_to_shared(sm.base);
   const uint32_t park = base + sm.off_park;
   const int total = pl.rounds * pl.wlen;
+  /* The next launch may start at once: its CTAs take the room this shape
+   * leaves on every SM (trl_direct_park_shape) and decode before their
+   * wait while this one finishes. */
+  griddep_launch_dependents();
 
   /* 1. Decode the share before the wait: weights depend on nothing the
    * previous kernel writes. */
@@ -1005,7 +1009,6 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   griddep_wait();
   TRL_TL(1);
   stage_x<VAR>(p, sm, pl.b0, pl.b1);
-  griddep_launch_dependents();
   __syncthreads(); /* xs and every warp's parked tiles */
   TRL_TL(2);
 

@@ -186,27 +186,6 @@ TRL_DIRECT_FN double trl_direct_cost(int var, int64_t m, int c, int64_t rounds,
          (splits > 1 ? TRL_DIRECT_SPLIT_COST : 0.0);
 }
 
-/* Parks the launch `g` for m rows where its CTAs' whole shares fit in
- * shared memory at the CTAs per SM it already has: then nothing of the
- * decode is left after griddepcontrol.wait but the MMAs (docs/TUNING.md,
- * "the parked form"). MUL1 parks in the affine form (fp16 1024 + S, two
- * bytes a weight), its int8 form's four-byte operands being twice the
- * size; 3INST/MCG park W_hat. */
-static inline void trl_direct_park(int64_t m, trl_direct_grid *g) {
-  g->park = 0;
-  if (g->ctas_per_sm < 1)
-    return;
-  const int var = g->var == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : g->var;
-  const trl_direct_smem s =
-      trl_direct_smem_layout(var, (int)m, g->kt_cta, g->rounds, 1);
-  if (s.bytes > TRL_DIRECT_MAX_SMEM ||
-      (size_t)g->ctas_per_sm * (s.bytes + 1024) > 228 * 1024)
-    return;
-  g->park = 1;
-  g->var = var;
-  g->smem_bytes = s.bytes;
-}
-
 /* The launch for m rows of a k x n layer on sm_count SMs, `regs`
  * registers per thread for its variant (0: the launch bounds' cap) and
  * clusters of up to max_cluster CTAs (exactly `force` where that fits;
@@ -291,6 +270,66 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
         out->kt_cta = (int)(8 * share);
         out->smem_bytes = s.bytes;
         out->ctas_per_sm = ctas;
+      }
+    }
+  }
+  return best >= 0;
+}
+
+/* The parked form's own shape for m rows (0: none fits): at most one CTA
+ * of the layer per SM and at most half an SM's shared memory a CTA, so
+ * that every SM keeps room for a CTA of the next launch, which then
+ * decodes its share before its griddepcontrol.wait while this one
+ * finishes (docs/TUNING.md, "the parked form"). The clusters, k-splits
+ * and cost are trl_direct_shape's; a cluster size takes at most half the
+ * clusters active[c] says fit at two CTAs per SM. MUL1 parks in the affine
+ * form (fp16 1024 + S, two bytes a weight; the int8 form's operands are
+ * four); 3INST/MCG park W_hat. */
+static inline int trl_direct_park_shape(int64_t k, int64_t n, int64_t m,
+                                        trellis_codebook cb, int sm_count,
+                                        int max_cluster, int force,
+                                        const int *active, int max_splits,
+                                        trl_direct_grid *out) {
+  const int64_t kblocks = k / 128, groups = n / 128;
+  const int var0 = trl_direct_var(cb, m);
+  const int var = var0 == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : var0;
+  const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  *out = none;
+  if (m < 1 || m > TRL_DIRECT_MAX_M)
+    return 0;
+  if (max_splits > TRL_DIRECT_MAX_SPLITS)
+    max_splits = TRL_DIRECT_MAX_SPLITS;
+  double best = -1.0;
+  for (int c = 1; c <= max_cluster && c <= kblocks; c++) {
+    if ((force > 0 && c != force) || (active != NULL && active[c] < 0))
+      continue;
+    for (int sp = 1; sp <= max_splits && (int64_t)sp * c <= kblocks; ++sp) {
+      const int64_t share = (kblocks + (int64_t)sp * c - 1) / ((int64_t)sp * c);
+      int64_t q = (int64_t)sm_count / c; /* one CTA per SM */
+      if (active != NULL && active[c] > 0 && q > active[c] / 2)
+        q = active[c] / 2;
+      q /= sp;
+      if (q > groups)
+        q = groups;
+      if (q < 1)
+        continue;
+      const int64_t rounds = (groups + q - 1) / q;
+      const trl_direct_smem s =
+          trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds, 1);
+      if (2 * (s.bytes + 1024) > 228 * 1024)
+        continue; /* no room left for the next launch's CTA */
+      const double cost = trl_direct_cost(var, m, c, rounds, share, sp);
+      if (best < 0 || cost < best) {
+        best = cost;
+        out->var = var;
+        out->cluster = c;
+        out->clusters = (int)(q * sp);
+        out->splits = sp;
+        out->rounds = (int)rounds;
+        out->kt_cta = (int)(8 * share);
+        out->smem_bytes = s.bytes;
+        out->ctas_per_sm = 1;
+        out->park = 1;
       }
     }
   }

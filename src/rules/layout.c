@@ -144,17 +144,21 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
                                               : TRL_DIRECT_MAX_CLUSTER;
   if (max_cluster > TRL_DIRECT_MAX_CLUSTER)
     max_cluster = TRL_DIRECT_MAX_CLUSTER;
-  if (!trl_direct_shape(p->k, p->n, m, p->codebook, p->sm_count,
-                        p->direct_regs[var], max_cluster,
-                        p->direct_force_cluster, p->direct_active[var],
-                        path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
-                            ? p->direct_max_splits
-                            : 1,
-                        out))
-    return 0;
-  if (p->direct_park)
-    trl_direct_park(m, out);
-  return 1;
+  const int max_splits =
+      path == TRELLIS_PATH_GENERIC && p->direct_max_splits > 1
+          ? p->direct_max_splits
+          : 1;
+  /* the parked form's shape where it fits, else the streaming one's */
+  if (p->direct_park &&
+      trl_direct_park_shape(
+          p->k, p->n, m, p->codebook, p->sm_count, max_cluster,
+          p->direct_force_cluster,
+          p->direct_active[var == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : var],
+          max_splits, out))
+    return 1;
+  return trl_direct_shape(
+      p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var], max_cluster,
+      p->direct_force_cluster, p->direct_active[var], max_splits, out);
 }
 
 int trl_layout_direct_launch(const trl_layout_params *p, trellis_path path,
