@@ -16,7 +16,10 @@ thread 0 of each CTA (median over the CTAs, then over the launches):
   stream  thread 0's warp done streaming (and its rounds' sums), after x
   meet    the cluster met, after the stream
   out     the reduction, rotation and store done, after the meeting
-  period  this launch's end after the previous launch's end"""
+  period  this launch's end after the previous launch's end
+  decoded the parked form: its tiles decoded (before its wait), after the
+          previous launch ended
+  sm2     SMs holding two or more CTAs of the launch"""
 import collections
 import statistics
 import sys
@@ -66,19 +69,25 @@ def show(head, recs):
         start, end = min(t[0]), max(t[6])
         key = '%dx%d m%d (%d CTAs)' % (k, n, m, len(rs))
         d = rows[key]
+        per_sm = collections.Counter((r[2] >> 32) & 0xFFFF for r in rs)
+        d['sm2'].append(sum(1 for v in per_sm.values() if v > 1))
+        parked = any(a and a < b for a, b in zip(t[3], t[1]))
         if prev_end is not None:
+            if parked:
+                d['decoded'].append((med(t[3]) - prev_end) / 1e3)
             d['start'].append((start - prev_end) / 1e3)
             d['wait'].append((med(t[1]) - prev_end) / 1e3)
             d['period'].append((end - prev_end) / 1e3)
         d['x'].append((med(t[2]) - med(t[1])) / 1e3)
         d['first'].append(med([max(0, a - b) for a, b in zip(t[3], t[2]) if a]) / 1e3
-                          if any(t[3]) else 0.0)
+                          if any(t[3]) and not parked else 0.0)
         d['stream'].append((med(t[4]) - med(t[2])) / 1e3)
         d['meet'].append((max(t[5]) - med(t[4])) / 1e3)
         d['out'].append((end - max(t[5])) / 1e3)
         d['whole'].append((end - start) / 1e3)
         prev_end = end
-    cols = ['start', 'wait', 'x', 'first', 'stream', 'meet', 'out', 'whole', 'period']
+    cols = ['start', 'decoded', 'wait', 'x', 'first', 'stream', 'meet', 'out',
+            'whole', 'period', 'sm2']
     print('%-28s %5s ' % ('layer', 'n') + ' '.join('%7s' % c for c in cols))
     for key, d in rows.items():
         print('%-28s %5d ' % (key, len(d['x'])) +
