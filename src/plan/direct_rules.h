@@ -74,15 +74,15 @@ typedef struct trl_direct_smem {
 } trl_direct_smem;
 
 /* The parked form (cuda/direct_gemm.cuh, direct_park_kernel): a CTA whose
- * whole share fits in shared memory decodes it before griddepcontrol.wait
- * into fp16 A-operand tiles (16 n x 16 k, 512 bytes each, a lane's four
- * words side by side); after the wait warp w multiplies n-tile w of every
- * k-tile, so no warps' sums meet. Off by default: on glm-tp4's layers it
- * measured slower than the streaming form (bench/RESULTS.md, "The parked
- * form"); TRL_DIRECT_PARK 1 (a measurement build) makes plans park where
- * it fits, and the tests run it through their hook. */
+ * whole share fits in half an SM's shared memory decodes it before
+ * griddepcontrol.wait into fp16 A-operand tiles (16 n x 16 k, 512 bytes
+ * each, a lane's four words side by side); after the wait warp w
+ * multiplies n-tile w of every k-tile, so no warps' sums meet. Plans take
+ * it where its shape fits (trl_direct_park_shape; bench/RESULTS.md, "The
+ * parked form on its own shape"); TRL_DIRECT_PARK 0 (a measurement build)
+ * never parks, and the tests run both forms through their hook. */
 #ifndef TRL_DIRECT_PARK
-#define TRL_DIRECT_PARK 0
+#define TRL_DIRECT_PARK 1
 #endif
 #define TRL_DIRECT_PARK_TILE_BYTES 512
 

@@ -19,7 +19,7 @@ void trl_direct_test_clusters(int max_cluster, int force_cluster);
 void trl_direct_test_splits(int max_splits);
 /* The register-direct kernel's parked form in plans created from now on:
  * where it fits (1), never (0) or as the build says (-1, the default:
- * TRL_DIRECT_PARK, off). Lets the tests run both kernels on the same
+ * TRL_DIRECT_PARK, on). Lets the tests run both kernels on the same
  * shapes. */
 void trl_direct_test_park(int park);
 
