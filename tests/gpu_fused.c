@@ -172,9 +172,10 @@ static void test_capture_without_workspace(void **state) {
     trellis_buffers_init(&only);
     only.rotated = g.b.rotated;
     only.rotated_bytes = (size_t)(m * w.w.k) * 2;
-    CK(cudaMemcpy(g.dx, x, (size_t)(m * w.w.k) * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpyAsync(g.dx, x, (size_t)(m * w.w.k) * 2, cudaMemcpyHostToDevice,
+                       s));
     const size_t yb = (size_t)(m * w.w.n) * 2;
-    CK(cudaMemset(g.dy, 0xFF, yb));
+    CK(cudaMemsetAsync(g.dy, 0xFF, yb, s));
     OK(trellis_run(g.plan, g.dx, m, g.dy, &only, s));
     CK(cudaStreamSynchronize(s));
     uint16_t *h = malloc(yb);

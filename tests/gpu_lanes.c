@@ -80,7 +80,7 @@ static void check_repack(const trellis_weight *host, cudaStream_t s,
   void *out[2] = {NULL, NULL};
   for (int r = 0; r < 1 + pair; ++r) {
     CK(cudaMalloc(&out[r], d.bytes[r]));
-    CK(cudaMemset(out[r], 0xA5, d.bytes[r]));
+    CK(cudaMemsetAsync(out[r], 0xA5, d.bytes[r], s)); /* ordered on s */
   }
   OK(trellis_weight_repack(&d.w, out[0], out[1], s));
   CK(cudaStreamSynchronize(s));

@@ -115,8 +115,8 @@ static void check_capture(split_set *s, int64_t m) {
   for (int r = 0; r < s->ranks; r++) {
     grun *g = &s->run[r];
     void *x = rand_input(m, s->shard[r].k, TRELLIS_F16, 0x77u + (uint64_t)r);
-    CK(cudaMemcpy(g->dx, x, (size_t)(m * s->shard[r].k) * 2,
-                  cudaMemcpyHostToDevice));
+    CK(cudaMemcpyAsync(g->dx, x, (size_t)(m * s->shard[r].k) * 2,
+                       cudaMemcpyHostToDevice, st));
     free(x);
     ybytes[r] = (size_t)(m * s->shard[r].n) * 4;
     most = ybytes[r] > most ? ybytes[r] : most;

@@ -105,11 +105,16 @@ static inline float *cpu_ref(const trellis_weight *w, const void *x,
   return f;
 }
 
+/* A device copy of `host`, complete when it returns: a copy from pageable
+ * memory may still be in flight after cudaMemcpy returns, and work on a
+ * non-blocking stream is not ordered after the legacy stream's. */
 static inline void *dev_copy(const void *host, size_t bytes) {
   void *d = NULL;
   CK(cudaMalloc(&d, bytes ? bytes : 16));
-  if (bytes)
+  if (bytes) {
     CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+  }
   return d;
 }
 
@@ -194,13 +199,15 @@ static inline void grun_close(grun *g) {
   memset(g, 0, sizeof *g);
 }
 
-/* Uploads x, poisons y with NaN, runs on `stream`, returns y as float. */
+/* Uploads x, poisons y with NaN, runs on `stream`, returns y as float.
+ * The upload and the poison go on `stream` too: a non-blocking stream is
+ * not ordered after the legacy stream's copies and memsets. */
 static inline float *grun_forward(grun *g, const void *x, int64_t m,
                                   cudaStream_t stream) {
   size_t xb = (size_t)(m * g->dw.k) * trellis_dtype_size(g->desc.input_dtype);
   size_t yb = (size_t)(m * g->dw.n) * trellis_dtype_size(g->desc.output_dtype);
-  CK(cudaMemcpy(g->dx, x, xb, cudaMemcpyHostToDevice));
-  CK(cudaMemset(g->dy, 0xFF, yb)); /* NaN in every dtype */
+  CK(cudaMemcpyAsync(g->dx, x, xb, cudaMemcpyHostToDevice, stream));
+  CK(cudaMemsetAsync(g->dy, 0xFF, yb, stream)); /* NaN in every dtype */
   OK(trellis_run(g->plan, g->dx, m, g->dy, &g->b, stream));
   CK(cudaStreamSynchronize(stream));
   void *h = malloc(yb);
@@ -294,7 +301,7 @@ static inline void gu_dependent_chain(int64_t k, int bits, trellis_codebook cb,
   uint16_t *want = malloc(2 * bytes), *got = malloc(2 * bytes);
   void *p = a.dx, *q = a.dy; /* ping-pong: p -> q -> p ... */
 
-  CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
+  CK(cudaMemcpyAsync(p, x, bytes, cudaMemcpyHostToDevice, s));
   gu_chain(layer, &a.b, p, q, m, steps, 1, s);
   CK(cudaMemcpy(want, p, bytes, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(want + m * k, q, bytes, cudaMemcpyDeviceToHost));
@@ -302,8 +309,8 @@ static inline void gu_dependent_chain(int64_t k, int bits, trellis_codebook cb,
   assert_true(tu_all_finite(f, (size_t)(2 * m * k)));
   free(f);
 
-  CK(cudaMemcpy(p, x, bytes, cudaMemcpyHostToDevice));
-  CK(cudaMemset(q, 0xFF, bytes));
+  CK(cudaMemcpyAsync(p, x, bytes, cudaMemcpyHostToDevice, s));
+  CK(cudaMemsetAsync(q, 0xFF, bytes, s));
   gu_chain(layer, &a.b, p, q, m, steps, 0, s);
   CK(cudaStreamSynchronize(s));
   CK(cudaMemcpy(got, p, bytes, cudaMemcpyDeviceToHost));
