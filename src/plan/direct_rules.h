@@ -41,6 +41,12 @@ extern "C" {
  * reserved per CTA). */
 #define TRL_DIRECT_MAX_SMEM (227 * 1024)
 
+/* Whether `ctas` CTAs of `bytes` of shared memory each fit one SM. */
+TRL_DIRECT_FN int trl_direct_smem_fits(size_t bytes, int ctas) {
+  return bytes <= TRL_DIRECT_MAX_SMEM &&
+         (size_t)ctas * (bytes + 1024) <= 228 * 1024;
+}
+
 /* Whether the kernel has the variant: a rate the codebook takes (half
  * rates only with MUL1: format/codebooks.h), the halves only for
  * 3INST/MCG, the affine and int8 forms only for MUL1. */
@@ -148,6 +154,24 @@ static inline int trl_direct_var(trellis_codebook cb, int64_t m) {
   return m <= TRL_DIRECT_INT8_MAX_M ? TRL_DIRECT_INT8 : TRL_DIRECT_AFFINE;
 }
 
+/* The parked form's variant: MUL1 parks in the affine form (fp16 1024 + S,
+ * two bytes a weight; the int8 form's operands are four), 3INST/MCG park
+ * W_hat. */
+static inline int trl_direct_park_var(trellis_codebook cb, int64_t m) {
+  const int var = trl_direct_var(cb, m);
+  return var == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : var;
+}
+
+/* Takes the launch `g` of cost `cost` into *out where it is the cheapest
+ * so far (*best < 0: none yet). */
+static inline void trl_direct_keep(double cost, const trl_direct_grid *g,
+                                   double *best, trl_direct_grid *out) {
+  if (*best < 0 || cost < *best) {
+    *best = cost;
+    *out = *g;
+  }
+}
+
 /* What a k-split across clusters costs beyond its shares, in the cost's
  * units (k-tiles of the busiest warp): the partials' round trip and the
  * finishing launch (docs/TUNING.md, "Register-direct kernel: k-splits
@@ -239,8 +263,7 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
           trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds, 0);
       int ctas = 0; /* CTAs per SM its shared memory allows */
       for (int t = reg_ctas; t >= 1 && ctas == 0; --t)
-        if (s.bytes <= TRL_DIRECT_MAX_SMEM &&
-            (int64_t)t * (int64_t)(s.bytes + 1024) <= 228 * 1024)
+        if (trl_direct_smem_fits(s.bytes, t))
           ctas = t;
       if (ctas == 0)
         continue;
@@ -259,18 +282,11 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
         if (s.bytes > TRL_DIRECT_MAX_SMEM)
           continue;
       }
-      const double cost = trl_direct_cost(var, m, c, rounds, share, sp);
-      if (best < 0 || cost < best) {
-        best = cost;
-        out->var = var;
-        out->cluster = c;
-        out->clusters = (int)(q * sp);
-        out->splits = sp;
-        out->rounds = (int)rounds;
-        out->kt_cta = (int)(8 * share);
-        out->smem_bytes = s.bytes;
-        out->ctas_per_sm = ctas;
-      }
+      const trl_direct_grid g = {var,     c,           (int)(q * sp),
+                                 sp,      (int)rounds, (int)(8 * share),
+                                 s.bytes, ctas,        0};
+      trl_direct_keep(trl_direct_cost(var, m, c, rounds, share, sp), &g, &best,
+                      out);
     }
   }
   return best >= 0;
@@ -282,17 +298,15 @@ static inline int trl_direct_shape(int64_t k, int64_t n, int64_t m,
  * decodes its share before its griddepcontrol.wait while this one
  * finishes (docs/TUNING.md, "the parked form"). The clusters, k-splits
  * and cost are trl_direct_shape's; a cluster size takes at most half the
- * clusters active[c] says fit at two CTAs per SM. MUL1 parks in the affine
- * form (fp16 1024 + S, two bytes a weight; the int8 form's operands are
- * four); 3INST/MCG park W_hat. */
+ * clusters active[c] says fit at two CTAs per SM; the variant is
+ * trl_direct_park_var's. */
 static inline int trl_direct_park_shape(int64_t k, int64_t n, int64_t m,
                                         trellis_codebook cb, int sm_count,
                                         int max_cluster, int force,
                                         const int *active, int max_splits,
                                         trl_direct_grid *out) {
   const int64_t kblocks = k / 128, groups = n / 128;
-  const int var0 = trl_direct_var(cb, m);
-  const int var = var0 == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : var0;
+  const int var = trl_direct_park_var(cb, m);
   const trl_direct_grid none = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   *out = none;
   if (m < 1 || m > TRL_DIRECT_MAX_M)
@@ -316,21 +330,13 @@ static inline int trl_direct_park_shape(int64_t k, int64_t n, int64_t m,
       const int64_t rounds = (groups + q - 1) / q;
       const trl_direct_smem s =
           trl_direct_smem_layout(var, (int)m, (int)(8 * share), (int)rounds, 1);
-      if (2 * (s.bytes + 1024) > 228 * 1024)
+      if (!trl_direct_smem_fits(s.bytes, 2))
         continue; /* no room left for the next launch's CTA */
-      const double cost = trl_direct_cost(var, m, c, rounds, share, sp);
-      if (best < 0 || cost < best) {
-        best = cost;
-        out->var = var;
-        out->cluster = c;
-        out->clusters = (int)(q * sp);
-        out->splits = sp;
-        out->rounds = (int)rounds;
-        out->kt_cta = (int)(8 * share);
-        out->smem_bytes = s.bytes;
-        out->ctas_per_sm = 1;
-        out->park = 1;
-      }
+      const trl_direct_grid g = {var,     c,           (int)(q * sp),
+                                 sp,      (int)rounds, (int)(8 * share),
+                                 s.bytes, 1,           1};
+      trl_direct_keep(trl_direct_cost(var, m, c, rounds, share, sp), &g, &best,
+                      out);
     }
   }
   return best >= 0;

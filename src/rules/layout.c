@@ -153,8 +153,8 @@ int trl_layout_direct_grid(const trl_layout_params *p, trellis_path path,
       trl_direct_park_shape(
           p->k, p->n, m, p->codebook, p->sm_count, max_cluster,
           p->direct_force_cluster,
-          p->direct_active[var == TRL_DIRECT_INT8 ? TRL_DIRECT_AFFINE : var],
-          max_splits, out))
+          p->direct_active[trl_direct_park_var(p->codebook, m)], max_splits,
+          out))
     return 1;
   return trl_direct_shape(
       p->k, p->n, m, p->codebook, p->sm_count, p->direct_regs[var], max_cluster,
