@@ -296,11 +296,13 @@ static int splits_at(const grun *g, int64_t m, size_t *ws) {
 
 /* k split across clusters on the generic path (the rule's choice on this
  * GPU): the clusters' sums in the workspace, added in split order by the
- * finishing launch. Against the CPU reference with NaN-poisoned outputs
- * (bias on, int8 and affine MUL1, MCG), every dtype pair, 100 graph
- * replays equal to the eager run bit for bit, a run without the workspace
- * refused with TRELLIS_ERR_WORKSPACE and nothing launched, and the same
- * layer unsplit (the test hook) within the same bounds. */
+ * finishing launch (or, TRL_DIRECT_LAST_CTA 1, by a CTA that finds every
+ * split's sums tagged with its launch). Against the CPU reference with
+ * NaN-poisoned outputs (bias on, int8 and affine MUL1, MCG), every dtype pair,
+ * 100 graph replays and eager runs over a workspace filled with 0x00, 0xFF,
+ * 0x01 and 0x7F bytes equal to the eager run bit for bit, a run without the
+ * workspace refused with TRELLIS_ERR_WORKSPACE and nothing launched, and the
+ * same layer unsplit (the test hook) within the same bounds. */
 static void test_splits(void **state) {
   (void)state;
   const struct {
@@ -334,11 +336,21 @@ static void test_splits(void **state) {
       if (sp <= 1)
         continue;
       ++seen;
-      assert_true(ws >= (size_t)sp * (size_t)m * (size_t)w.w.n * 4);
+      assert_true(ws >= (size_t)sp * (size_t)m * (size_t)w.w.n *
+                            TRL_DIRECT_PARTIAL_BYTES);
       check_layer(&w, m, 7200 + (uint64_t)(10 * i + j), what);
       void *x = rand_input(m, w.w.k, TRELLIS_F16, 7300 + (uint64_t)j);
       float *eager = grun_forward(&g, x, m, s);
       grun_capture_replay(&g, m, &g.b, s, eager, 100, 1, 9);
+      /* the workspace's contents at entry do not matter (the flags
+       * take the launch's tag): zeros, ones and two other fills */
+      static const int fills[] = {0x00, 0xFF, 0x01, 0x7F};
+      for (size_t f = 0; f < sizeof fills / sizeof fills[0]; ++f) {
+        CK(cudaMemsetAsync(g.b.workspace, fills[f], g.b.workspace_bytes, s));
+        float *again = grun_forward(&g, x, m, s);
+        assert_memory_equal(again, eager, (size_t)(m * w.w.n) * sizeof(float));
+        free(again);
+      }
       /* no workspace: refused before anything is launched */
       trellis_buffers nows = g.b;
       nows.workspace = NULL;

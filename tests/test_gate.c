@@ -285,9 +285,10 @@ static void test_direct_splits(void **state) {
     assert_int_equal(l.workspace_bytes, 0);
     assert_true(trl_layout_compute(&p, TRELLIS_PATH_GENERIC, m, &l));
     assert_true(l.direct);
-    const size_t want = l.direct_grid.splits > 1
-                            ? (size_t)l.direct_grid.splits * m * 8192 * 4
-                            : 0;
+    const size_t want =
+        l.direct_grid.splits > 1
+            ? (size_t)l.direct_grid.splits * m * 8192 * TRL_DIRECT_PARTIAL_BYTES
+            : 0;
     assert_int_equal(l.partial_bytes, want);
     assert_true(l.workspace_bytes >= want);
     assert_int_equal(l.workspace_bytes % TRL_WS_ALIGN, 0);

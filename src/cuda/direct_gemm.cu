@@ -37,13 +37,14 @@ struct FinishParams {
   int splits, out_dtype;
 };
 
-/* The k-splits of a grid split across clusters: their sums added in split
- * order (a fixed order: replays stay bit-identical), rotated, scaled,
- * biased and stored, a warp per token of one 128-column group. A dependent
- * launch of the decode-GEMM: nothing is read before griddep_wait. It lets
- * the next launch start at once, so that launch's CTAs can decode their
- * weights (the parked form) while the decode-GEMM and this kernel run:
- * nothing of theirs before their own wait reads what these write. */
+/* The k-splits of a grid split across clusters (TRL_DIRECT_LAST_CTA 0):
+ * their sums added in split order (a fixed order: replays stay
+ * bit-identical), rotated, scaled, biased and stored, a warp per token of one
+ * 128-column group. A dependent launch of the decode-GEMM: nothing is read
+ * before griddep_wait. It lets the next launch start at once, so that launch's
+ * CTAs can decode their weights (the parked form) while the decode-GEMM and
+ * this kernel run: nothing of theirs before their own wait reads what these
+ * write. */
 __global__ void __launch_bounds__(256) direct_finish_kernel(FinishParams f) {
   griddep_launch_dependents();
   griddep_wait();
@@ -89,7 +90,7 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
   a.stream = (cudaStream_t)stream;
   int err =
       key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook, l->grid.var, a);
-  if (err || l->grid.splits <= 1)
+  if (err || l->grid.splits <= 1 || TRL_DIRECT_LAST_CTA)
     return err;
   trl::direct::FinishParams f;
   f.partial = l->partial;

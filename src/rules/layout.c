@@ -79,8 +79,8 @@ int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
     out->direct_grid = *direct;
     out->splits = out->direct_grid.splits;
     size_t part = 0; /* fp32 [splits][m][n] */
-    if (out->splits > 1 &&
-        !trl_mul3_size((size_t)out->splits * mm, n, 4, &part))
+    if (out->splits > 1 && !trl_mul3_size((size_t)out->splits * mm, n,
+                                          TRL_DIRECT_PARTIAL_BYTES, &part))
       return 0;
     if (!carve(&at, part, &out->partial_off, &out->partial_bytes))
       return 0;
