@@ -71,14 +71,8 @@ __global__ void __launch_bounds__(256) direct_finish_kernel(FinishParams f) {
   load4_f16(f.s_out, col, sc);
   if (f.bias)
     load4_f16(f.bias, col, bs);
-  h128_warp(h, lane);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    h[e] = __fmul_rn(h[e], sc[e]);
-    if (f.bias)
-      h[e] = __fadd_rn(h[e], bs[e]);
-  }
-  store4_from_float((trellis_dtype)f.out_dtype, f.y, tok * f.n + col, h);
+  store_cols(f.y, f.out_dtype, f.n, f.bias != nullptr, h, sc, bs, tok, col,
+             lane);
 }
 
 } // namespace direct

@@ -610,22 +610,29 @@ __device__ __forceinline__ uint32_t launch_tag() {
   return t ? t : 1u;
 }
 
-/* y's four columns col .. col + 3 of token tok from their sums h (the
- * group's 128 across the warp): rotated, scaled by svh (sc), biased (bs),
- * stored. */
-__device__ __forceinline__ void store_out(const Params &p, float (&h)[4],
-                                          const float (&sc)[4],
-                                          const float (&bs)[4], int tok,
-                                          int64_t col, int lane) {
+/* y's four columns col .. col + 3 of token tok (y: [m][n] of out_dtype)
+ * from their sums h (the group's 128 across the warp): rotated, scaled by
+ * svh (sc), biased (bs, where `bias`), stored. */
+__device__ __forceinline__ void store_cols(void *y, int out_dtype, int64_t n,
+                                           bool bias, float (&h)[4],
+                                           const float (&sc)[4],
+                                           const float (&bs)[4], int64_t tok,
+                                           int64_t col, int lane) {
   h128_warp(h, lane);
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     h[e] = __fmul_rn(h[e], sc[e]);
-    if (p.bias)
+    if (bias)
       h[e] = __fadd_rn(h[e], bs[e]);
   }
-  store4_from_float((trellis_dtype)p.out_dtype, p.y, (int64_t)tok * p.n + col,
-                    h);
+  store4_from_float((trellis_dtype)out_dtype, y, tok * n + col, h);
+}
+__device__ __forceinline__ void store_out(const Params &p, float (&h)[4],
+                                          const float (&sc)[4],
+                                          const float (&bs)[4], int tok,
+                                          int64_t col, int lane) {
+  store_cols(p.y, p.out_dtype, p.n, p.bias != nullptr, h, sc, bs, tok, col,
+             lane);
 }
 
 /* TRL_DIRECT_LAST_CTA 1: the k-splits' sums of the CTA's group, each
