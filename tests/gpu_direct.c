@@ -342,8 +342,9 @@ static void test_splits(void **state) {
       void *x = rand_input(m, w.w.k, TRELLIS_F16, 7300 + (uint64_t)j);
       float *eager = grun_forward(&g, x, m, s);
       grun_capture_replay(&g, m, &g.b, s, eager, 100, 1, 9);
-      /* the workspace's contents at entry do not matter (the flags
-       * take the launch's tag): zeros, ones and two other fills */
+      /* the workspace's contents at entry do not matter (a finishing
+       * launch reads only what this one wrote; TRL_DIRECT_LAST_CTA 1: a
+       * partial counts only under this launch's tag): four fills */
       static const int fills[] = {0x00, 0xFF, 0x01, 0x7F};
       for (size_t f = 0; f < sizeof fills / sizeof fills[0]; ++f) {
         CK(cudaMemsetAsync(g.b.workspace, fills[f], g.b.workspace_bytes, s));

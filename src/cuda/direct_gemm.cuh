@@ -98,7 +98,8 @@ struct Params {
   int cluster;    /* CTAs per cluster */
   int clusters;   /* clusters in the grid: splits per group of them */
   int splits;     /* k-splits across clusters (1: none) */
-  float *partial; /* splits > 1: fp32 [splits][m][n], the clusters' sums */
+  float *partial; /* splits > 1: [splits][m][n], the clusters' sums (fp32;
+                   * TRL_DIRECT_LAST_CTA: u64, tag and fp32) */
   int kt_cta;     /* k-tiles of the largest CTA share (shared memory) */
   int rounds;     /* of the busiest cluster (shared memory) */
 #if TRL_DIRECT_TIMELINE
@@ -732,18 +733,17 @@ __device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
           h[0] += v[c].x, h[1] += v[c].y, h[2] += v[c].z, h[3] += v[c].w;
     }
     if (p.splits > 1) { /* one k-split's sums */
+      const int64_t i = ((int64_t)split * p.m + tok) * p.n + col;
 #if TRL_DIRECT_LAST_CTA
       const unsigned long long t = (unsigned long long)launch_tag() << 32;
       ulonglong2 *at = reinterpret_cast<ulonglong2 *>(
-          reinterpret_cast<unsigned long long *>(p.partial) +
-          ((int64_t)split * p.m + tok) * p.n + col);
+          reinterpret_cast<unsigned long long *>(p.partial) + i);
       at[0] =
           make_ulonglong2(t | __float_as_uint(h[0]), t | __float_as_uint(h[1]));
       at[1] =
           make_ulonglong2(t | __float_as_uint(h[2]), t | __float_as_uint(h[3]));
 #else
-      *reinterpret_cast<float4 *>(p.partial +
-                                  ((int64_t)split * p.m + tok) * p.n + col) =
+      *reinterpret_cast<float4 *>(p.partial + i) =
           make_float4(h[0], h[1], h[2], h[3]);
 #endif
     } else {

@@ -361,7 +361,8 @@ typedef struct trl_direct_launch {
   const void *x;
   const uint16_t *s_in, *s_out, *bias;
   void *y;
-  float *partial; /* grid.splits > 1: fp32 [splits][m][n] of workspace */
+  float *partial; /* grid.splits > 1: [splits][m][n] of workspace, each
+                   * TRL_DIRECT_PARTIAL_BYTES */
   int64_t m, k, n;
   int rate; /* half-bits per weight */
   trellis_codebook codebook;

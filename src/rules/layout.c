@@ -78,7 +78,7 @@ int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
     out->direct = 1;
     out->direct_grid = *direct;
     out->splits = out->direct_grid.splits;
-    size_t part = 0; /* fp32 [splits][m][n] */
+    size_t part = 0; /* [splits][m][n], TRL_DIRECT_PARTIAL_BYTES each */
     if (out->splits > 1 && !trl_mul3_size((size_t)out->splits * mm, n,
                                           TRL_DIRECT_PARTIAL_BYTES, &part))
       return 0;
