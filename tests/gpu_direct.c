@@ -296,8 +296,7 @@ static int splits_at(const grun *g, int64_t m, size_t *ws) {
 
 /* k split across clusters on the generic path (the rule's choice on this
  * GPU): the clusters' sums in the workspace, added in split order by the
- * finishing launch (or, TRL_DIRECT_LAST_CTA 1, by a CTA that finds every
- * split's sums tagged with its launch). Against the CPU reference with
+ * finishing launch. Against the CPU reference with
  * NaN-poisoned outputs (bias on, int8 and affine MUL1, MCG), every dtype pair,
  * 100 graph replays and eager runs over a workspace filled with 0x00, 0xFF,
  * 0x01 and 0x7F bytes equal to the eager run bit for bit, a run without the
@@ -336,15 +335,13 @@ static void test_splits(void **state) {
       if (sp <= 1)
         continue;
       ++seen;
-      assert_true(ws >= (size_t)sp * (size_t)m * (size_t)w.w.n *
-                            TRL_DIRECT_PARTIAL_BYTES);
+      assert_true(ws >= (size_t)sp * (size_t)m * (size_t)w.w.n * sizeof(float));
       check_layer(&w, m, 7200 + (uint64_t)(10 * i + j), what);
       void *x = rand_input(m, w.w.k, TRELLIS_F16, 7300 + (uint64_t)j);
       float *eager = grun_forward(&g, x, m, s);
       grun_capture_replay(&g, m, &g.b, s, eager, 100, 1, 9);
-      /* the workspace's contents at entry do not matter (a finishing
-       * launch reads only what this one wrote; TRL_DIRECT_LAST_CTA 1: a
-       * partial counts only under this launch's tag): four fills */
+      /* the workspace's contents at entry do not matter (the finishing
+       * launch reads only what this one wrote): four fills */
       static const int fills[] = {0x00, 0xFF, 0x01, 0x7F};
       for (size_t f = 0; f < sizeof fills / sizeof fills[0]; ++f) {
         CK(cudaMemsetAsync(g.b.workspace, fills[f], g.b.workspace_bytes, s));

@@ -287,7 +287,7 @@ static void test_direct_splits(void **state) {
     assert_true(l.direct);
     const size_t want =
         l.direct_grid.splits > 1
-            ? (size_t)l.direct_grid.splits * m * 8192 * TRL_DIRECT_PARTIAL_BYTES
+            ? (size_t)l.direct_grid.splits * m * 8192 * sizeof(float)
             : 0;
     assert_int_equal(l.partial_bytes, want);
     assert_true(l.workspace_bytes >= want);

@@ -37,7 +37,7 @@ struct FinishParams {
   int splits, out_dtype;
 };
 
-/* The k-splits of a grid split across clusters (TRL_DIRECT_LAST_CTA 0):
+/* The k-splits of a grid split across clusters:
  * their sums added in split order (a fixed order: replays stay
  * bit-identical), rotated, scaled, biased and stored, a warp per token of one
  * 128-column group. A dependent launch of the decode-GEMM: nothing is read
@@ -84,7 +84,7 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
   a.stream = (cudaStream_t)stream;
   int err =
       key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook, l->grid.var, a);
-  if (err || l->grid.splits <= 1 || TRL_DIRECT_LAST_CTA)
+  if (err || l->grid.splits <= 1)
     return err;
   trl::direct::FinishParams f;
   f.partial = l->partial;

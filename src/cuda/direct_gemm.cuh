@@ -31,9 +31,7 @@
  *    On the generic path k may also be split across clusters (splits > 1):
  *    each cluster's sums go to fp32 partials in the workspace and
  *    direct_finish_kernel (direct_gemm.cu) adds them in split order,
- *    rotates, scales, biases and stores y (TRL_DIRECT_LAST_CTA 1: the
- *    partials carry the launch's tag and a CTA that finds all of its
- *    group's does that itself, tagged_out).
+ *    rotates, scales, biases and stores y.
  *    Fixed orders throughout: a replay is bit-identical to the eager run.
  *    No atomics.
  *  - Programmatic dependent launch: the first groups are loaded before
@@ -98,8 +96,7 @@ struct Params {
   int cluster;    /* CTAs per cluster */
   int clusters;   /* clusters in the grid: splits per group of them */
   int splits;     /* k-splits across clusters (1: none) */
-  float *partial; /* splits > 1: [splits][m][n], the clusters' sums (fp32;
-                   * TRL_DIRECT_LAST_CTA: u64, tag and fp32) */
+  float *partial; /* splits > 1: [splits][m][n], the clusters' sums */
   int kt_cta;     /* k-tiles of the largest CTA share (shared memory) */
   int rounds;     /* of the busiest cluster (shared memory) */
 #if TRL_DIRECT_TIMELINE
@@ -602,15 +599,6 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 
-/* TRL_DIRECT_LAST_CTA 1: the launch's tag (never 0, what a reduction
- * leaves), the high word of each tagged partial. */
-__device__ __forceinline__ uint32_t launch_tag() {
-  unsigned long long gid;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(gid));
-  const uint32_t t = (uint32_t)gid;
-  return t ? t : 1u;
-}
-
 /* y's four columns col .. col + 3 of token tok (y: [m][n] of out_dtype)
  * from their sums h (the group's 128 across the warp): rotated, scaled by
  * svh (sc), biased (bs, where `bias`), stored. */
@@ -636,70 +624,11 @@ __device__ __forceinline__ void store_out(const Params &p, float (&h)[4],
              lane);
 }
 
-/* TRL_DIRECT_LAST_CTA 1: the k-splits' sums of the CTA's group, each
- * partial tagged with the launch (launch_tag) in its high word. After
- * every thread's stores, a fence, the CTA's barrier and one fence by
- * thread 0 (the CTA's place in the sequentially consistent order), every
- * warp reads its token's partials of all splits, checks their tags and adds
- * them in split order. The CTA whose fence comes last sees every split's
- * tags; one before it may too (then both store the same y); a CTA that
- * does not see them all stores nothing. The CTA that stores y clears its
- * group's partials (a tag of 0 is never a launch's), so a launch never
- * takes an earlier one's sums, whatever the workspace held at entry. */
-__device__ inline void tagged_out(const Params &p, int64_t col,
-                                  const float (&sc)[4], const float (&bs)[4]) {
-  static_assert(TRL_DIRECT_MAX_M <= kWarps, "one token a warp");
-  const int lane = threadIdx.x & 31, tok = threadIdx.x >> 5;
-  __threadfence(); /* this thread's tagged stores */
-  __syncthreads();
-  if (threadIdx.x == 0)
-    __threadfence();
-  __syncthreads();
-  const unsigned long long tag = (unsigned long long)launch_tag() << 32;
-  const int64_t stride = p.m * p.n;
-  unsigned long long *base =
-      reinterpret_cast<unsigned long long *>(p.partial) + tok * p.n + col;
-  float h[4] = {0.f, 0.f, 0.f, 0.f};
-  int ok = 1;
-  if (tok < p.m) {
-    for (int s0 = 0; s0 < p.splits; s0 += 4) {
-      ulonglong2 v[4][2]; /* four splits' loads in flight, from L2 */
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-        if (s0 + s < p.splits) {
-          const ulonglong2 *at =
-              reinterpret_cast<const ulonglong2 *>(base + (s0 + s) * stride);
-          v[s][0] = __ldcg(at);
-          v[s][1] = __ldcg(at + 1);
-        }
-#pragma unroll
-      for (int s = 0; s < 4; ++s)
-        if (s0 + s < p.splits) {
-          const unsigned long long w[4] = {v[s][0].x, v[s][0].y, v[s][1].x,
-                                           v[s][1].y};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            ok &= (w[e] & 0xFFFFFFFF00000000ull) == tag;
-            h[e] += __uint_as_float((uint32_t)w[e]);
-          }
-        }
-    }
-  }
-  if (!__syncthreads_and(ok) || tok >= p.m)
-    return;
-  for (int s = 0; s < p.splits; ++s) { /* clear: no launch's tag */
-    ulonglong2 *at = reinterpret_cast<ulonglong2 *>(base + s * stride);
-    at[0] = make_ulonglong2(0ull, 0ull);
-    at[1] = make_ulonglong2(0ull, 0ull);
-  }
-  store_out(p, h, sc, bs, tok, col, lane);
-}
-
 /* The cluster's sums of round r (group ng): every CTA's cbuf[r], added in
  * rank order, rotated, scaled, biased and stored by the round's owner CTA
  * (r % cluster). The peers' loads are issued before any is added. Where k
- * is split across clusters the sums go to the partials (tagged_out or
- * direct_finish_kernel adds them). */
+ * is split across clusters the sums go to the partials (direct_finish_kernel
+ * adds them). */
 __device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
                                   int64_t ng, int split) {
   /* not a template, so compiled for every architecture of a fat binary:
@@ -734,26 +663,12 @@ __device__ inline void reduce_out(const Params &p, const Smem &sm, int r,
     }
     if (p.splits > 1) { /* one k-split's sums */
       const int64_t i = ((int64_t)split * p.m + tok) * p.n + col;
-#if TRL_DIRECT_LAST_CTA
-      const unsigned long long t = (unsigned long long)launch_tag() << 32;
-      ulonglong2 *at = reinterpret_cast<ulonglong2 *>(
-          reinterpret_cast<unsigned long long *>(p.partial) + i);
-      at[0] =
-          make_ulonglong2(t | __float_as_uint(h[0]), t | __float_as_uint(h[1]));
-      at[1] =
-          make_ulonglong2(t | __float_as_uint(h[2]), t | __float_as_uint(h[3]));
-#else
       *reinterpret_cast<float4 *>(p.partial + i) =
           make_float4(h[0], h[1], h[2], h[3]);
-#endif
     } else {
       store_out(p, h, sc, bs, tok, col, lane);
     }
   }
-#if TRL_DIRECT_LAST_CTA
-  if (p.splits > 1)
-    tagged_out(p, col, sc, bs);
-#endif
 #else
   (void)p, (void)sm, (void)r, (void)ng, (void)split;
 #endif

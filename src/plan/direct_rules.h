@@ -92,19 +92,6 @@ typedef struct trl_direct_smem {
 #endif
 #define TRL_DIRECT_PARK_TILE_BYTES 512
 
-/* k-splits across clusters (the generic path): by default a second,
- * finishing launch adds the splits' partials in split order and stores y.
- * TRL_DIRECT_LAST_CTA 1 (a measurement build until timed: docs/TUNING.md,
- * "k-splits across clusters") does it in the decode-GEMM itself: each
- * partial carries the launch's tag, and a CTA that finds every split's sums
- * of its group tagged adds them (cuda/direct_gemm.cuh, tagged_out). */
-#ifndef TRL_DIRECT_LAST_CTA
-#define TRL_DIRECT_LAST_CTA 0
-#endif
-/* Bytes of one partial sum: fp32, with the launch's tag beside it where
- * the decode-GEMM adds the splits itself. */
-#define TRL_DIRECT_PARTIAL_BYTES (TRL_DIRECT_LAST_CTA ? 8 : 4)
-
 /* Buffers of the warps' sums for m rows and `rounds` rounds: two (a
  * round's owner warp adds them while the others run the next round) where
  * there is a next round and they stay small, else one (the others wait
@@ -361,8 +348,7 @@ typedef struct trl_direct_launch {
   const void *x;
   const uint16_t *s_in, *s_out, *bias;
   void *y;
-  float *partial; /* grid.splits > 1: [splits][m][n] of workspace, each
-                   * TRL_DIRECT_PARTIAL_BYTES */
+  float *partial; /* grid.splits > 1: [splits][m][n] of workspace */
   int64_t m, k, n;
   int rate; /* half-bits per weight */
   trellis_codebook codebook;

@@ -78,9 +78,9 @@ int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
     out->direct = 1;
     out->direct_grid = *direct;
     out->splits = out->direct_grid.splits;
-    size_t part = 0; /* [splits][m][n], TRL_DIRECT_PARTIAL_BYTES each */
-    if (out->splits > 1 && !trl_mul3_size((size_t)out->splits * mm, n,
-                                          TRL_DIRECT_PARTIAL_BYTES, &part))
+    size_t part = 0; /* [splits][m][n] fp32 */
+    if (out->splits > 1 &&
+        !trl_mul3_size((size_t)out->splits * mm, n, sizeof(float), &part))
       return 0;
     if (!carve(&at, part, &out->partial_off, &out->partial_bytes))
       return 0;
