@@ -786,23 +786,43 @@ timeline_write(const Params &p,
 }
 #endif
 
+/* The end of both kernels: the cluster meets, each CTA adds, rotates and
+ * stores the rounds r with r % cluster equal to its rank (reduce_out), then
+ * stays until every peer has read its sums. tl: the CTA's stamps, written
+ * out where TRL_DIRECT_TIMELINE records them. */
+__device__ __forceinline__ void
+cluster_out(const Params &p, const Smem &sm, const Place &pl, int rank,
+            unsigned long long (&tl)[TRL_TIMELINE_STAMPS]) {
+  TRL_TL(4);
+  cluster_arrive();
+  cluster_wait();
+  TRL_TL(5);
+  for (int r = rank; r < pl.rounds; r += p.cluster)
+    reduce_out(p, sm, r, pl.q + (int64_t)r * pl.vclusters, pl.split);
+  cluster_arrive();
+  cluster_wait();
+  TRL_TL(6);
+#if TRL_DIRECT_TIMELINE
+  timeline_write(p, tl);
+#else
+  (void)tl;
+#endif
+}
+
 template <int H, int CB, int VAR>
 __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   extern __shared__ __align__(16) char smem_raw[];
-#if TRL_DIRECT_TIMELINE
-  unsigned long long tl[TRL_TIMELINE_STAMPS] = {};
+  unsigned long long tl[TRL_TIMELINE_STAMPS] = {}; /* TRL_DIRECT_TIMELINE */
   TRL_TL(0);
-#endif
   constexpr int kStages = trl_direct_stages(H);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = (int)cluster.block_rank();
   const Place pl = place(p, rank, warp);
-  const int64_t q = pl.q, vclusters = pl.vclusters, b0 = pl.b0, b1 = pl.b1;
-  const int split = pl.split, rounds = pl.rounds, w0 = pl.w0, w1 = pl.w1,
-            wlen = pl.wlen;
+  const int64_t b0 = pl.b0, b1 = pl.b1;
+  const int rounds = pl.rounds, w0 = pl.w0, w1 = pl.w1, wlen = pl.wlen;
   const Smem sm = smem_layout<VAR>(smem_raw, (int)p.m, p.kt_cta, p.rounds, 0);
   const int total = TRL_DIRECT_PROBE == 2 ? 0 : rounds * wlen;
   WarpStream<H> ws;
@@ -894,20 +914,8 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
       }
     }
   }
-  /* 4. The cluster's sums: each CTA owns the rounds r with r % cluster
-   * equal to its rank, then stays until every peer has read its sums. */
-  TRL_TL(4);
-  cluster_arrive();
-  cluster_wait();
-  TRL_TL(5);
-  for (int r = rank; r < rounds; r += p.cluster)
-    reduce_out(p, sm, r, q + (int64_t)r * vclusters, split);
-  cluster_arrive();
-  cluster_wait();
-#if TRL_DIRECT_TIMELINE
-  TRL_TL(6);
-  timeline_write(p, tl);
-#endif
+  /* 4. The cluster's sums. */
+  cluster_out(p, sm, pl, rank, tl);
 #endif
 }
 
@@ -973,10 +981,8 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
     direct_park_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1000
   extern __shared__ __align__(16) char smem_raw[];
-#if TRL_DIRECT_TIMELINE
-  unsigned long long tl[TRL_TIMELINE_STAMPS] = {};
+  unsigned long long tl[TRL_TIMELINE_STAMPS] = {}; /* TRL_DIRECT_TIMELINE */
   TRL_TL(0);
-#endif
   constexpr int kStages = trl_direct_stages(H);
   constexpr int kTileB = TRL_DIRECT_PARK_TILE_BYTES;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -1080,18 +1086,7 @@ __global__ void __launch_bounds__(kThreads, TRL_DIRECT_CTAS_PER_SM)
   }
 
   /* 4. The cluster's sums, as direct_kernel's. */
-  TRL_TL(4);
-  cluster_arrive();
-  cluster_wait();
-  TRL_TL(5);
-  for (int r = rank; r < pl.rounds; r += p.cluster)
-    reduce_out(p, sm, r, pl.q + (int64_t)r * pl.vclusters, pl.split);
-  cluster_arrive();
-  cluster_wait();
-#if TRL_DIRECT_TIMELINE
-  TRL_TL(6);
-  timeline_write(p, tl);
-#endif
+  cluster_out(p, sm, pl, rank, tl);
 #endif
 }
 
