@@ -20,8 +20,8 @@ set(TRELLIS_PLAN_SOURCES api_structs.c plan_sizes.c)
 # the GPU host code (CUDA builds), or its CPU-only stand-in
 set(TRELLIS_PLAN_GPU_SOURCES cuda_status.c dense.c device.c fused.c plan.c)
 set(TRELLIS_PLAN_NO_CUDA_SOURCES no_cuda.c)
-set(TRELLIS_CUDA_SOURCES decode_gemm.cu direct_gemm.cu fused_k6.cu lanes.cu
-    reconstruct.cu reconstruct_rate.cu rotate.cu)
+set(TRELLIS_CUDA_SOURCES decode_gemm.cu direct_gemm.cu fused_k6.cu kmajor_gemm.cu
+    lanes.cu reconstruct.cu reconstruct_rate.cu rotate.cu)
 foreach(u RANGE 1 8)
   list(APPEND TRELLIS_CUDA_SOURCES gemm_k${u}.cu)
 endforeach()

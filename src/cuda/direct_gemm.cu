@@ -86,20 +86,30 @@ extern "C" int trl_launch_direct(const trl_direct_launch *l, void *stream) {
       key_run(trl::dispatch::Op::kLaunch, l->rate, l->codebook, l->grid.var, a);
   if (err || l->grid.splits <= 1)
     return err;
+  return trl_launch_direct_finish(l->partial, l->grid.splits, l->s_out, l->bias,
+                                  l->y, l->out_dtype, l->m, l->n, l->pdl,
+                                  stream);
+}
+
+extern "C" int trl_launch_direct_finish(const float *partial, int splits,
+                                        const uint16_t *s_out,
+                                        const uint16_t *bias, void *y,
+                                        int out_dtype, int64_t m, int64_t n,
+                                        int pdl, void *stream) {
   trl::direct::FinishParams f;
-  f.partial = l->partial;
-  f.s_out = l->s_out;
-  f.bias = l->bias;
-  f.y = l->y;
-  f.m = l->m;
-  f.n = l->n;
-  f.splits = l->grid.splits;
-  f.out_dtype = l->out_dtype;
-  const int warps = l->m < 8 ? (int)l->m : 8;
+  f.partial = partial;
+  f.s_out = s_out;
+  f.bias = bias;
+  f.y = y;
+  f.m = m;
+  f.n = n;
+  f.splits = splits;
+  f.out_dtype = out_dtype;
+  const int warps = m < 8 ? (int)m : 8;
   return (int)trl::launch_dependent(
       trl::direct::direct_finish_kernel,
-      dim3((unsigned)(l->n / 128), (unsigned)((l->m + 7) / 8)),
-      dim3(32 * warps), 0, (cudaStream_t)stream, l->pdl != 0, f);
+      dim3((unsigned)(n / 128), (unsigned)((m + 7) / 8)), dim3(32 * warps), 0,
+      (cudaStream_t)stream, pdl != 0, f);
 }
 
 #if TRL_DIRECT_TIMELINE

@@ -14,6 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The k-major measurement build (trl_kmajor_*): 0 in every release. */
+#ifndef TRL_KMAJOR
+#define TRL_KMAJOR 0
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -72,6 +77,47 @@ int trl_direct_regs(int rate, trellis_codebook cb, int var, int *regs);
 int trl_direct_active_clusters(int rate, trellis_codebook cb, int var,
                                int cluster, size_t smem, int *active);
 int trl_launch_direct(const trl_direct_launch *launch, void *stream);
+
+/* The finishing launch of a decode-GEMM whose k-splits' fp32 partials are
+ * [splits][m][n]: their sum in split order, rotated, scaled by svh (s_out),
+ * biased, stored as out_dtype (direct_gemm.cu); a dependent launch where
+ * `pdl`. */
+int trl_launch_direct_finish(const float *partial, int splits,
+                             const uint16_t *s_out, const uint16_t *bias,
+                             void *y, int out_dtype, int64_t m, int64_t n,
+                             int pdl, void *stream);
+
+/* Measurement build only (TRL_KMAJOR 1, never a release): the k-major
+ * streaming decode-GEMM (kmajor_gemm.cu) and its payload copy. Plans of K4
+ * and K6 (3INST and MCG up to 8 rows, MUL1 up to 4) prepare a k-major copy
+ * of their payload and plan-owned partials and run it instead of the
+ * register-direct kernel: a plan's runs then must not overlap, and weight
+ * memory doubles. */
+typedef struct trl_kmajor_args {
+  const int16_t *payload; /* k-major lane layout (trl_kmajor_repack) */
+  const void *x;
+  const uint16_t *s_in, *s_out, *bias;
+  void *y;
+  float *partial; /* [splits][m][n] (trl_kmajor_grid's splits) */
+  int64_t m, k, n;
+  int rate; /* half-bits per weight */
+  trellis_codebook codebook;
+  int in_dtype, out_dtype;
+  int sm_count, pdl;
+} trl_kmajor_args;
+
+/* The kernel's variant for m rows (-1: none in this build). */
+int trl_kmajor_var(int rate, trellis_codebook cb, int64_t m);
+/* Its grid: CTA rows (k-splits of 8 slices of 128 k) and columns. */
+void trl_kmajor_grid(int64_t k, int64_t n, int sm_count, int *splits,
+                     int *cols);
+/* Kernel attributes (once, at prepare). */
+int trl_kmajor_prepare(int rate, trellis_codebook cb);
+/* The k-major copy of a lane-layout payload (same size). */
+int trl_kmajor_repack(const int16_t *lanes, int16_t *kmajor, int64_t k,
+                      int64_t n, int rate, void *stream);
+/* The decode-GEMM and the finishing launch. */
+int trl_kmajor_launch(const trl_kmajor_args *a, void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,

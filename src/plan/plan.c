@@ -500,7 +500,65 @@ static trellis_status prepare_once(trellis_plan *plan) {
 
 /* Returns the plan to its state after create: frees what prepare acquired
  * (plan memory, the cuBLASLt handle). */
+#if TRL_KMAJOR
+/* Measurement build (cuda/kmajor.h): the k-major copy of the payload and
+ * partials for up to 8 rows, where the kernel has the plan's variant. */
+static trellis_status kmajor_prepare(trellis_plan *p) {
+  if (!p->lp.direct || p->w.pair != TRELLIS_PAIR_NONE ||
+      trl_kmajor_var(p->lp.rate, p->w.codebook, 1) < 0)
+    return TRELLIS_OK;
+  int splits, cols;
+  trl_kmajor_grid(p->w.k, p->w.n, p->sm_count, &splits, &cols);
+  const int64_t rows = p->desc.max_m < 8 ? p->desc.max_m : 8;
+  const size_t bytes = (size_t)p->w.k * (size_t)p->w.n * p->lp.rate / 16;
+  cudaError_t e = cudaMalloc((void **)&p->km_payload, bytes);
+  if (e == cudaSuccess)
+    e = cudaMalloc((void **)&p->km_partial,
+                   (size_t)splits * rows * p->w.n * sizeof(float));
+  int err =
+      e != cudaSuccess ? (int)e : trl_kmajor_prepare(p->lp.rate, p->w.codebook);
+  if (!err)
+    err = trl_kmajor_repack(p->w.trellis, p->km_payload, p->w.k, p->w.n,
+                            p->lp.rate, NULL);
+  if (!err)
+    err = (int)cudaDeviceSynchronize();
+  return err ? trl_cuda_fail(err, "plan prepare (k-major copy)") : TRELLIS_OK;
+}
+
+static trellis_status launch_error(int err, const char *what);
+
+static trellis_status kmajor_run(const trellis_plan *p, const void *x,
+                                 int64_t m, void *y, cudaStream_t s) {
+  trl_kmajor_args a;
+  memset(&a, 0, sizeof a);
+  a.payload = p->km_payload;
+  a.x = x;
+  a.s_in = p->s_in;
+  a.s_out = p->s_out;
+  a.bias = p->w.bias;
+  a.y = y;
+  a.partial = p->km_partial;
+  a.m = m;
+  a.k = p->w.k;
+  a.n = p->w.n;
+  a.rate = p->lp.rate;
+  a.codebook = p->w.codebook;
+  a.in_dtype = p->desc.input_dtype;
+  a.out_dtype = p->desc.output_dtype;
+  a.sm_count = p->sm_count;
+  a.pdl = p->pp.pdl;
+  const int err = trl_kmajor_launch(&a, s);
+  return err ? launch_error(err, "k-major decode-GEMM") : TRELLIS_OK;
+}
+#endif
+
 static void release_prepared(trellis_plan *plan) {
+#if TRL_KMAJOR
+  cudaFree(plan->km_payload);
+  cudaFree(plan->km_partial);
+  plan->km_payload = NULL;
+  plan->km_partial = NULL;
+#endif
   if (plan->owned)
     cudaFree(plan->owned);
   if (plan->lt)
@@ -523,6 +581,10 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   if (plan->prepared)
     return TRELLIS_OK; /* idempotent */
   st = prepare_once(plan);
+#if TRL_KMAJOR
+  if (st == TRELLIS_OK)
+    st = kmajor_prepare(plan);
+#endif
   if (st != TRELLIS_OK) {
     /* nothing of a failed attempt stays: a retry starts from create */
     release_prepared(plan);
@@ -734,6 +796,11 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                       "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
     ws = (char *)buffers->workspace;
   }
+#if TRL_KMAJOR
+  if (d.family == TRL_FAMILY_DIRECT && plan->km_payload &&
+      trl_kmajor_var(plan->lp.rate, plan->w.codebook, m) >= 0)
+    return kmajor_run(plan, x, m, y, s);
+#endif
   if (d.family == TRL_FAMILY_DIRECT)
     return direct_run(plan, &d, x, m, y, ws, s);
   if (d.family == TRL_FAMILY_FUSED)
