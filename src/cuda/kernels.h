@@ -14,9 +14,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The k-major measurement build (trl_kmajor_*): 0 in every release. */
+/* The k-major measurement build (trl_kmajor_*): 0 in every release; one
+ * of its knobs (kmajor_gemm.cu) implies it. */
 #ifndef TRL_KMAJOR
+#if defined(TRL_KM_ROUND) || defined(TRL_KM_STAGES)
+#define TRL_KMAJOR 1
+#else
 #define TRL_KMAJOR 0
+#endif
 #endif
 
 #ifdef __cplusplus

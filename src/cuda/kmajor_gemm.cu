@@ -39,7 +39,16 @@ struct KParams {
   int cols;   /* CTA columns: contiguous ranges of n-tiles */
 };
 
-constexpr int kRedPitch = 128 + 4; /* floats */
+/* Measurement knobs: n-tiles a round (the CTA's sums meet once a round)
+ * and groups in flight per warp (0: the register-direct kernel's rule). */
+#ifndef TRL_KM_ROUND
+#define TRL_KM_ROUND 8
+#endif
+#ifndef TRL_KM_STAGES
+#define TRL_KM_STAGES 0
+#endif
+constexpr int kRound = TRL_KM_ROUND;
+constexpr int kRedPitch = 16 * kRound + 4; /* floats */
 
 /* ----------------------------------------------------- repack -- */
 
@@ -149,8 +158,8 @@ __device__ __forceinline__ void km_round_end(const KParams &p, const float *red,
                                              int cols) {
   asm volatile("barrier.sync 1, %0;" ::"r"(kThreads) : "memory");
   const int m = (int)p.m;
-  for (int o = threadIdx.x; o < m * 128; o += kThreads) {
-    const int tok = o >> 7, c = o & 127;
+  for (int o = threadIdx.x; o < m * 16 * kRound; o += kThreads) {
+    const int tok = o / (16 * kRound), c = o % (16 * kRound);
     if (c >= cols)
       continue;
     float s = 0.f;
@@ -164,7 +173,8 @@ template <int H, int CB, int VAR>
 __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(16) char smem_raw[];
-  constexpr int kStages = trl_direct_stages(H);
+  constexpr int kStages =
+      TRL_KM_STAGES > 0 ? TRL_KM_STAGES : trl_direct_stages(H);
   constexpr int64_t kGB = 128 * H;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int m = (int)p.m;
@@ -178,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
                            : kWarps);
   const int64_t nt0 = ntiles * col / p.cols,
                 count = ntiles * (col + 1) / p.cols - nt0; /* n-tiles */
-  const int rounds = (int)((count + 7) / 8);
+  const int rounds = (int)((count + kRound - 1) / kRound);
   const int total = active ? (int)count : 0;
 
   /* 1. The first groups: they depend on nothing the previous kernel
@@ -257,12 +267,13 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
 
   /* 3. Stream: one n-tile a group; a round is up to 8 of them. */
   const auto round_cols = [&](int r) {
-    return (int)(16 * (count - 8 * r < 8 ? count - 8 * r : 8));
+    return (int)(16 *
+                 (count - kRound * r < kRound ? count - kRound * r : kRound));
   };
   if (!active) {
     for (int r = 0; r < rounds; ++r)
       km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split,
-                   (nt0 + 8 * r) * 16, round_cols(r));
+                   (nt0 + kRound * r) * 16, round_cols(r));
   } else {
     int j = 0, r = 0;
     for (int b = 0; b < total; b += kStages) {
@@ -304,9 +315,9 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
                                             red[(2 * t + 1) * kRedPitch + c0 +
                                                 8] = v[3];
           }
-          if (++j == 8 || i + 1 == total) {
+          if (++j == kRound || i + 1 == total) {
             km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split,
-                         (nt0 + 8 * r) * 16, round_cols(r));
+                         (nt0 + kRound * r) * 16, round_cols(r));
             j = 0, ++r;
           }
         }
