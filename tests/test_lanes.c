@@ -112,6 +112,50 @@ static void test_states_from_lanes(void **state) {
   }
 }
 
+/* Bit p (MSB first) of a checkpoint tile's ring. */
+static unsigned tile_bit(const uint8_t *tile, int p) {
+  const uint8_t *w = tile + 4 * (p / 32);
+  const uint32_t v = (uint32_t)w[0] | (uint32_t)w[1] << 8 |
+                     (uint32_t)w[2] << 16 | (uint32_t)w[3] << 24;
+  return (v >> (31 - p % 32)) & 1u;
+}
+
+/* The k-major lane layout at every rate: lane L's span of tile t in group
+ * (kg, nt) is the ring bits [4 H L, 4 H (L + 1)) of checkpoint tile
+ * (8 kg + t, nt), and the same bits as the lane layout's group
+ * (8 kg + t, nt / 8) holds in slot nt % 8 (what the measurement build's
+ * device repack copies); bad records are refused. */
+static void test_kmajor(void **state) {
+  (void)state;
+  enum { K = 256, N = 256, KT = K / 16, NT = N / 16 };
+  static int16_t src[KT * NT * 128], km[sizeof src / 2], ln[sizeof src / 2];
+  for (int h = 2; h <= 16; h++) {
+    const int span = 4 * h, tile = 16 * h, group = trl_lanes_group_bytes(h);
+    fill_random(src, (size_t)KT * NT * (size_t)tile);
+    assert_int_equal(trl_lanes_kmajor(src, km, K, N, h), TRELLIS_OK);
+    assert_int_equal(trl_lanes_convert(src, ln, K, N, h, 1), TRELLIS_OK);
+    const uint8_t *s = (const uint8_t *)src, *k = (const uint8_t *)km,
+                  *l = (const uint8_t *)ln;
+    for (int kg = 0; kg < K / 128; kg++)
+      for (int nt = 0; nt < NT; nt++)
+        for (int t = 0; t < 8; t++)
+          for (int lane = 0; lane < 32; lane++)
+            for (int b = 0; b < span; b++) {
+              const unsigned got =
+                  lane_bit(k + (kg * NT + nt) * group, h, lane, t * span + b);
+              const int kt = 8 * kg + t;
+              assert_int_equal(
+                  got, tile_bit(s + (kt * NT + nt) * tile, lane * span + b));
+              assert_int_equal(got,
+                               lane_bit(l + (kt * (N / 128) + nt / 8) * group,
+                                        h, lane, (nt % 8) * span + b));
+            }
+  }
+  assert_int_equal(trl_lanes_kmajor(src, km, 96, N, 8), TRELLIS_ERR_INTERNAL);
+  assert_int_equal(trl_lanes_kmajor(src, src, K, N, 8), TRELLIS_ERR_INTERNAL);
+  assert_int_equal(trl_lanes_kmajor(src, km, K, N, 17), TRELLIS_ERR_INTERNAL);
+}
+
 /* The host repack of a half-rate weight: rate 2 K = 5 half-bits. */
 static void test_repack_host_half(void **state) {
   (void)state;
@@ -175,6 +219,7 @@ int main(void) {
       cmocka_unit_test(test_states_from_lanes),
       cmocka_unit_test(test_repack_host),
       cmocka_unit_test(test_repack_host_half),
+      cmocka_unit_test(test_kmajor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

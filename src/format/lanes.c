@@ -104,6 +104,28 @@ trellis_status trl_lanes_convert(const int16_t *src, int16_t *dst, int64_t k,
   return TRELLIS_OK;
 }
 
+trellis_status trl_lanes_kmajor(const int16_t *src, int16_t *dst, int64_t k,
+                                int64_t n, int h) {
+  if (h < 2 || h > 16 || k <= 0 || n <= 0 || k % 128 || n % 16 ||
+      (const void *)src == (const void *)dst)
+    return trl_fail(TRELLIS_ERR_INTERNAL,
+                    "lanes: bad k-major record (k %lld, n %lld, rate %d "
+                    "half-bits)",
+                    (long long)k, (long long)n, h);
+  const size_t group = (size_t)trl_lanes_group_bytes(h), tile = 16u * (size_t)h,
+               ntiles = (size_t)(n / 16);
+  uint8_t tiles[128 * 16];
+  const uint8_t *s = (const uint8_t *)src;
+  uint8_t *d = (uint8_t *)dst;
+  for (size_t kg = 0; kg < (size_t)(k / 128); kg++)
+    for (size_t nt = 0; nt < ntiles; nt++) {
+      for (size_t t = 0; t < TRL_LANES_TILES; t++)
+        memcpy(tiles + t * tile, s + ((8 * kg + t) * ntiles + nt) * tile, tile);
+      repack_group(tiles, d + (kg * ntiles + nt) * group, h);
+    }
+  return TRELLIS_OK;
+}
+
 trellis_status trellis_weight_repack_host(const trellis_weight *w, int16_t *out,
                                           int16_t *out1) {
   trellis_weight full;
