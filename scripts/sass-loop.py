@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Instructions per 16x16 tile in the register-direct kernel's stream loop,
-from the SASS of a compiled unit (cuobjdump -sass), for every kernel in it.
+"""Instructions per 16x16 tile in the register-direct kernel's stream loop
+(and the k-major measurement build's, kmajor_gemm.cu), from the SASS of a
+compiled unit (cuobjdump -sass), for every kernel in it.
 
   scripts/sass-loop.py build/src/CMakeFiles/trellis_objects.dir/cuda/direct_u6.cu.o
 
@@ -15,7 +16,8 @@ import re
 import subprocess
 import sys
 
-NAME = re.compile(r'_ZN3trl6direct13direct_kernelILi(\d+)ELi(\d+)ELi(\d+)EEEvNS0_6ParamsE')
+NAME = re.compile(r'_ZN3trl(?:6direct13direct_kernel|6kmajor13kmajor_kernel)'
+                  r'ILi(\d+)ELi(\d+)ELi(\d+)EEEvNS0_(?:6Params|7KParams)E')
 FORMS = {'0': 'halves', '1': 'affine', '2': 'int8'}
 CODEBOOKS = {'0': '3inst', '1': 'mcg', '2': 'mul1'}
 
@@ -69,7 +71,8 @@ def main():
         tiles = mmas / per_tile_mma
         ops = collections.Counter(re.sub(r'^@!?U?P\w+\s+', '', t).split()[0].split('.')[0]
                                   for t in hot)
-        print(f'H {m.group(1):>2} {CODEBOOKS[m.group(2)]:5} {FORMS[m.group(3)]:6} '
+        kind = 'kmajor ' if 'kmajor' in name else ''
+        print(f'{kind}H {m.group(1):>2} {CODEBOOKS[m.group(2)]:5} {FORMS[m.group(3)]:6} '
               f'hot {len(hot):4}  per tile {len(hot) / tiles:5.1f}  '
               + ' '.join(f'{k} {v}' for k, v in ops.most_common(8)))
 

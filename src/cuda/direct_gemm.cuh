@@ -397,39 +397,49 @@ struct BFrags {
   uint32_t b0, b1, b2, b3;
 };
 
-/* Tile T of a group: its 8 states, decoded, into the MMAs. */
+/* Tile T of a group: its 8 states, decoded, into the MMAs with B operands
+ * x, accumulating into f (fp32) or, kInt8, i (int32). */
+template <int H, int CB, int VAR, int T>
+__device__ __forceinline__ void
+tile_mma(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], const BFrags &x,
+         float (&f)[4], int (&i)[4]) {
+  uint32_t s[8];
+  tile_states<H, T, VAR == kHalves>(w, prev, s);
+  if constexpr (VAR == kHalves) {
+    uint32_t y[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      y[j] = codebook_halves<CB>(s[j]);
+    hmma(f, y[0], y[4], y[2], y[6], x.b0, x.b1);
+    hmma(f, y[1], y[5], y[3], y[7], x.b2, x.b3);
+  } else if constexpr (VAR == kAffine) {
+    uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const uint32_t odd =
+          __dp4a(s[2 * e + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
+      u[e] = __dp4a(s[2 * e] * TRL_MUL_MUL1, 0x01010101u,
+                    (odd << 16) + TRL_MUL1_ACC);
+    }
+    hmma(f, u[0], u[2], u[1], u[3], x.b0, x.b1);
+  } else {
+    uint32_t pr[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      pr[j] = s[j] * TRL_MUL_MUL1;
+    imma(i, pr[0], pr[4], pr[2], pr[6], x.b0, x.b1);
+    imma(i, pr[1], pr[5], pr[3], pr[7], x.b2, x.b3);
+  }
+}
+
+/* A group's 8 tiles against one k-tile's B operands: tile T into its own
+ * accumulators. */
 template <int H, int CB, int VAR, int T>
 __device__ __forceinline__ void consume_tile(const uint32_t (&w)[H],
                                              const uint32_t (&prev)[2 * H],
                                              const BFrags &x, Acc<VAR> &acc) {
   if constexpr (T < 8) {
-    uint32_t s[8];
-    tile_states<H, T, VAR == kHalves>(w, prev, s);
-    if constexpr (VAR == kHalves) {
-      uint32_t y[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        y[j] = codebook_halves<CB>(s[j]);
-      hmma(acc.f[T], y[0], y[4], y[2], y[6], x.b0, x.b1);
-      hmma(acc.f[T], y[1], y[5], y[3], y[7], x.b2, x.b3);
-    } else if constexpr (VAR == kAffine) {
-      uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t odd =
-            __dp4a(s[2 * i + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
-        u[i] = __dp4a(s[2 * i] * TRL_MUL_MUL1, 0x01010101u,
-                      (odd << 16) + TRL_MUL1_ACC);
-      }
-      hmma(acc.f[T], u[0], u[2], u[1], u[3], x.b0, x.b1);
-    } else {
-      uint32_t pr[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        pr[j] = s[j] * TRL_MUL_MUL1;
-      imma(acc.i[T], pr[0], pr[4], pr[2], pr[6], x.b0, x.b1);
-      imma(acc.i[T], pr[1], pr[5], pr[3], pr[7], x.b2, x.b3);
-    }
+    tile_mma<H, CB, VAR, T>(w, prev, x, acc.f[T], acc.i[VAR == kInt8 ? T : 0]);
     consume_tile<H, CB, VAR, T + 1>(w, prev, x, acc);
   }
 }

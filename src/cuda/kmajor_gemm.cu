@@ -129,23 +129,7 @@ __device__ __forceinline__ void
 km_tiles(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
          const BFrags (&bf)[8], float (&cf)[2][4], int (&ci)[2][4]) {
   if constexpr (T < 8) {
-    uint32_t s[8];
-    tile_states<H, T, VAR == kHalves>(w, prev, s);
-    if constexpr (VAR == kHalves) {
-      uint32_t y[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        y[j] = codebook_halves<CB>(s[j]);
-      hmma(cf[T & 1], y[0], y[4], y[2], y[6], bf[T].b0, bf[T].b1);
-      hmma(cf[T & 1], y[1], y[5], y[3], y[7], bf[T].b2, bf[T].b3);
-    } else {
-      uint32_t pr[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        pr[j] = s[j] * TRL_MUL_MUL1;
-      imma(ci[T & 1], pr[0], pr[4], pr[2], pr[6], bf[T].b0, bf[T].b1);
-      imma(ci[T & 1], pr[1], pr[5], pr[3], pr[7], bf[T].b2, bf[T].b3);
-    }
+    tile_mma<H, CB, VAR, T>(w, prev, bf[T], cf[T & 1], ci[T & 1]);
     km_tiles<H, CB, VAR, T + 1>(w, prev, bf, cf, ci);
   }
 }
