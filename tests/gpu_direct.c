@@ -296,12 +296,12 @@ static int splits_at(const grun *g, int64_t m, size_t *ws) {
 
 /* k split across clusters on the generic path (the rule's choice on this
  * GPU): the clusters' sums in the workspace, added in split order by the
- * finishing launch. Against the CPU reference with
- * NaN-poisoned outputs (bias on, int8 and affine MUL1, MCG), every dtype pair,
- * 100 graph replays and eager runs over a workspace filled with 0x00, 0xFF,
- * 0x01 and 0x7F bytes equal to the eager run bit for bit, a run without the
- * workspace refused with TRELLIS_ERR_WORKSPACE and nothing launched, and the
- * same layer unsplit (the test hook) within the same bounds. */
+ * finishing launch. Against the CPU reference with NaN-poisoned outputs
+ * (bias on, int8 and affine MUL1, MCG), every dtype pair, 100 graph
+ * replays and eager runs over a workspace filled with 0x00, 0xFF, 0x01 and
+ * 0x7F bytes equal to the eager run bit for bit, a run without the
+ * workspace refused with TRELLIS_ERR_WORKSPACE and nothing launched, and
+ * the same layer unsplit (the test hook) within the same bounds. */
 static void test_splits(void **state) {
   (void)state;
   const struct {

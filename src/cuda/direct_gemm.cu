@@ -37,14 +37,13 @@ struct FinishParams {
   int splits, out_dtype;
 };
 
-/* The k-splits of a grid split across clusters:
- * their sums added in split order (a fixed order: replays stay
- * bit-identical), rotated, scaled, biased and stored, a warp per token of one
- * 128-column group. A dependent launch of the decode-GEMM: nothing is read
- * before griddep_wait. It lets the next launch start at once, so that launch's
- * CTAs can decode their weights (the parked form) while the decode-GEMM and
- * this kernel run: nothing of theirs before their own wait reads what these
- * write. */
+/* The k-splits of a grid split across clusters: their sums added in split
+ * order (a fixed order: replays stay bit-identical), rotated, scaled,
+ * biased and stored, a warp per token of one 128-column group. A dependent
+ * launch of the decode-GEMM: nothing is read before griddep_wait. It lets
+ * the next launch start at once, so that launch's CTAs can decode their
+ * weights (the parked form) while the decode-GEMM and this kernel run:
+ * nothing of theirs before their own wait reads what these write. */
 __global__ void __launch_bounds__(256) direct_finish_kernel(FinishParams f) {
   griddep_launch_dependents();
   griddep_wait();

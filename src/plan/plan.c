@@ -498,11 +498,10 @@ static trellis_status prepare_once(trellis_plan *plan) {
   return injected(plan, TRL_PREPARE_AFTER_DENSE, "the dense path");
 }
 
-/* Returns the plan to its state after create: frees what prepare acquired
- * (plan memory, the cuBLASLt handle). */
 #if TRL_KMAJOR
-/* Measurement build (cuda/kmajor.h): the k-major copy of the payload and
- * partials for up to 8 rows, where the kernel has the plan's variant. */
+/* Measurement build (trl_kmajor_* in cuda/kernels.h): the k-major copy of the
+ * payload and partials for up to 8 rows, where the kernel has the plan's
+ * variant. */
 static trellis_status kmajor_prepare(trellis_plan *p) {
   if (!p->lp.direct || p->w.pair != TRELLIS_PAIR_NONE ||
       trl_kmajor_var(p->lp.rate, p->w.codebook, 1) < 0)
@@ -552,6 +551,8 @@ static trellis_status kmajor_run(const trellis_plan *p, const void *x,
 }
 #endif
 
+/* Returns the plan to its state after create: frees what prepare acquired
+ * (plan memory, the cuBLASLt handle). */
 static void release_prepared(trellis_plan *plan) {
 #if TRL_KMAJOR
   cudaFree(plan->km_payload);
