@@ -98,19 +98,6 @@ int trl_launch_direct_finish(const float *partial, int splits,
  * of their payload and plan-owned partials and run it instead of the
  * register-direct kernel: a plan's runs then must not overlap, and weight
  * memory doubles. */
-typedef struct trl_kmajor_args {
-  const int16_t *payload; /* k-major lane layout (trl_kmajor_repack) */
-  const void *x;
-  const uint16_t *s_in, *s_out, *bias;
-  void *y;
-  float *partial; /* [splits][m][n] (trl_kmajor_grid's splits) */
-  int64_t m, k, n;
-  int rate; /* half-bits per weight */
-  trellis_codebook codebook;
-  int in_dtype, out_dtype;
-  int sm_count, pdl;
-} trl_kmajor_args;
-
 /* The kernel's variant for m rows (-1: none in this build). */
 int trl_kmajor_var(int rate, trellis_codebook cb, int64_t m);
 /* Its grid: CTA rows (k-splits of 8 slices of 128 k) and columns. */
@@ -121,8 +108,10 @@ int trl_kmajor_prepare(int rate, trellis_codebook cb);
 /* The k-major copy of a lane-layout payload (same size). */
 int trl_kmajor_repack(const int16_t *lanes, int16_t *kmajor, int64_t k,
                       int64_t n, int rate, void *stream);
-/* The decode-GEMM and the finishing launch. */
-int trl_kmajor_launch(const trl_kmajor_args *a, void *stream);
+/* The decode-GEMM and the finishing launch of `l` (its grid unused:
+ * trl_kmajor_grid's on sm_count SMs; payload: the k-major copy; partial:
+ * that grid's [splits][m][n]). */
+int trl_kmajor_launch(const trl_direct_launch *l, int sm_count, void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,

@@ -379,23 +379,24 @@ extern "C" int trl_kmajor_repack(const int16_t *lanes, int16_t *kmajor,
   return (int)cudaGetLastError();
 }
 
-extern "C" int trl_kmajor_launch(const trl_kmajor_args *a, void *stream) {
-  const int var = trl_kmajor_var(a->rate, a->codebook, a->m);
-  void *f = var >= 0 ? pick(a->rate, a->codebook, var) : nullptr;
+extern "C" int trl_kmajor_launch(const trl_direct_launch *l, int sm_count,
+                                 void *stream) {
+  const int var = trl_kmajor_var(l->rate, l->codebook, l->m);
+  void *f = var >= 0 ? pick(l->rate, l->codebook, var) : nullptr;
   if (!f)
     return TRL_KERNEL_UNSUPPORTED;
   KParams p;
-  p.payload = a->payload;
-  p.x = a->x;
-  p.s_in = a->s_in;
-  p.partial = a->partial;
-  p.m = a->m;
-  p.k = a->k;
-  p.n = a->n;
-  p.in_dtype = a->in_dtype;
-  trl_kmajor_grid(a->k, a->n, a->sm_count, &p.splits, &p.cols);
-  const size_t smem = var == kInt8 ? (size_t)smem_bytes<kInt8>((int)a->m)
-                                   : (size_t)smem_bytes<kHalves>((int)a->m);
+  p.payload = l->payload;
+  p.x = l->x;
+  p.s_in = l->s_in;
+  p.partial = l->partial;
+  p.m = l->m;
+  p.k = l->k;
+  p.n = l->n;
+  p.in_dtype = l->in_dtype;
+  trl_kmajor_grid(l->k, l->n, sm_count, &p.splits, &p.cols);
+  const size_t smem = var == kInt8 ? (size_t)smem_bytes<kInt8>((int)l->m)
+                                   : (size_t)smem_bytes<kHalves>((int)l->m);
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1] = {trl::pdl_attribute()};
   cfg.gridDim = dim3((unsigned)(p.splits * p.cols));
@@ -403,13 +404,13 @@ extern "C" int trl_kmajor_launch(const trl_kmajor_args *a, void *stream) {
   cfg.dynamicSmemBytes = smem;
   cfg.stream = (cudaStream_t)stream;
   cfg.attrs = attr;
-  cfg.numAttrs = a->pdl ? 1 : 0;
+  cfg.numAttrs = l->pdl ? 1 : 0;
   void *args[] = {&p};
   cudaError_t e = cudaLaunchKernelExC(&cfg, f, args);
   if (e != cudaSuccess)
     return (int)e;
-  return trl_launch_direct_finish(a->partial, p.splits, a->s_out, a->bias, a->y,
-                                  a->out_dtype, a->m, a->n, a->pdl, stream);
+  return trl_launch_direct_finish(l->partial, p.splits, l->s_out, l->bias, l->y,
+                                  l->out_dtype, l->m, l->n, l->pdl, stream);
 }
 
 #endif

@@ -526,27 +526,17 @@ static trellis_status kmajor_prepare(trellis_plan *p) {
 
 static trellis_status launch_error(int err, const char *what);
 
+static void direct_args(const trellis_plan *p, const void *x, int64_t m,
+                        void *y, trl_direct_launch *l);
+
 static trellis_status kmajor_run(const trellis_plan *p, const void *x,
                                  int64_t m, void *y, cudaStream_t s) {
-  trl_kmajor_args a;
-  memset(&a, 0, sizeof a);
-  a.payload = p->km_payload;
-  a.x = x;
-  a.s_in = p->s_in;
-  a.s_out = p->s_out;
-  a.bias = p->w.bias;
-  a.y = y;
-  a.partial = p->km_partial;
-  a.m = m;
-  a.k = p->w.k;
-  a.n = p->w.n;
-  a.rate = p->lp.rate;
-  a.codebook = p->w.codebook;
-  a.in_dtype = p->desc.input_dtype;
-  a.out_dtype = p->desc.output_dtype;
-  a.sm_count = p->sm_count;
-  a.pdl = p->pp.pdl;
-  const int err = trl_kmajor_launch(&a, s);
+  trl_direct_launch l;
+  direct_args(p, x, m, y, &l);
+  l.payload = p->km_payload;
+  l.partial = p->km_partial;
+  l.pdl = p->pp.pdl;
+  const int err = trl_kmajor_launch(&l, p->sm_count, s);
   return err ? launch_error(err, "k-major decode-GEMM") : TRELLIS_OK;
 }
 #endif
@@ -688,27 +678,33 @@ static trellis_status output_step(const trellis_plan *p, const trl_decision *d,
 
 /* The register-direct kernel: the whole layer in one launch (and, where
  * the record splits k across clusters, the finishing launch). */
+/* The launch's layer, rows, x and y (no grid, partials or PDL yet). */
+static void direct_args(const trellis_plan *p, const void *x, int64_t m,
+                        void *y, trl_direct_launch *l) {
+  memset(l, 0, sizeof *l);
+  l->payload = p->w.trellis;
+  l->x = x;
+  l->s_in = p->s_in;
+  l->s_out = p->s_out;
+  l->bias = p->w.bias;
+  l->y = y;
+  l->m = m;
+  l->k = p->w.k;
+  l->n = p->w.n;
+  l->rate = p->lp.rate;
+  l->codebook = p->w.codebook;
+  l->in_dtype = p->desc.input_dtype;
+  l->out_dtype = p->desc.output_dtype;
+}
+
 static trellis_status direct_run(const trellis_plan *p, const trl_decision *d,
                                  const void *x, int64_t m, void *y, char *ws,
                                  cudaStream_t s) {
   trl_direct_launch l;
-  memset(&l, 0, sizeof l);
+  direct_args(p, x, m, y, &l);
   l.grid = d->layout.direct_grid;
   l.partial =
       d->layout.partial_bytes ? (float *)(ws + d->layout.partial_off) : NULL;
-  l.payload = p->w.trellis;
-  l.x = x;
-  l.s_in = p->s_in;
-  l.s_out = p->s_out;
-  l.bias = p->w.bias;
-  l.y = y;
-  l.m = m;
-  l.k = p->w.k;
-  l.n = p->w.n;
-  l.rate = p->lp.rate;
-  l.codebook = p->w.codebook;
-  l.in_dtype = p->desc.input_dtype;
-  l.out_dtype = p->desc.output_dtype;
   l.pdl = d->pdl;
   const int err = trl_launch_direct(&l, s);
   return err ? launch_error(err, "register-direct decode-GEMM") : TRELLIS_OK;
