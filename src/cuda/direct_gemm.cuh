@@ -397,6 +397,19 @@ struct BFrags {
   uint32_t b0, b1, b2, b3;
 };
 
+/* MUL1's (1024 + S) of a lane's weights 2e and 2e + 1, e = 0..3, as fp16
+ * pairs (S exact): the kAffine form's A operand words. */
+__device__ __forceinline__ void affine_pairs(const uint32_t (&s)[8],
+                                             uint32_t (&u)[4]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const uint32_t odd =
+        __dp4a(s[2 * e + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
+    u[e] = __dp4a(s[2 * e] * TRL_MUL_MUL1, 0x01010101u,
+                  (odd << 16) + TRL_MUL1_ACC);
+  }
+}
+
 /* Tile T of a group: its 8 states, decoded, into the MMAs with B operands
  * x, accumulating into f (fp32) or, kInt8, i (int32). */
 template <int H, int CB, int VAR, int T>
@@ -413,14 +426,8 @@ tile_mma(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], const BFrags &x,
     hmma(f, y[0], y[4], y[2], y[6], x.b0, x.b1);
     hmma(f, y[1], y[5], y[3], y[7], x.b2, x.b3);
   } else if constexpr (VAR == kAffine) {
-    uint32_t u[4]; /* (1024 + S) of weights 2i, 2i + 1 as fp16 x 2 */
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const uint32_t odd =
-          __dp4a(s[2 * e + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
-      u[e] = __dp4a(s[2 * e] * TRL_MUL_MUL1, 0x01010101u,
-                    (odd << 16) + TRL_MUL1_ACC);
-    }
+    uint32_t u[4];
+    affine_pairs(s, u);
     hmma(f, u[0], u[2], u[1], u[3], x.b0, x.b1);
   } else {
     uint32_t pr[8];
@@ -490,6 +497,27 @@ __device__ __forceinline__ XRaw load_x(uint32_t at, bool valid) {
   return r;
 }
 
+/* The B operands of a k-tile from its raw words: kHalves duplicates each
+ * activation for its weight's two halves, the first MMA of a tile taking
+ * the even k, the second the odd; kInt8 repeats a limb in the 4 bytes of
+ * its weight's product; kAffine takes the pairs as they are. */
+template <int VAR> __device__ __forceinline__ BFrags b_frags(const XRaw &xr) {
+  BFrags x;
+  if constexpr (VAR == kInt8) {
+    x.b0 = __byte_perm(xr.a, 0, 0x0000), x.b1 = __byte_perm(xr.b, 0, 0);
+    x.b2 = __byte_perm(xr.a, 0, 0x1111);
+    x.b3 = __byte_perm(xr.b, 0, 0x1111);
+  } else if constexpr (VAR == kHalves) {
+    x.b0 = __byte_perm(xr.a, 0, 0x1010);
+    x.b1 = __byte_perm(xr.b, 0, 0x1010);
+    x.b2 = __byte_perm(xr.a, 0, 0x3232);
+    x.b3 = __byte_perm(xr.b, 0, 0x3232);
+  } else {
+    x.b0 = xr.a, x.b1 = xr.b, x.b2 = 0, x.b3 = 0;
+  }
+  return x;
+}
+
 /* Decodes and multiplies one group: the lane's words `w`, the k-tile's
  * activations `xr`. */
 template <int H, int CB, int VAR>
@@ -504,24 +532,7 @@ __device__ __forceinline__ void consume(const uint32_t (&w)[H], int lane,
 #else
   uint32_t prev[2 * H];
   lower_bits<H>(w, lane, prev);
-  /* kHalves duplicates each activation for its weight's two halves, the
-   * first MMA of a tile taking the even k, the second the odd; kInt8
-   * repeats a limb in the 4 bytes of its weight's product; kAffine takes
-   * the pairs as they are. */
-  BFrags x;
-  if constexpr (VAR == kInt8) {
-    x.b0 = __byte_perm(xr.a, 0, 0x0000), x.b1 = __byte_perm(xr.b, 0, 0);
-    x.b2 = __byte_perm(xr.a, 0, 0x1111);
-    x.b3 = __byte_perm(xr.b, 0, 0x1111);
-  } else if constexpr (VAR == kHalves) {
-    x.b0 = __byte_perm(xr.a, 0, 0x1010);
-    x.b1 = __byte_perm(xr.b, 0, 0x1010);
-    x.b2 = __byte_perm(xr.a, 0, 0x3232);
-    x.b3 = __byte_perm(xr.b, 0, 0x3232);
-  } else {
-    x.b0 = xr.a, x.b1 = xr.b, x.b2 = 0, x.b3 = 0;
-  }
-  consume_tile<H, CB, VAR, 0>(w, prev, x, acc);
+  consume_tile<H, CB, VAR, 0>(w, prev, b_frags<VAR>(xr), acc);
 #endif
 }
 
@@ -961,13 +972,7 @@ park_tile(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], uint32_t dst) {
       a[2] = hat_pair(y[2], y[3]), a[3] = hat_pair(y[6], y[7]);
     } else {
       uint32_t u[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint32_t odd =
-            __dp4a(s[2 * i + 1] * TRL_MUL_MUL1, 0x01010101u, TRL_MUL1_ACC);
-        u[i] = __dp4a(s[2 * i] * TRL_MUL_MUL1, 0x01010101u,
-                      (odd << 16) + TRL_MUL1_ACC);
-      }
+      affine_pairs(s, u);
       a[0] = u[0], a[1] = u[2], a[2] = u[1], a[3] = u[3];
     }
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(

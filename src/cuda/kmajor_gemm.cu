@@ -219,20 +219,8 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
         base + (uint32_t)(warp * warp_bytes<VAR>(m)), xs_pitch<VAR>(), lane);
     const bool xv = active && x_row_valid<VAR>(lane, m);
 #pragma unroll
-    for (int tau = 0; tau < 8; ++tau) {
-      const XRaw xr = load_x<VAR>(xl + x_tile_bytes<VAR>() * tau, xv);
-      if constexpr (VAR == kInt8) {
-        bf[tau].b0 = __byte_perm(xr.a, 0, 0x0000);
-        bf[tau].b1 = __byte_perm(xr.b, 0, 0x0000);
-        bf[tau].b2 = __byte_perm(xr.a, 0, 0x1111);
-        bf[tau].b3 = __byte_perm(xr.b, 0, 0x1111);
-      } else {
-        bf[tau].b0 = __byte_perm(xr.a, 0, 0x1010);
-        bf[tau].b1 = __byte_perm(xr.b, 0, 0x1010);
-        bf[tau].b2 = __byte_perm(xr.a, 0, 0x3232);
-        bf[tau].b3 = __byte_perm(xr.b, 0, 0x3232);
-      }
-    }
+    for (int tau = 0; tau < 8; ++tau)
+      bf[tau] = b_frags<VAR>(load_x<VAR>(xl + x_tile_bytes<VAR>() * tau, xv));
     if constexpr (VAR == kInt8) {
       const int t = lane & 3;
       if (active && t < m) {
