@@ -57,14 +57,18 @@ extern "C" {
  * trellis_codebook_rate_valid, trellis_decode_tile_rate), the 1.6 fields of
  * trellis_quant_config (at its end), other-tensor kinds
  * (trellis_model_other_kind) and the n-gram file (trellis_model_ngram_file);
- * tensor-parallel shards (trellis_weight_shard, trellis_shard_range). */
+ * tensor-parallel shards (trellis_weight_shard, trellis_shard_range).
+ * 0.5.0: the k-major layout (TRELLIS_LAYOUT_KMAJOR) and the functions that
+ * write it (trellis_weight_upload_layout, trellis_weight_repack_layout,
+ * trellis_weight_repack_host_layout); plans of k-major weights run the
+ * k-major decode-GEMM on the generic path. */
 #define TRELLIS_VERSION_MAJOR 0
-#define TRELLIS_VERSION_MINOR 4
+#define TRELLIS_VERSION_MINOR 5
 #define TRELLIS_VERSION_PATCH 0
 #define TRELLIS_VERSION_NUMBER                                                 \
   (TRELLIS_VERSION_MAJOR * 10000 + TRELLIS_VERSION_MINOR * 100 +               \
    TRELLIS_VERSION_PATCH)
-#define TRELLIS_VERSION_STRING "0.4.0"
+#define TRELLIS_VERSION_STRING "0.5.0"
 
 /* TRELLIS_VERSION_NUMBER of the library actually linked. */
 TRELLIS_API int trellis_version_number(void);
@@ -229,11 +233,20 @@ TRELLIS_API const char *trellis_rate_axis_name(trellis_rate_axis axis);
  * functions read. LANES: the GPU's decode layout, the same bytes per tile
  * row of 8 tiles permuted so that each lane of a warp reads its share with
  * 16-byte loads (docs/FORMAT.md, "The lane layout"); trellis_weight_upload
- * produces it and trellis_weight_repack converts device memory to it. Plans
- * read LANES only. */
+ * produces it and trellis_weight_repack converts device memory to it.
+ * KMAJOR: the same lane packing, but a group holds the 8 tiles of one tile
+ * column over 128 rows of k, and a column's groups follow one another
+ * (docs/FORMAT.md, "The k-major lane layout"): what the k-major
+ * decode-GEMM streams. Opt in with the *_layout functions below; uniform
+ * layers of the EXL3 codebooks (3INST, MCG, MUL1) at every rate. Its plans
+ * take the generic path only (no fused path: they need a workspace) and
+ * read neither an external rotation, bf16 compute, split_k nor the
+ * LEGACY_KERNELS or EXACT_WEIGHTS flags (TRELLIS_ERR_LAYOUT). Plans read
+ * LANES or KMAJOR, never CHECKPOINT. */
 typedef enum trellis_layout {
   TRELLIS_LAYOUT_CHECKPOINT = 0,
-  TRELLIS_LAYOUT_LANES = 1
+  TRELLIS_LAYOUT_LANES = 1,
+  TRELLIS_LAYOUT_KMAJOR = 2
 } trellis_layout;
 
 /* One linear layer. Pointers are host memory for the CPU functions and
@@ -707,6 +720,20 @@ TRELLIS_API trellis_status trellis_weight_repack_host(const trellis_weight *w,
 TRELLIS_API trellis_status trellis_weight_repack(const trellis_weight *device_w,
                                                  int16_t *out, int16_t *out1,
                                                  void *stream);
+/* The same three calls with the device layout named: LANES (what the calls
+ * above write, in place or not) or KMAJOR (a uniform EXL3-codebook layer
+ * only, else TRELLIS_ERR_UNSUPPORTED; never in place: its out must not
+ * overlap the source, TRELLIS_ERR_BUFFER otherwise). CHECKPOINT is
+ * refused (TRELLIS_ERR_INVALID_ARGUMENT). */
+TRELLIS_API trellis_status
+trellis_weight_upload_layout(const trellis_weight *host, trellis_layout layout,
+                             trellis_device_weight **out);
+TRELLIS_API trellis_status trellis_weight_repack_host_layout(
+    const trellis_weight *w, trellis_layout layout, int16_t *out,
+    int16_t *out1);
+TRELLIS_API trellis_status trellis_weight_repack_layout(
+    const trellis_weight *device_w, trellis_layout layout, int16_t *out,
+    int16_t *out1, void *stream);
 /* The uploaded weight as a full-size trellis_weight of device pointers
  * (legacy su/sv kept as given; a pair's trellis1 at its record1), what
  * trellis_plan_create takes. Owned by the handle and

@@ -159,10 +159,12 @@ static inline void grun_buffers(grun *g, int64_t m) {
     CK(cudaMalloc(&g->b.workspace, sz.workspace_bytes));
 }
 
-static inline void grun_open(grun *g, const trellis_weight *host,
-                             const trellis_plan_desc *desc) {
+/* A plan of `host` uploaded in `layout` (LANES or KMAJOR). */
+static inline void grun_open_layout(grun *g, const trellis_weight *host,
+                                    const trellis_plan_desc *desc,
+                                    trellis_layout layout) {
   memset(g, 0, sizeof *g);
-  OK(trellis_weight_upload(host, &g->dwh));
+  OK(trellis_weight_upload_layout(host, layout, &g->dwh));
   g->dw = *trellis_device_weight_view(g->dwh);
   g->desc = *desc;
   g->max_m = desc->max_m;
@@ -187,6 +189,11 @@ static inline void grun_open(grun *g, const trellis_weight *host,
     CK(cudaMalloc(&g->b.workspace, ws));
   CK(cudaMalloc(&g->dx, (size_t)(desc->max_m * host->k) * 4));
   CK(cudaMalloc(&g->dy, (size_t)(desc->max_m * host->n) * 4));
+}
+
+static inline void grun_open(grun *g, const trellis_weight *host,
+                             const trellis_plan_desc *desc) {
+  grun_open_layout(g, host, desc, TRELLIS_LAYOUT_LANES);
 }
 
 static inline void grun_close(grun *g) {

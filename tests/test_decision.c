@@ -26,6 +26,7 @@ typedef struct pcase {
   int split_k;
   int cc_major, sms;
   int fused_cluster; /* prepare's cluster of the one-m-block variant */
+  int kmajor;        /* the payload in the k-major layout */
 } pcase;
 
 #define F16 TRELLIS_F16
@@ -91,6 +92,18 @@ static const pcase cases[] = {
     {"p33 sqg pair on k", 256, 4096, 3, 0, TRELLIS_CB_SQG_E4M3,
      TRELLIS_PAIR_P33, TRELLIS_RATE_AXIS_K, 0, 0, F16, F16, F16, 0, 0, 9, 132,
      0},
+    /* the k-major layout: its kernel up to 32 rows, then the plain dense
+     * path; never the fused gate */
+    {"k6 mcg 8192x28672 k-major", 8192, 28672, 6, 0, TRELLIS_CB_MCG, NOPAIR, 0,
+     0, F16, F16, F16, 0, 0, 9, 132, 3, 1},
+    {"k4 mul1 4096x4096 k-major bias bf16 out", 4096, 4096, 4, 0,
+     TRELLIS_CB_MUL1, NOPAIR, 1, 0, F16, BF16, F16, 0, 0, 9, 132, 0, 1},
+    {"k2.5 mul1 512x6144 k-major", 512, 6144, 2, 1, TRELLIS_CB_MUL1, NOPAIR, 0,
+     0, F16, F16, F16, 0, 0, 9, 132, 0, 1},
+    {"k3 3inst k-major force decode", 2048, 4096, 3, 0, TRELLIS_CB_3INST,
+     NOPAIR, 0, 0, F32, F16, F16, TRELLIS_PLAN_FORCE_DECODE, 0, 9, 132, 0, 1},
+    {"k4 mcg k-major force dense", 4096, 4096, 4, 0, TRELLIS_CB_MCG, NOPAIR, 0,
+     0, F16, F16, F16, TRELLIS_PLAN_FORCE_DENSE, 0, 9, 132, 0, 1},
 };
 #define CASE_COUNT (sizeof cases / sizeof cases[0])
 
@@ -117,6 +130,7 @@ static void fill(const pcase *c, int prepared, trl_path_plan *pp,
   pp->half = c->half;
   pp->codebook = c->cb;
   pp->paired = c->pair != TRELLIS_PAIR_NONE;
+  pp->kmajor = c->kmajor;
   pp->has_bias = c->bias;
   pp->input_dtype = c->in;
   pp->output_dtype = c->out;
@@ -140,6 +154,7 @@ static void fill(const pcase *c, int prepared, trl_path_plan *pp,
   lp->codebook = c->cb;
   lp->rate = trl_lanes_rate(c->bits, c->half);
   lp->direct = trl_path_direct_eligible(pp);
+  lp->kmajor = c->kmajor;
   if (lp->direct) {
     lp->direct_max_cluster = TRL_DIRECT_MAX_CLUSTER;
     lp->direct_max_splits = TRL_DIRECT_MAX_SPLITS;
@@ -221,7 +236,7 @@ static void expect_layout(const trl_layout *a, const trl_layout *b) {
 
 /* What the records of every case covered (each kind must show up). */
 static struct {
-  int family[4], input[3], output[4], rotation[4], form[3];
+  int family[5], input[3], output[4], rotation[4], form[3];
   int direct_split, direct_fused, fused_pdl_off, dense_bucket_past_first;
   int fp32_claims;
 } seen;
@@ -247,7 +262,8 @@ static void expect_fits(const trl_path_plan *pp, const trl_decision *d,
    * the fused kernels keep it in the contract even where they rotate x
    * themselves); none where the dense path folds the rotation */
   const size_t rot = (size_t)m * (size_t)k * 2;
-  if (d->family == TRL_FAMILY_DENSE && d->input == TRL_INPUT_NONE)
+  if ((d->family == TRL_FAMILY_DENSE && d->input == TRL_INPUT_NONE) ||
+      d->family == TRL_FAMILY_KMAJOR) /* the k-major kernel rotates x */
     assert_int_equal(q->rotated_bytes, 0);
   else
     assert_true(q->rotated_bytes >= rot);
@@ -264,6 +280,9 @@ static void expect_fits(const trl_path_plan *pp, const trl_decision *d,
     break;
   case TRL_FAMILY_GEMM:
     assert_true(l->partial_bytes >= (size_t)l->splits * mn4);
+    break;
+  case TRL_FAMILY_KMAJOR: /* every split's fp32 sums */
+    assert_true(l->partial_bytes >= (size_t)l->kmajor_grid.splits * mn4);
     break;
   case TRL_FAMILY_DENSE:
     assert_true(l->what_bytes >= (size_t)k * (size_t)l->slice_n * 2);
@@ -301,6 +320,7 @@ static void check(const pcase *c, const trl_path_plan *pp,
   const trl_family family = direct                       ? TRL_FAMILY_DIRECT
                             : path == TRELLIS_PATH_FUSED ? TRL_FAMILY_FUSED
                             : path == TRELLIS_PATH_DENSE ? TRL_FAMILY_DENSE
+                            : c->kmajor                  ? TRL_FAMILY_KMAJOR
                                                          : TRL_FAMILY_GEMM;
   assert_int_equal(d.family, family);
   seen.family[family]++;
@@ -350,6 +370,33 @@ static void check(const pcase *c, const trl_path_plan *pp,
     seen.fused_pdl_off += !d.pdl;
     break;
   }
+  case TRL_FAMILY_KMAJOR: {
+    /* trl_kmajor_shape's launch: blocks of 8 rows (int8: 4, m <= 4), a
+     * CTA column per split and block at least, an n-tile a column at most,
+     * about two CTAs an SM */
+    const trl_kmajor_grid *g = &d.layout.kmajor_grid;
+    const trl_kmajor_grid e =
+        trl_kmajor_shape(c->k, c->n, m, c->cb, lp->sm_count);
+    assert_true(d.layout.kmajor);
+    assert_memory_equal(g, &e, sizeof e);
+    assert_int_equal(g->var, trl_direct_var(c->cb, m));
+    assert_int_equal(g->rows, g->var == TRL_DIRECT_INT8 ? 4 : 8);
+    assert_true((int64_t)g->m_blocks * g->rows >= m &&
+                (int64_t)(g->m_blocks - 1) * g->rows < m);
+    assert_int_equal(g->splits, (c->k / 128 + 7) / 8);
+    assert_true(g->cols >= 1 && g->cols <= c->n / 16);
+    assert_true(g->cols == 1 || (int64_t)g->splits * g->m_blocks * g->cols <=
+                                    2 * (int64_t)lp->sm_count);
+    assert_int_equal(d.layout.splits, g->splits);
+    assert_int_equal(d.input, TRL_INPUT_NONE);
+    assert_int_equal(d.output, TRL_OUTPUT_NONE);
+    assert_int_equal(d.pdl, pp->pdl);
+    /* the gate never opens; past 32 rows only FORCE_DECODE keeps it */
+    assert_int_equal(d.path, TRELLIS_PATH_GENERIC);
+    assert_true(m < TRL_KMAJOR_DENSE_MIN_M ||
+                (c->flags & TRELLIS_PLAN_FORCE_DECODE));
+    break;
+  }
   case TRL_FAMILY_GEMM:
     assert_int_equal(d.layout.m_blocks, trl_layout_m_blocks(m));
     assert_int_equal(d.input, c->h128 ? TRL_INPUT_EXTERNAL : TRL_INPUT_ROTATE);
@@ -363,13 +410,18 @@ static void check(const pcase *c, const trl_path_plan *pp,
     assert_int_equal(d.input, c->h128 ? TRL_INPUT_EXTERNAL
                               : fold  ? TRL_INPUT_NONE
                                       : TRL_INPUT_ROTATE);
-    assert_int_equal(d.dense.form, c->h128 || c->half ? TRL_RECON_PLAIN
-                                   : fold             ? TRL_RECON_FULL
-                                                      : TRL_RECON_HAD);
-    assert_int_equal(d.output, lp->dense_direct ? TRL_OUTPUT_NONE
-                               : c->h128        ? TRL_OUTPUT_EXTERNAL
-                               : c->half        ? TRL_OUTPUT_ROTATE
-                                                : TRL_OUTPUT_BIAS);
+    /* a half rate's or a k-major payload's W_hat is plain */
+    const int plain = c->h128 || c->half || c->kmajor;
+    assert_false(c->kmajor && (fold || lp->dense_direct));
+    assert_int_equal(d.dense.form, plain  ? TRL_RECON_PLAIN
+                                   : fold ? TRL_RECON_FULL
+                                          : TRL_RECON_HAD);
+    assert_int_equal(d.output, lp->dense_direct       ? TRL_OUTPUT_NONE
+                               : c->h128              ? TRL_OUTPUT_EXTERNAL
+                               : c->half || c->kmajor ? TRL_OUTPUT_ROTATE
+                                                      : TRL_OUTPUT_BIAS);
+    assert_true(!c->kmajor || m >= TRL_KMAJOR_DENSE_MIN_M ||
+                (c->flags & TRELLIS_PLAN_FORCE_DENSE));
     const int b = searched_bucket(pp, MAX_M, m);
     assert_true(b >= 0);
     assert_int_equal(d.dense.bucket, b);
@@ -410,7 +462,7 @@ static void test_records_match_rules(void **state) {
     }
   }
   /* the cases reach every kind of record */
-  for (int f = 0; f < 4; ++f)
+  for (int f = 0; f < 5; ++f)
     assert_true(seen.family[f] > 0);
   for (int s = 0; s < 3; ++s)
     assert_true(seen.input[s] > 0);

@@ -55,7 +55,9 @@ static void test_gate_each_condition(void **state) {
   assert_int_equal(trl_gate(&g), TRL_GATE_NO_IMAGE);
   g = open_gate(), g.forced = 1;
   assert_int_equal(trl_gate(&g), TRL_GATE_FORCED);
-  for (int r = TRL_GATE_OPEN; r <= TRL_GATE_FORCED; ++r)
+  g = open_gate(), g.kmajor = 1;
+  assert_int_equal(trl_gate(&g), TRL_GATE_LAYOUT);
+  for (int r = TRL_GATE_OPEN; r <= TRL_GATE_LAYOUT; ++r)
     assert_true(trl_gate_reason_text((trl_gate_reason)r)[0] != '\0');
 }
 
@@ -609,6 +611,90 @@ static void test_path_dense_crossover(void **state) {
   assert_int_equal(trl_path_dense_min_m(&p), 192);
   p.cc_major = 10;
   assert_int_equal(trl_path_dense_min_m(&p), 192);
+  /* a k-major payload: its kernel up to 4 blocks of 8 rows */
+  p = open_plan(), p.kmajor = 1;
+  assert_int_equal(trl_path_dense_min_m(&p), 33);
+  assert_int_equal(TRL_KMAJOR_DENSE_MIN_M, 4 * TRL_DIRECT_MAX_M + 1);
+}
+
+/* A k-major payload: the gate stays shut (its kernel needs a workspace),
+ * the generic path up to 32 rows, then the plain dense path; the
+ * register-direct kernel never; plans it cannot serve are named. */
+static void test_path_kmajor(void **state) {
+  (void)state;
+  trl_path_plan p = open_plan();
+  p.kmajor = 1;
+  trl_gate_reason why = TRL_GATE_OPEN;
+  assert_int_equal(trl_path_for(&p, 1, &why), TRELLIS_PATH_GENERIC);
+  assert_int_equal(why, TRL_GATE_LAYOUT);
+  assert_int_equal(trl_path_for(&p, 32, NULL), TRELLIS_PATH_GENERIC);
+  assert_int_equal(trl_path_for(&p, 33, NULL), TRELLIS_PATH_DENSE);
+  p.flags = TRELLIS_PLAN_FORCE_DECODE;
+  assert_int_equal(trl_path_for(&p, 4096, NULL), TRELLIS_PATH_GENERIC);
+  p.flags = TRELLIS_PLAN_FORCE_DENSE;
+  assert_int_equal(trl_path_for(&p, 1, NULL), TRELLIS_PATH_DENSE);
+  p.flags = 0;
+  assert_false(trl_path_direct_eligible(&p));
+  assert_false(trl_path_dense_direct(&p));
+  assert_false(trl_path_dense_fold_input(&p));
+  assert_null(trl_path_kmajor_refusal(&p));
+  p.flags = TRELLIS_PLAN_FORCE_GENERIC | TRELLIS_PLAN_NO_DEPENDENT_LAUNCH;
+  assert_null(trl_path_kmajor_refusal(&p));
+  p.codebook = TRELLIS_CB_MUL1, p.bits = 2, p.half = 1;
+  assert_null(trl_path_kmajor_refusal(&p));
+  const char *r;
+  p = open_plan(), p.kmajor = 1, p.fused_image = 0;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "sm_90"));
+  p = open_plan(), p.kmajor = 1, p.compute_dtype = TRELLIS_BF16;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "fp16"));
+  p = open_plan(), p.kmajor = 1, p.has_h128 = 1;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "H128"));
+  p = open_plan(), p.kmajor = 1, p.split_k = 2;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "split_k"));
+  p = open_plan(), p.kmajor = 1, p.flags = TRELLIS_PLAN_LEGACY_KERNELS;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "LEGACY_KERNELS"));
+  p = open_plan(), p.kmajor = 1, p.flags = TRELLIS_PLAN_EXACT_WEIGHTS;
+  assert_non_null(r = trl_path_kmajor_refusal(&p));
+  assert_non_null(strstr(r, "EXACT_WEIGHTS"));
+}
+
+/* The k-major kernel's launch (trl_kmajor_shape): 8-row blocks (4 for
+ * MUL1's int8 form at m <= 4), one split per 1024 of k, CTA columns for
+ * about two CTAs an SM, never fewer than one nor more than the n-tiles. */
+static void test_kmajor_shape(void **state) {
+  (void)state;
+  trl_kmajor_grid g = trl_kmajor_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.var, TRL_DIRECT_HALVES);
+  assert_int_equal(g.rows, 8);
+  assert_int_equal(g.m_blocks, 1);
+  assert_int_equal(g.splits, 8);
+  assert_int_equal(g.cols, 33); /* 264 / 8 */
+  g = trl_kmajor_shape(8192, 28672, 4, TRELLIS_CB_MUL1, 132);
+  assert_int_equal(g.var, TRL_DIRECT_INT8);
+  assert_int_equal(g.rows, 4);
+  assert_int_equal(g.m_blocks, 1);
+  g = trl_kmajor_shape(8192, 28672, 5, TRELLIS_CB_MUL1, 132);
+  assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+  assert_int_equal(g.rows, 8);
+  g = trl_kmajor_shape(8192, 28672, 17, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.m_blocks, 3);
+  assert_int_equal(g.cols, 11); /* 264 / 24 */
+  g = trl_kmajor_shape(28672, 8192, 1, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.splits, 28);
+  assert_int_equal(g.cols, 9);
+  g = trl_kmajor_shape(512, 6144, 1, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.splits, 1); /* 4 slices: half the warps idle */
+  assert_int_equal(g.cols, 264);
+  g = trl_kmajor_shape(1024, 128, 1, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.cols, 8); /* one n-tile a column */
+  g = trl_kmajor_shape((int64_t)1 << 20, 128, 32, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.splits, 1024);
+  assert_int_equal(g.cols, 1);
 }
 
 /* The path for m: fused through the gate, then the crossover and the
@@ -754,6 +840,8 @@ int main(void) {
       cmocka_unit_test(test_fused_rotation_form),
       cmocka_unit_test(test_fused_dependent_launch),
       cmocka_unit_test(test_layout_generic),
+      cmocka_unit_test(test_path_kmajor),
+      cmocka_unit_test(test_kmajor_shape),
       cmocka_unit_test(test_layout_pair_k),
       cmocka_unit_test(test_layout_callback_and_dense),
   };

@@ -212,6 +212,74 @@ static void test_repack_host(void **state) {
   assert_non_null(strstr(trellis_last_error(), "checkpoint layout"));
 }
 
+/* The public repack into a named layout: LANES as above, KMAJOR as
+ * trl_lanes_kmajor (never in place), CHECKPOINT and the layouts that
+ * cannot hold the weight refused with their reasons. */
+static void test_repack_host_layout(void **state) {
+  (void)state;
+  static int16_t payload[1024 * 128 / 2], out[sizeof payload / 2],
+      ref[sizeof payload / 2];
+  static uint16_t suh[1024], svh[128];
+  for (int i = 0; i < 1024; i++)
+    suh[i] = 0x3C00;
+  for (int i = 0; i < 128; i++)
+    svh[i] = 0x3C00;
+  trellis_weight w;
+  trellis_weight_init(&w);
+  w.k = 1024;
+  w.n = 128;
+  w.bits = 3;
+  w.half = 1; /* K 3.5: an odd rate, the widest half-rate span */
+  w.codebook = TRELLIS_CB_MUL1;
+  w.trellis = payload;
+  w.suh = suh;
+  w.svh = svh;
+  const size_t bytes = trellis_weight_payload_bytes(&w);
+  assert_true(bytes <= sizeof payload);
+  fill_random(payload, bytes);
+  assert_int_equal(
+      trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_KMAJOR, out, NULL),
+      TRELLIS_OK);
+  assert_int_equal(trl_lanes_kmajor(payload, ref, 1024, 128, 7), TRELLIS_OK);
+  assert_memory_equal(out, ref, bytes);
+  assert_int_equal(
+      trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_LANES, out, NULL),
+      TRELLIS_OK);
+  assert_int_equal(trl_lanes_convert(payload, ref, 1024, 128, 7, 1),
+                   TRELLIS_OK);
+  assert_memory_equal(out, ref, bytes);
+  /* k-major in place, or overlapping the source */
+  trellis_clear_error();
+  assert_int_equal(trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_KMAJOR,
+                                                     payload, NULL),
+                   TRELLIS_ERR_BUFFER);
+  assert_non_null(strstr(trellis_last_error(), "in place"));
+  assert_int_equal(trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_KMAJOR,
+                                                     payload + 64, NULL),
+                   TRELLIS_ERR_BUFFER);
+  /* not a device layout */
+  const trellis_layout bad[] = {TRELLIS_LAYOUT_CHECKPOINT, (trellis_layout)3,
+                                (trellis_layout)-1};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    trellis_clear_error();
+    assert_int_equal(trellis_weight_repack_host_layout(&w, bad[i], out, NULL),
+                     TRELLIS_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(trellis_last_error(), "device layout"));
+  }
+  /* the k-major layout holds no SQG codebook */
+  w.half = 0;
+  w.bits = 4;
+  w.codebook = TRELLIS_CB_SQG_E4M3;
+  trellis_clear_error();
+  assert_int_equal(
+      trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_KMAJOR, out, NULL),
+      TRELLIS_ERR_UNSUPPORTED);
+  assert_non_null(strstr(trellis_last_error(), "SQG"));
+  assert_int_equal(
+      trellis_weight_repack_host_layout(&w, TRELLIS_LAYOUT_LANES, out, NULL),
+      TRELLIS_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_word_offsets),
@@ -220,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_repack_host),
       cmocka_unit_test(test_repack_host_half),
       cmocka_unit_test(test_kmajor),
+      cmocka_unit_test(test_repack_host_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

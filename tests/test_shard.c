@@ -504,6 +504,43 @@ static void test_lane_layout(void **state) {
   synth_layer_free(&l);
 }
 
+/* The k-major layout is not cut (a group spans 128 rows of k and its
+ * columns interleave): both calls refuse it by name, and nothing is
+ * written. */
+static void test_kmajor_refused(void **state) {
+  (void)state;
+  synth_layer l;
+  tu_assert_status(
+      synth_layer_init(&l, 1024, 256, 4, TRELLIS_CB_MCG, 0, 0x1A5Fu),
+      TRELLIS_OK);
+  const size_t bytes = trellis_weight_payload_bytes(&l.w);
+  int16_t *km = checked_malloc(bytes);
+  tu_assert_status(
+      trellis_weight_repack_host_layout(&l.w, TRELLIS_LAYOUT_KMAJOR, km, NULL),
+      TRELLIS_OK);
+  trellis_weight wk = l.w;
+  wk.trellis = km;
+  wk.layout = TRELLIS_LAYOUT_KMAJOR;
+  for (int split = 0; split < 2; split++) {
+    const trellis_shard_desc d = make_desc((trellis_split)split, 2, 1, NULL);
+    size_t need = 12345;
+    tu_assert_status(trellis_weight_shard_bytes(&wk, &d, &need),
+                     TRELLIS_ERR_LAYOUT);
+    tu_assert_error_has("k-major");
+    assert_int_equal(need, 12345);
+    static uint8_t memory[4096];
+    memset(memory, 0xA5, sizeof memory);
+    trellis_weight out;
+    trellis_weight_init(&out);
+    tu_assert_status(trellis_weight_shard(&wk, &d, memory, sizeof memory, &out),
+                     TRELLIS_ERR_LAYOUT);
+    for (size_t i = 0; i < sizeof memory; i++)
+      assert_int_equal(memory[i], 0xA5);
+  }
+  free(km);
+  synth_layer_free(&l);
+}
+
 /* ------------------------------------------------------ rank's pages -- */
 
 /* Makes every page of [base, base + size) that holds none of the rank's
@@ -762,6 +799,7 @@ int main(void) {
       cmocka_unit_test(test_pairs),
       cmocka_unit_test(test_views_and_copies),
       cmocka_unit_test(test_lane_layout),
+      cmocka_unit_test(test_kmajor_refused),
       cmocka_unit_test(test_rank_pages_only),
       cmocka_unit_test(test_rank_pages_of_a_model),
       cmocka_unit_test(test_bad_arguments),

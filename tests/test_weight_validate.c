@@ -94,8 +94,20 @@ static void test_null_and_struct_size(void **state) {
 static void test_layout(void **state) {
   (void)state;
   trellis_weight w = valid_weight();
-  w.layout = (trellis_layout)2;
-  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.layout", "got 2");
+  w.layout = (trellis_layout)3;
+  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.layout", "got 3");
+  w.layout = (trellis_layout)-1;
+  expect_failure(&w, TRELLIS_ERR_INVALID_ARGUMENT, "weight.layout", "got -1");
+  /* the k-major layout: uniform layers of the EXL3 codebooks */
+  w.layout = TRELLIS_LAYOUT_KMAJOR;
+  assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
+  w.codebook = TRELLIS_CB_SQG_E4M3;
+  expect_failure(&w, TRELLIS_ERR_UNSUPPORTED, "k-major", "SQG codebook");
+  w.codebook = TRELLIS_CB_MCG;
+  static uint16_t k_hat[256 * 128];
+  trellis_clear_error();
+  assert_int_equal(trellis_decode_weight(&w, k_hat), TRELLIS_ERR_LAYOUT);
+  assert_non_null(strstr(trellis_last_error(), "k-major layout"));
   w.layout = TRELLIS_LAYOUT_LANES;
   assert_int_equal(trellis_weight_validate(&w), TRELLIS_OK);
   /* the CPU functions read the checkpoint layout only */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Register-direct decode-GEMM unit 3: the variants of the rate at position
- * 3 of TRL_DIRECT_RATES, see direct_gemm.cuh and dispatch.cuh. */
+/* Register-direct and k-major decode-GEMM unit 3: the variants of the rate
+ * at position 3 of TRL_DIRECT_RATES, see direct_gemm.cuh, kmajor_gemm.cuh
+ * and dispatch.cuh. */
 #include "direct_gemm.cuh"
 #include "dispatch_unit.cuh"
+#include "kmajor_gemm.cuh"
 
 TRL_DISPATCH_UNIT(trl::direct::Direct, 3)
+TRL_DISPATCH_UNIT(trl::kmajor::KMajor, 3)

@@ -14,16 +14,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The k-major measurement build (trl_kmajor_*): 0 in every release; one
- * of its knobs (kmajor_gemm.cu) implies it. */
-#ifndef TRL_KMAJOR
-#if defined(TRL_KM_ROUND) || defined(TRL_KM_STAGES)
-#define TRL_KMAJOR 1
-#else
-#define TRL_KMAJOR 0
-#endif
-#endif
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -70,6 +60,9 @@ int trl_launch_bias_convert(const float *v, const uint16_t *bias, void *y,
  * dst may equal src. Used by the upload and trellis_weight_repack. */
 int trl_launch_repack_lanes(const int16_t *src, int16_t *dst, int64_t k,
                             int64_t n, int h, void *stream);
+/* Checkpoint -> the k-major lane layout (dst must not overlap src). */
+int trl_launch_repack_kmajor(const int16_t *src, int16_t *dst, int64_t k,
+                             int64_t n, int h, void *stream);
 
 /* The register-direct decode-GEMM (direct_gemm.cuh) of one variant: the
  * key is (rate in half-bits, codebook, TRL_DIRECT_* multiply). prepare
@@ -92,26 +85,13 @@ int trl_launch_direct_finish(const float *partial, int splits,
                              void *y, int out_dtype, int64_t m, int64_t n,
                              int pdl, void *stream);
 
-/* Measurement build only (TRL_KMAJOR 1, never a release): the k-major
- * streaming decode-GEMM (kmajor_gemm.cu) and its payload copy. Plans of K4
- * and K6 (3INST and MCG up to 8 rows, MUL1 up to 4) prepare a k-major copy
- * of their payload and plan-owned partials and run it instead of the
- * register-direct kernel: a plan's runs then must not overlap, and weight
- * memory doubles. */
-/* The kernel's variant for m rows (-1: none in this build). */
-int trl_kmajor_var(int rate, trellis_codebook cb, int64_t m);
-/* Its grid: CTA rows (k-splits of 8 slices of 128 k) and columns. */
-void trl_kmajor_grid(int64_t k, int64_t n, int sm_count, int *splits,
-                     int *cols);
-/* Kernel attributes (once, at prepare). */
+/* The k-major decode-GEMM (kmajor_gemm.cuh) of a k-major payload: the
+ * attributes of the plan's variants (once, at prepare), and the launch of
+ * `l` (its grid unused; partial: g's [splits][m][n] of workspace) with the
+ * finishing launch. */
 int trl_kmajor_prepare(int rate, trellis_codebook cb);
-/* The k-major copy of a lane-layout payload (same size). */
-int trl_kmajor_repack(const int16_t *lanes, int16_t *kmajor, int64_t k,
-                      int64_t n, int rate, void *stream);
-/* The decode-GEMM and the finishing launch of `l` (its grid unused:
- * trl_kmajor_grid's on sm_count SMs; payload: the k-major copy; partial:
- * that grid's [splits][m][n]). */
-int trl_kmajor_launch(const trl_direct_launch *l, int sm_count, void *stream);
+int trl_launch_kmajor(const trl_direct_launch *l, const trl_kmajor_grid *g,
+                      void *stream);
 
 /* Legacy packed signs -> fp16 +-1 (used once at prepare). */
 int trl_launch_expand_signs(const int16_t *packed, uint16_t *out, int64_t count,
@@ -185,6 +165,8 @@ int trl_gemm_ctas_per_sm(int bits, int half, int bits1,
 typedef struct trl_reconstruct_args {
   const int16_t *trellis;
   int bits;
+  int half;   /* K = bits + 1/2 (trl_launch_reconstruct_rate) */
+  int kmajor; /* the k-major layout (trl_launch_reconstruct_rate) */
   trellis_codebook codebook;
   const trl_sqg_tables *sqg; /* device tables of an SQG codebook */
   int64_t k, n, n0, n_cols, ldd;
@@ -195,7 +177,8 @@ typedef struct trl_reconstruct_args {
 int trl_launch_reconstruct(trl_recon_form form, const trl_reconstruct_args *a,
                            void *stream);
 /* The plain form for a half-integer rate (K = bits + 1/2, MUL1) from the
- * lane layout (reconstruct_rate.cu). */
+ * lane layout, or for any rate of an EXL3 codebook from the k-major layout
+ * (reconstruct_rate.cu). */
 int trl_launch_reconstruct_rate(const trl_reconstruct_args *a, void *stream);
 /* Checks the images and sets the attributes of the reconstruct kernels of
  * (bits, codebook), every form and dst dtype. */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The lane layout on the device: the repack of a checkpoint tile array
- * (FORMAT.md, "The lane layout"; format/lanes.c is the host reference).
- * One warp per group: it stages the group's 8 tiles in shared memory, then
- * each lane writes its H words, so the repack may run in place. Run once
- * per weight (upload, trellis_weight_repack), never on a hot path. */
+/* The lane layouts on the device: the repack of a checkpoint tile array
+ * (FORMAT.md, "The lane layout" and "The k-major lane layout";
+ * format/lanes.c is the host reference). One warp per group: it stages the
+ * group's 8 tiles in shared memory, then each lane writes its H words, so
+ * the lane layout's repack may run in place. Run once per weight (upload,
+ * trellis_weight_repack), never on a hot path. */
 #include "common.cuh"
 #include "format/lanes.h"
 #include "kernels.h"
@@ -24,19 +25,31 @@ __device__ uint32_t ring_bits(const uint32_t *tile, int words, int p, int len) {
   return (uint32_t)(v >> (64 - len));
 }
 
+/* Group g's 8 tiles: those of one tile row (the lane layout: the group's
+ * own bytes, so the repack may run in place), or with `ntiles` > 0 (the
+ * k-major layout, never in place) tiles [8 kg + t][nt] of g = kg ntiles +
+ * nt. */
 __global__ void __launch_bounds__(32 * kWarps)
     repack_lanes_kernel(const uint32_t *src, uint32_t *dst, int64_t groups,
-                        int h) {
+                        int h, int64_t ntiles) {
   __shared__ uint32_t stage[kWarps][32 * 16];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t g = (int64_t)blockIdx.x * kWarps + warp;
   if (g >= groups)
     return;
   const int group_words = 32 * h, tile_words = 4 * h, span = 4 * h;
-  const uint32_t *gs = src + g * group_words;
   uint32_t *s = stage[warp];
-  for (int i = lane; i < group_words; i += 32)
-    s[i] = gs[i];
+  if (ntiles > 0) {
+    const int64_t kg = g / ntiles, nt = g % ntiles;
+    for (int i = lane; i < group_words; i += 32) {
+      const int64_t t = i / tile_words;
+      s[i] = src[((8 * kg + t) * ntiles + nt) * tile_words + i % tile_words];
+    }
+  } else {
+    const uint32_t *gs = src + g * group_words;
+    for (int i = lane; i < group_words; i += 32)
+      s[i] = gs[i];
+  }
   __syncwarp();
   uint32_t *gd = dst + g * group_words;
   for (int w = 0; w < h; ++w) {
@@ -68,6 +81,20 @@ extern "C" int trl_launch_repack_lanes(const int16_t *src, int16_t *dst,
   repack_lanes_kernel<<<(unsigned)blocks, 32 * kWarps, 0,
                         (cudaStream_t)stream>>>(
       reinterpret_cast<const uint32_t *>(src),
-      reinterpret_cast<uint32_t *>(dst), groups, h);
+      reinterpret_cast<uint32_t *>(dst), groups, h, 0);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int trl_launch_repack_kmajor(const int16_t *src, int16_t *dst,
+                                        int64_t k, int64_t n, int h,
+                                        void *stream) {
+  const int64_t groups = (k / 128) * (n / 16);
+  if (groups <= 0)
+    return 0;
+  const int64_t blocks = (groups + kWarps - 1) / kWarps;
+  repack_lanes_kernel<<<(unsigned)blocks, 32 * kWarps, 0,
+                        (cudaStream_t)stream>>>(
+      reinterpret_cast<const uint32_t *>(src),
+      reinterpret_cast<uint32_t *>(dst), groups, h, n / 16);
   return (int)cudaGetLastError();
 }

@@ -6,6 +6,7 @@
 #include "core/internal.h"
 #include "format/weight.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Word j of a bit string stored as little-endian 32-bit words. */
@@ -126,19 +127,54 @@ trellis_status trl_lanes_kmajor(const int16_t *src, int16_t *dst, int64_t k,
   return TRELLIS_OK;
 }
 
+trellis_status trl_check_target_layout(const trellis_weight *w,
+                                       trellis_layout layout, const char *who) {
+  if (layout == TRELLIS_LAYOUT_LANES)
+    return TRELLIS_OK;
+  if (layout != TRELLIS_LAYOUT_KMAJOR)
+    return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
+                    "%s: layout %d: expected TRELLIS_LAYOUT_LANES (1) or "
+                    "TRELLIS_LAYOUT_KMAJOR (2), a device layout",
+                    who, (int)layout);
+  return trl_weight_kmajor_supported(w, who);
+}
+
+/* Whether [a, a + bytes) and [b, b + bytes) overlap. */
+static int overlaps(const void *a, const void *b, size_t bytes) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return x < y + bytes && y < x + bytes;
+}
+
 trellis_status trellis_weight_repack_host(const trellis_weight *w, int16_t *out,
                                           int16_t *out1) {
+  return trellis_weight_repack_host_layout(w, TRELLIS_LAYOUT_LANES, out, out1);
+}
+
+trellis_status trellis_weight_repack_host_layout(const trellis_weight *w,
+                                                 trellis_layout layout,
+                                                 int16_t *out, int16_t *out1) {
   trellis_weight full;
   trellis_status st = trl_weight_load(w, &full);
   if (st == TRELLIS_OK)
     st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_CHECKPOINT,
                                    "weight_repack_host");
+  if (st == TRELLIS_OK)
+    st = trl_check_target_layout(&full, layout, "weight_repack_host");
   if (st != TRELLIS_OK)
     return st;
   if (out == NULL || (full.pair != TRELLIS_PAIR_NONE && out1 == NULL))
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "weight_repack_host: %s is NULL",
                     out == NULL ? "out" : "out1 (a pair's record1)");
+  if (layout == TRELLIS_LAYOUT_KMAJOR) {
+    const size_t bytes = trellis_weight_payload_bytes(&full);
+    if (overlaps(full.trellis, out, bytes))
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "weight_repack_host: the k-major layout is not written "
+                      "in place (out overlaps the payload)");
+    return trl_lanes_kmajor(full.trellis, out, full.k, full.n,
+                            trl_lanes_rate(full.bits, full.half));
+  }
   trl_record rec[2];
   const int count = trl_weight_records(&full, rec);
   for (int r = 0; r < count; r++) {

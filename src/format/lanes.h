@@ -81,14 +81,19 @@ TRL_LANES_FN int trl_lanes_state_offset(int h, int j) {
 trellis_status trl_lanes_convert(const int16_t *src, int16_t *dst, int64_t k,
                                  int64_t n, int h, int to_lanes);
 
-/* The k-major lane layout (FORMAT.md, "The k-major lane layout"; read by
- * the TRL_KMAJOR measurement build, whose device repack takes the lane
- * layout instead): group (kg, nt) is the 8 tiles [8 kg + t][nt], t = 0..7,
+/* The k-major lane layout (FORMAT.md, "The k-major lane layout";
+ * TRELLIS_LAYOUT_KMAJOR, cuda/lanes.cu is the device repack): group
+ * (kg, nt) is the 8 tiles [8 kg + t][nt], t = 0..7,
  * of one n-tile over one 128-k slice, lane-packed as a lane-layout group
  * packs its 8 tiles, at group index kg * (n / 16) + nt. From a checkpoint
  * tile array [k/16][n/16][16 H/2]; k a multiple of 128, dst not src. */
 trellis_status trl_lanes_kmajor(const int16_t *src, int16_t *dst, int64_t k,
                                 int64_t n, int h);
+
+/* TRELLIS_OK when `layout` is a device layout (LANES, KMAJOR) that can
+ * hold `w`; else the error, naming `who`. */
+trellis_status trl_check_target_layout(const trellis_weight *w,
+                                       trellis_layout layout, const char *who);
 
 #ifdef __cplusplus
 }

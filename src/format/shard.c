@@ -177,6 +177,12 @@ static trellis_status plan_shard(const trellis_weight *w,
   trellis_status st = trl_weight_load(w, &p->full);
   if (st != TRELLIS_OK)
     return st;
+  if (p->full.layout == TRELLIS_LAYOUT_KMAJOR)
+    return trl_fail(TRELLIS_ERR_LAYOUT,
+                    "weight_shard: a k-major payload is not cut (its groups "
+                    "span 128 rows of k and interleave the columns); shard "
+                    "the checkpoint or lane layout and write each shard's "
+                    "k-major copy");
   if ((st = check_desc(d)) != TRELLIS_OK)
     return st;
   const trellis_weight *f = &p->full;

@@ -207,11 +207,15 @@ static trellis_status validate_full(const trellis_weight *w) {
       (st = check_sign_pair("svh", w->svh, "sv", w->sv)) != TRELLIS_OK)
     return st;
   if (w->layout != TRELLIS_LAYOUT_CHECKPOINT &&
-      w->layout != TRELLIS_LAYOUT_LANES)
+      w->layout != TRELLIS_LAYOUT_LANES && w->layout != TRELLIS_LAYOUT_KMAJOR)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
-                    "weight.layout: expected TRELLIS_LAYOUT_CHECKPOINT (0) "
-                    "or TRELLIS_LAYOUT_LANES (1), got %d",
+                    "weight.layout: expected TRELLIS_LAYOUT_CHECKPOINT (0), "
+                    "TRELLIS_LAYOUT_LANES (1) or TRELLIS_LAYOUT_KMAJOR (2), "
+                    "got %d",
                     (int)w->layout);
+  if (w->layout == TRELLIS_LAYOUT_KMAJOR &&
+      (st = trl_weight_kmajor_supported(w, "weight.layout")) != TRELLIS_OK)
+    return st;
   if (w->pair != TRELLIS_PAIR_NONE)
     return check_pair(w);
   return check_uniform(w);
@@ -233,12 +237,26 @@ trellis_status trl_weight_require_layout(const trellis_weight *w,
                         "stores them)");
 }
 
+trellis_status trl_weight_kmajor_supported(const trellis_weight *w,
+                                           const char *who) {
+  if (w->pair != TRELLIS_PAIR_NONE || trl_codebook_is_sqg(w->codebook))
+    return trl_fail(
+        TRELLIS_ERR_UNSUPPORTED,
+        "%s: the k-major layout holds uniform layers of the EXL3 "
+        "codebooks (3INST, MCG, MUL1) only, not %s (use the lane "
+        "layout)",
+        who, w->pair != TRELLIS_PAIR_NONE ? "a pair" : "an SQG codebook");
+  return TRELLIS_OK;
+}
+
 const char *trl_layout_name(trellis_layout layout) {
   switch (layout) {
   case TRELLIS_LAYOUT_CHECKPOINT:
     return "checkpoint";
   case TRELLIS_LAYOUT_LANES:
     return "lanes";
+  case TRELLIS_LAYOUT_KMAJOR:
+    return "k-major";
   }
   return "invalid";
 }

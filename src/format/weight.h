@@ -16,7 +16,11 @@ trellis_status trl_weight_load(const trellis_weight *w, trellis_weight *full);
 trellis_status trl_weight_require_layout(const trellis_weight *w,
                                          trellis_layout layout,
                                          const char *who);
-/* "checkpoint", "lanes" or "invalid". */
+/* TRELLIS_OK when the k-major layout can hold `w`: a uniform layer of an
+ * EXL3 codebook; else TRELLIS_ERR_UNSUPPORTED naming `who`. */
+trellis_status trl_weight_kmajor_supported(const trellis_weight *w,
+                                           const char *who);
+/* "checkpoint", "lanes", "k-major" or "invalid". */
 const char *trl_layout_name(trellis_layout layout);
 
 /* Input and output scales as fp32: suh/svh converted, or legacy su/sv bits

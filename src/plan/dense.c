@@ -155,7 +155,10 @@ static int reconstruct(const trellis_plan *p, trl_recon_form form, int64_t n0,
   a.post = p->s_out;
   a.dst = what;
   a.dst_dtype = p->desc.compute_dtype;
-  if (p->w.half) /* plain W_hat; the run rotates before and after */
+  a.half = p->w.half;
+  a.kmajor = p->w.layout == TRELLIS_LAYOUT_KMAJOR;
+  /* plain W_hat; the run rotates before and after */
+  if (p->w.half || a.kmajor)
     return trl_launch_reconstruct_rate(&a, stream);
   if (p->w.pair == TRELLIS_PAIR_NONE)
     return trl_launch_reconstruct(form, &a, stream);

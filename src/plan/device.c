@@ -41,9 +41,16 @@ trellis_status trl_check_device_pointer(const void *p, const char *what) {
 }
 
 /* Repacks each record of `w` (device memory, checkpoint layout) into
- * out/out1 on `stream`. */
-static trellis_status repack_records(const trellis_weight *w, int16_t *out,
+ * out/out1 on `stream`, in `layout` (KMAJOR: a uniform layer, out not
+ * overlapping the payload). */
+static trellis_status repack_records(const trellis_weight *w,
+                                     trellis_layout layout, int16_t *out,
                                      int16_t *out1, void *stream) {
+  if (layout == TRELLIS_LAYOUT_KMAJOR) {
+    int e = trl_launch_repack_kmajor(w->trellis, out, w->k, w->n,
+                                     trl_lanes_rate(w->bits, w->half), stream);
+    return e ? trl_cuda_fail(e, "weight repack (k-major)") : TRELLIS_OK;
+  }
   trl_record rec[2];
   const int count = trl_weight_records(w, rec);
   for (int r = 0; r < count; r++) {
@@ -59,11 +66,20 @@ static trellis_status repack_records(const trellis_weight *w, int16_t *out,
 trellis_status trellis_weight_repack(const trellis_weight *device_w,
                                      int16_t *out, int16_t *out1,
                                      void *stream) {
+  return trellis_weight_repack_layout(device_w, TRELLIS_LAYOUT_LANES, out, out1,
+                                      stream);
+}
+
+trellis_status trellis_weight_repack_layout(const trellis_weight *device_w,
+                                            trellis_layout layout, int16_t *out,
+                                            int16_t *out1, void *stream) {
   trellis_weight w;
   trellis_status st = trl_weight_load(device_w, &w);
   if (st == TRELLIS_OK)
     st = trl_weight_require_layout(&w, TRELLIS_LAYOUT_CHECKPOINT,
                                    "weight_repack");
+  if (st == TRELLIS_OK)
+    st = trl_check_target_layout(&w, layout, "weight_repack");
   if (st != TRELLIS_OK)
     return st;
   const int pair = w.pair != TRELLIS_PAIR_NONE;
@@ -85,7 +101,15 @@ trellis_status trellis_weight_repack(const trellis_weight *device_w,
       return trl_fail(TRELLIS_ERR_BUFFER,
                       "weight_repack: %s is not 16-byte aligned", names[i]);
   }
-  return repack_records(&w, out, out1, stream);
+  if (layout == TRELLIS_LAYOUT_KMAJOR) {
+    const uintptr_t a = (uintptr_t)w.trellis, b = (uintptr_t)out;
+    const size_t bytes = trellis_weight_payload_bytes(&w);
+    if (a < b + bytes && b < a + bytes)
+      return trl_fail(TRELLIS_ERR_BUFFER,
+                      "weight_repack: the k-major layout is not written in "
+                      "place (out overlaps the payload)");
+  }
+  return repack_records(&w, layout, out, out1, stream);
 }
 
 /* Tells a live handle from freed or foreign memory (where it is readable). */
@@ -114,6 +138,12 @@ static int live(const trellis_device_weight *dw, const char *what) {
 
 trellis_status trellis_weight_upload(const trellis_weight *host,
                                      trellis_device_weight **out) {
+  return trellis_weight_upload_layout(host, TRELLIS_LAYOUT_LANES, out);
+}
+
+trellis_status trellis_weight_upload_layout(const trellis_weight *host,
+                                            trellis_layout layout,
+                                            trellis_device_weight **out) {
   if (!out)
     return trl_fail(TRELLIS_ERR_INVALID_ARGUMENT,
                     "device weight output pointer is NULL");
@@ -123,6 +153,8 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   if (st == TRELLIS_OK)
     st = trl_weight_require_layout(&w, TRELLIS_LAYOUT_CHECKPOINT,
                                    "weight_upload");
+  if (st == TRELLIS_OK)
+    st = trl_check_target_layout(&w, layout, "weight_upload");
   if (st != TRELLIS_OK)
     return st;
   host = &w;
@@ -165,12 +197,31 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
                     "cudaMalloc of %zu bytes for the weight failed: %s", total,
                     cudaGetErrorString(e));
   }
+  /* the k-major layout is a permutation across groups: written on the
+   * host into a copy (format/lanes.c), then copied as it is */
+  int16_t *kmajor = NULL;
+  if (layout == TRELLIS_LAYOUT_KMAJOR) {
+    kmajor = malloc(payload);
+    st = kmajor ? trellis_weight_repack_host_layout(host, layout, kmajor, NULL)
+                : trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                           "weight upload: %zu bytes of host memory for the "
+                           "k-major copy",
+                           payload);
+    if (st != TRELLIS_OK) {
+      free(kmajor);
+      cudaFree(base);
+      free(dw);
+      return st;
+    }
+  }
   const void *src_in =
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  if ((e = cudaMemcpy(base + off_payload, host->trellis, record0,
-                      cudaMemcpyHostToDevice)) ||
+  e = cudaMemcpy(base + off_payload, kmajor ? kmajor : host->trellis, record0,
+                 cudaMemcpyHostToDevice);
+  free(kmajor);
+  if (e ||
       (payload > record0 &&
        (e = cudaMemcpy(base + off_payload + record0, host->trellis1,
                        payload - record0, cudaMemcpyHostToDevice))) ||
@@ -193,17 +244,20 @@ trellis_status trellis_weight_upload(const trellis_weight *host,
   v->trellis1 = host->pair != TRELLIS_PAIR_NONE
                     ? (const int16_t *)(base + off_payload + record0)
                     : NULL;
-  /* the GPU's decode layout, in place (the copies above are complete: the
-   * legacy stream orders the kernel after them) */
-  st = repack_records(v, (int16_t *)v->trellis, (int16_t *)v->trellis1, NULL);
-  if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
-    st = trl_cuda_fail(e, "weight repack");
-  if (st != TRELLIS_OK) {
-    cudaFree(base);
-    free(dw);
-    return st;
+  /* the lane layout, in place (the copies above are complete: the legacy
+   * stream orders the kernel after them) */
+  if (layout == TRELLIS_LAYOUT_LANES) {
+    st = repack_records(v, layout, (int16_t *)v->trellis,
+                        (int16_t *)v->trellis1, NULL);
+    if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
+      st = trl_cuda_fail(e, "weight repack");
+    if (st != TRELLIS_OK) {
+      cudaFree(base);
+      free(dw);
+      return st;
+    }
   }
-  v->layout = TRELLIS_LAYOUT_LANES;
+  v->layout = layout;
   v->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
   v->su = host->suh ? NULL : (const int16_t *)(base + off_in);
   v->svh = host->svh ? (const uint16_t *)(base + off_out) : NULL;

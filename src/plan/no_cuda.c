@@ -29,6 +29,20 @@ trellis_status trellis_weight_repack(const trellis_weight *device_w,
   return no_cuda();
 }
 
+trellis_status trellis_weight_upload_layout(const trellis_weight *host,
+                                            trellis_layout layout,
+                                            trellis_device_weight **out) {
+  (void)layout;
+  return trellis_weight_upload(host, out);
+}
+
+trellis_status trellis_weight_repack_layout(const trellis_weight *device_w,
+                                            trellis_layout layout, int16_t *out,
+                                            int16_t *out1, void *stream) {
+  (void)layout;
+  return trellis_weight_repack(device_w, out, out1, stream);
+}
+
 /* No handle can exist in this build: every non-NULL one is foreign. */
 const trellis_weight *
 trellis_device_weight_view(const trellis_device_weight *dw) {

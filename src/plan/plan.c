@@ -183,7 +183,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   *out = NULL;
   trellis_weight full; /* the caller's weight at any accepted struct_size */
   trellis_status st = trl_weight_load(device_w, &full);
-  if (st == TRELLIS_OK)
+  if (st == TRELLIS_OK && full.layout != TRELLIS_LAYOUT_KMAJOR)
     st = trl_weight_require_layout(&full, TRELLIS_LAYOUT_LANES, "plan_create");
   if (st != TRELLIS_OK)
     return st;
@@ -260,6 +260,7 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
   p->pp.half = p->w.half;
   p->pp.codebook = p->w.codebook;
   p->pp.paired = p->w.pair != TRELLIS_PAIR_NONE;
+  p->pp.kmajor = p->w.layout == TRELLIS_LAYOUT_KMAJOR;
   p->pp.has_bias = p->w.bias != NULL;
   p->pp.input_dtype = desc->input_dtype;
   p->pp.output_dtype = desc->output_dtype;
@@ -283,6 +284,16 @@ trellis_status trellis_plan_create(const trellis_weight *device_w,
     p->lp.ctas_per_sm[i] =
         trl_gemm_ctas_per_sm(p->w.bits, p->w.half, plan_bits1(p), p->w.codebook,
                              desc->compute_dtype, trl_m_block_at(i));
+  const char *refusal = p->pp.kmajor ? trl_path_kmajor_refusal(&p->pp) : NULL;
+  if (refusal) {
+    free(p);
+    return trl_fail(TRELLIS_ERR_LAYOUT,
+                    "plan_create: a k-major payload runs on the k-major "
+                    "kernel only, and %s; upload the weight in the lane "
+                    "layout for this plan",
+                    refusal);
+  }
+  p->lp.kmajor = p->pp.kmajor;
   if ((st = plan_direct(p)) != TRELLIS_OK) {
     free(p);
     return st;
@@ -493,63 +504,17 @@ static trellis_status prepare_once(trellis_plan *plan) {
   if ((st = injected(plan, TRL_PREPARE_AFTER_FUSED, "the fused kernel")) !=
       TRELLIS_OK)
     return st;
+  if (plan->lp.kmajor &&
+      (err = trl_kmajor_prepare(plan->lp.rate, plan->w.codebook)))
+    return trl_cuda_fail(err, "plan prepare (k-major kernel attributes)");
   if ((st = trl_dense_prepare(plan)) != TRELLIS_OK)
     return st;
   return injected(plan, TRL_PREPARE_AFTER_DENSE, "the dense path");
 }
 
-#if TRL_KMAJOR
-/* Measurement build (trl_kmajor_* in cuda/kernels.h): the k-major copy of the
- * payload and partials for up to 8 rows, where the kernel has the plan's
- * variant. */
-static trellis_status kmajor_prepare(trellis_plan *p) {
-  if (!p->lp.direct || p->w.pair != TRELLIS_PAIR_NONE ||
-      trl_kmajor_var(p->lp.rate, p->w.codebook, 1) < 0)
-    return TRELLIS_OK;
-  int splits, cols;
-  trl_kmajor_grid(p->w.k, p->w.n, p->sm_count, &splits, &cols);
-  const int64_t rows = p->desc.max_m < 8 ? p->desc.max_m : 8;
-  const size_t bytes = (size_t)p->w.k * (size_t)p->w.n * p->lp.rate / 16;
-  cudaError_t e = cudaMalloc((void **)&p->km_payload, bytes);
-  if (e == cudaSuccess)
-    e = cudaMalloc((void **)&p->km_partial,
-                   (size_t)splits * rows * p->w.n * sizeof(float));
-  int err =
-      e != cudaSuccess ? (int)e : trl_kmajor_prepare(p->lp.rate, p->w.codebook);
-  if (!err)
-    err = trl_kmajor_repack(p->w.trellis, p->km_payload, p->w.k, p->w.n,
-                            p->lp.rate, NULL);
-  if (!err)
-    err = (int)cudaDeviceSynchronize();
-  return err ? trl_cuda_fail(err, "plan prepare (k-major copy)") : TRELLIS_OK;
-}
-
-static trellis_status launch_error(int err, const char *what);
-
-static void direct_args(const trellis_plan *p, const void *x, int64_t m,
-                        void *y, trl_direct_launch *l);
-
-static trellis_status kmajor_run(const trellis_plan *p, const void *x,
-                                 int64_t m, void *y, cudaStream_t s) {
-  trl_direct_launch l;
-  direct_args(p, x, m, y, &l);
-  l.payload = p->km_payload;
-  l.partial = p->km_partial;
-  l.pdl = p->pp.pdl;
-  const int err = trl_kmajor_launch(&l, p->sm_count, s);
-  return err ? launch_error(err, "k-major decode-GEMM") : TRELLIS_OK;
-}
-#endif
-
 /* Returns the plan to its state after create: frees what prepare acquired
  * (plan memory, the cuBLASLt handle). */
 static void release_prepared(trellis_plan *plan) {
-#if TRL_KMAJOR
-  cudaFree(plan->km_payload);
-  cudaFree(plan->km_partial);
-  plan->km_payload = NULL;
-  plan->km_partial = NULL;
-#endif
   if (plan->owned)
     cudaFree(plan->owned);
   if (plan->lt)
@@ -572,10 +537,6 @@ trellis_status trellis_plan_prepare(trellis_plan *plan) {
   if (plan->prepared)
     return TRELLIS_OK; /* idempotent */
   st = prepare_once(plan);
-#if TRL_KMAJOR
-  if (st == TRELLIS_OK)
-    st = kmajor_prepare(plan);
-#endif
   if (st != TRELLIS_OK) {
     /* nothing of a failed attempt stays: a retry starts from create */
     release_prepared(plan);
@@ -710,6 +671,19 @@ static trellis_status direct_run(const trellis_plan *p, const trl_decision *d,
   return err ? launch_error(err, "register-direct decode-GEMM") : TRELLIS_OK;
 }
 
+/* The k-major kernel and its finishing launch (a k-major payload's generic
+ * path). */
+static trellis_status kmajor_run(const trellis_plan *p, const trl_decision *d,
+                                 const void *x, int64_t m, void *y, char *ws,
+                                 cudaStream_t s) {
+  trl_direct_launch l;
+  direct_args(p, x, m, y, &l);
+  l.partial = (float *)(ws + d->layout.partial_off);
+  l.pdl = d->pdl;
+  const int err = trl_launch_kmajor(&l, &d->layout.kmajor_grid, s);
+  return err ? launch_error(err, "k-major decode-GEMM") : TRELLIS_OK;
+}
+
 /* The split-K decode-GEMM of the record: rotated x -> fp32 partials. */
 static trellis_status gemm_run(const trellis_plan *plan, const trl_decision *d,
                                const void *rotated, char *ws, int64_t m,
@@ -793,13 +767,10 @@ trellis_status trellis_run(const trellis_plan *plan, const void *x, int64_t m,
                       "buffers.workspace is not %d-byte aligned", TRL_WS_ALIGN);
     ws = (char *)buffers->workspace;
   }
-#if TRL_KMAJOR
-  if (d.family == TRL_FAMILY_DIRECT && plan->km_payload &&
-      trl_kmajor_var(plan->lp.rate, plan->w.codebook, m) >= 0)
-    return kmajor_run(plan, x, m, y, s);
-#endif
   if (d.family == TRL_FAMILY_DIRECT)
     return direct_run(plan, &d, x, m, y, ws, s);
+  if (d.family == TRL_FAMILY_KMAJOR)
+    return kmajor_run(plan, &d, x, m, y, ws, s);
   if (d.family == TRL_FAMILY_FUSED)
     return trl_fused_run(plan, &d, x, m, y, buffers->rotated, s);
 

@@ -55,10 +55,6 @@ struct trellis_plan {
   dense_algo algos[TRL_DENSE_BUCKETS];
   int algo_count;
   trl_prepare_step inject_failure; /* tests: see plan/prepare_fault.h */
-#if TRL_KMAJOR
-  int16_t *km_payload; /* measurement build: trl_kmajor_* (kernels.h) */
-  float *km_partial;
-#endif
 };
 
 /* The SQG tables in the kernels' layout (trl_sqg_tables), from the checked

@@ -34,18 +34,18 @@ static void decide_dense(const trl_path_plan *pp, const trl_layout_params *lp,
   d->input = pp->has_h128 ? TRL_INPUT_EXTERNAL
              : fold_in    ? TRL_INPUT_NONE
                           : TRL_INPUT_ROTATE;
-  d->dense.form = pp->has_h128 || pp->half ? TRL_RECON_PLAIN
-                  : fold_in                ? TRL_RECON_FULL
-                                           : TRL_RECON_HAD;
+  d->dense.form = pp->has_h128 || pp->half || pp->kmajor ? TRL_RECON_PLAIN
+                  : fold_in                              ? TRL_RECON_FULL
+                                                         : TRL_RECON_HAD;
   const int64_t first = trl_path_dense_first_bucket(pp);
   d->dense.bucket =
       first > 0 ? trl_layout_dense_bucket(first, m) : TRL_DENSE_BUCKETS;
-  /* cuBLASLt writes y (rotations and svh folded); a half rate's plain
-   * W_hat takes the generic output stage */
-  d->output = lp->dense_direct ? TRL_OUTPUT_NONE
-              : pp->has_h128   ? TRL_OUTPUT_EXTERNAL
-              : pp->half       ? TRL_OUTPUT_ROTATE
-                               : TRL_OUTPUT_BIAS;
+  /* cuBLASLt writes y (rotations and svh folded); a half rate's or a
+   * k-major payload's plain W_hat takes the generic output stage */
+  d->output = lp->dense_direct         ? TRL_OUTPUT_NONE
+              : pp->has_h128           ? TRL_OUTPUT_EXTERNAL
+              : pp->half || pp->kmajor ? TRL_OUTPUT_ROTATE
+                                       : TRL_OUTPUT_BIAS;
 }
 
 int trl_decide(const trl_path_plan *pp, const trl_layout_params *lp, int64_t m,
@@ -58,6 +58,9 @@ int trl_decide(const trl_path_plan *pp, const trl_layout_params *lp, int64_t m,
   const int direct = trl_layout_direct_launch(lp, out->path, m, &grid);
   if (direct) {                      /* GENERIC rows the direct kernel takes */
     out->family = TRL_FAMILY_DIRECT; /* it rotates x, it writes y */
+    out->pdl = pp->pdl;
+  } else if (pp->kmajor && out->path == TRELLIS_PATH_GENERIC) {
+    out->family = TRL_FAMILY_KMAJOR; /* it rotates x; its finish writes y */
     out->pdl = pp->pdl;
   } else if (out->path == TRELLIS_PATH_FUSED) {
     decide_fused(pp, lp, m, out);

@@ -27,7 +27,9 @@ typedef enum trl_family {
   TRL_FAMILY_FUSED = 0,  /* the fused cluster kernel (fused path) */
   TRL_FAMILY_DIRECT = 1, /* the register-direct kernel (fused, generic) */
   TRL_FAMILY_GEMM = 2,   /* the split-K decode-GEMM (generic path) */
-  TRL_FAMILY_DENSE = 3   /* W_hat slices and cuBLASLt (dense path) */
+  TRL_FAMILY_DENSE = 3,  /* W_hat slices and cuBLASLt (dense path) */
+  TRL_FAMILY_KMAJOR = 4  /* the k-major kernel (generic path of a k-major
+                          * payload) */
 } trl_family;
 
 /* How x reaches it. */
@@ -66,7 +68,8 @@ typedef struct trl_decision {
   int pdl;
   /* the buffers (sizes and workspace offsets) and the shapes: splits,
    * kt_per_split and m_blocks (GEMM), direct_grid and the splits' partials
-   * (DIRECT), slice_n (DENSE); trl_layout_sizes for `path` */
+   * (DIRECT), kmajor_grid and its partials (KMAJOR), slice_n (DENSE);
+   * trl_layout_sizes for `path` */
   trl_layout layout;
   struct {
     int m_blocks; /* trl_layout_m_blocks */

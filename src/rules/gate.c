@@ -16,6 +16,8 @@ trl_gate_reason trl_gate(const trl_gate_input *in) {
     return TRL_GATE_EXTERNAL_H128;
   if (!in->fused_image_present)
     return TRL_GATE_NO_IMAGE;
+  if (in->kmajor)
+    return TRL_GATE_LAYOUT;
   if (in->forced)
     return TRL_GATE_FORCED;
   return TRL_GATE_OPEN;
@@ -41,6 +43,8 @@ const char *trl_gate_reason_text(trl_gate_reason reason) {
     return "fused kernel not compiled for this device";
   case TRL_GATE_FORCED:
     return "forced configuration";
+  case TRL_GATE_LAYOUT:
+    return "k-major payload (the generic path's k-major kernel)";
   }
   return "unknown";
 }

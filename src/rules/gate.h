@@ -24,6 +24,7 @@ typedef struct trl_gate_input {
   int has_external_h128;   /* the caller owns the rotations */
   int fused_image_present; /* fused kernel image runs on this device */
   int forced;              /* forced launch configuration or path */
+  int kmajor;              /* the payload is in the k-major layout */
 } trl_gate_input;
 
 /* Why the gate sent a call to the generic path (TRL_GATE_OPEN: fused). */
@@ -36,7 +37,8 @@ typedef enum trl_gate_reason {
   TRL_GATE_COMPUTE_DTYPE,
   TRL_GATE_EXTERNAL_H128,
   TRL_GATE_NO_IMAGE,
-  TRL_GATE_FORCED
+  TRL_GATE_FORCED,
+  TRL_GATE_LAYOUT
 } trl_gate_reason;
 
 trl_gate_reason trl_gate(const trl_gate_input *in);

@@ -73,6 +73,20 @@ int trl_layout_sizes(const trl_layout_params *p, trellis_path path, int64_t m,
   if (path == TRELLIS_PATH_DENSE && trl_layout_dense_folds_input(p, m))
     out->rotated_bytes = 0;
   size_t at = 0, mn4;
+  if (p->kmajor && path == TRELLIS_PATH_GENERIC) {
+    /* it rotates x itself; its k-splits' sums are [splits][m][n] fp32 */
+    out->rotated_bytes = 0;
+    out->kmajor = 1;
+    out->kmajor_grid =
+        trl_kmajor_shape(p->k, p->n, m, p->codebook, p->sm_count);
+    out->splits = out->kmajor_grid.splits;
+    size_t rows, part;
+    if (!trl_mul_size((size_t)out->splits, mm, &rows) ||
+        !trl_mul3_size(rows, n, sizeof(float), &part) ||
+        !carve(&at, part, &out->partial_off, &out->partial_bytes))
+      return 0;
+    return trl_align_size(at, TRL_WS_ALIGN, &out->workspace_bytes);
+  }
   if (direct) {
     /* scratch only for k-splits across clusters (generic path) */
     out->direct = 1;

@@ -46,6 +46,9 @@ typedef struct trl_layout_params {
   int direct_max_splits; /* k-splits across clusters, generic path (0: 1) */
   int direct_park;       /* the parked form where it fits (TRL_DIRECT_PARK) */
   int direct_active[3][TRL_DIRECT_MAX_CLUSTER + 1];
+  /* a k-major payload: the generic path runs the k-major kernel
+   * (trl_kmajor_shape, direct_rules.h), its codebook and rate above */
+  int kmajor;
   /* a pair on the k axis (k = 256): the decode-GEMM runs one k-split per
    * record, whatever split_k asks */
   int pair_k;
@@ -67,6 +70,10 @@ typedef struct trl_layout {
    * launch shape; partial_* then holds its k-splits' sums, if any */
   int direct;
   trl_direct_grid direct_grid;
+  /* the k-major kernel runs it (generic path of a k-major payload) in this
+   * launch shape; partial_* holds its k-splits' sums */
+  int kmajor;
+  trl_kmajor_grid kmajor_grid;
   size_t what_off, what_bytes;     /* fp16 [k][slice_n], dense path */
   size_t cublas_off, cublas_bytes; /* cuBLASLt workspace, dense path */
   size_t workspace_bytes;          /* total scratch (0 on the fused path) */

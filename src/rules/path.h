@@ -26,6 +26,7 @@ typedef struct trl_path_plan {
   int bits, half;
   trellis_codebook codebook;
   int paired;   /* a pair payload (trellis_weight.pair is set) */
+  int kmajor;   /* the payload is in the k-major layout */
   int has_bias; /* trellis_weight.bias is set */
   /* the desc */
   trellis_dtype input_dtype, output_dtype, compute_dtype;
@@ -40,8 +41,17 @@ typedef struct trl_path_plan {
 
 /* The smallest m the generic side sends to the dense path (unless forced):
  * 257 on Hopper with k >= 1024, where the wgmma decode-GEMM stays faster
- * up to two m-blocks, else 192 (docs/TUNING.md, "Dense crossover"). */
+ * up to two m-blocks, else 192 (docs/TUNING.md, "Dense crossover"); a
+ * k-major payload TRL_KMAJOR_DENSE_MIN_M (its kernel reads the weights
+ * once per 8 rows). */
 int64_t trl_path_dense_min_m(const trl_path_plan *p);
+
+/* Whether a plan can read a k-major payload: fp16 compute, the library's
+ * own rotations, an sm_90 image, no forced split, neither LEGACY_KERNELS
+ * nor EXACT_WEIGHTS (the k-major kernel is a form of the register-direct
+ * one). Plan create refuses the others (TRELLIS_ERR_LAYOUT); NULL or the
+ * reason in words. */
+const char *trl_path_kmajor_refusal(const trl_path_plan *p);
 
 /* Whether the register-direct kernel may run the plan: fp16 compute, the
  * library's own rotations, an sm_90 image, an EXL3 codebook on a uniform

@@ -42,6 +42,7 @@ SIGNS_LEGACY = 1
 # trellis_layout (of a weight's payload)
 LAYOUT_CHECKPOINT = 0
 LAYOUT_LANES = 1
+LAYOUT_KMAJOR = 2
 
 # trellis_path
 PATH_NONE = 0
@@ -296,6 +297,10 @@ _PROTOTYPES = {
     # 0.4: the GPU's lane layout of a payload
     "trellis_weight_repack": (_status, [P(Weight), c_void_p, c_void_p, c_void_p]),
     "trellis_weight_repack_host": (_status, [P(Weight), c_void_p, c_void_p]),
+    # 0.5: the k-major layout
+    "trellis_weight_upload_layout": (_status, [P(Weight), c_int, P(c_void_p)]),
+    "trellis_weight_repack_layout": (_status, [P(Weight), c_int, c_void_p, c_void_p, c_void_p]),
+    "trellis_weight_repack_host_layout": (_status, [P(Weight), c_int, c_void_p, c_void_p]),
 }
 OPTIONAL = frozenset(
     [
@@ -306,6 +311,9 @@ OPTIONAL = frozenset(
         "trellis_plans_buffer_sizes",
         "trellis_weight_repack",
         "trellis_weight_repack_host",
+        "trellis_weight_upload_layout",
+        "trellis_weight_repack_layout",
+        "trellis_weight_repack_host_layout",
     ]
 )
 

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The k-major decode-GEMM: the generic path's kernel for a payload in the
+ * k-major layout (TRELLIS_LAYOUT_KMAJOR, FORMAT.md "The k-major lane
+ * layout"), m rows in blocks of up to 8 (4 for int8); its launch shape is
+ * trl_kmajor_shape (plan/direct_rules.h).
+ *
+ *  - Group (kg, nt) is the 8 k-tiles 8 kg .. 8 kg + 7 of n-tile nt,
+ *    lane-packed, at index kg * (n / 16) + nt: the groups a warp walks
+ *    along n are one contiguous stream.
+ *  - Warp w of a CTA of k-split `split` owns the 128-k slice kg = 8 split
+ *    + w: it rotates its slice of x itself (x * suh, H128, fp16: the input
+ *    rotation kernel's arithmetic) and keeps the slice's B operands of all
+ *    8 k-tiles in registers; it walks the n-tiles of its CTA column (a
+ *    contiguous range), one group each, and its accumulators are one
+ *    n-tile's (two chains). A tile's decode and MMAs are the
+ *    register-direct kernel's (tile_mma, direct_gemm.cuh): every rate and
+ *    multiply.
+ *  - Per 8 n-tiles the 8 warps' sums meet in shared memory and are added
+ *    in warp order into the fp32 partials [split][m][n] (workspace);
+ *    direct_finish_kernel adds the splits in order, rotates, scales,
+ *    biases and stores y. Fixed orders: replays are bit-identical.
+ *  - CTA b is row block b % m_blocks of column (b / m_blocks) % cols of
+ *    split b / (m_blocks cols): a weight range's row blocks run together
+ *    and share its reads in L2. */
+#ifndef TRL_CUDA_KMAJOR_GEMM_CUH
+#define TRL_CUDA_KMAJOR_GEMM_CUH
+
+#include "direct_gemm.cuh"
+
+namespace trl {
+namespace kmajor {
+
+using namespace trl::direct;
+
+struct KParams {
+  const int16_t *payload; /* k-major lane layout */
+  const void *x;
+  const uint16_t *s_in;
+  float *partial; /* [splits][m][n] */
+  int64_t m, k, n;
+  int in_dtype;
+  int rows;     /* rows a block */
+  int m_blocks; /* row blocks */
+  int splits;   /* CTA rows: 8 slices of 128 k each */
+  int cols;     /* CTA columns: contiguous ranges of n-tiles */
+};
+
+/* n-tiles a round: the CTA's sums meet once a round (docs/TUNING.md, "The
+ * k-major kernel"). */
+constexpr int kRound = 8;
+constexpr int kRedPitch = 16 * kRound + 4; /* floats */
+
+/* A warp's region of shared memory: its rotated slice (rows: a token, or
+ * int8's two limbs of one), sums of x per k-tile and token, and limb
+ * scales per token. */
+struct WarpSmem {
+  uint32_t xs, sumx, scale; /* shared addresses */
+};
+
+template <int VAR> __host__ __device__ constexpr int xs_pitch() {
+  return VAR == kInt8 ? 144 : 272;
+}
+/* rows a block: the launch's m of each variant */
+template <int VAR> __host__ __device__ constexpr int block_rows() {
+  return VAR == kInt8 ? TRL_DIRECT_INT8_MAX_M : TRL_DIRECT_MAX_M;
+}
+template <int VAR> __host__ __device__ constexpr int warp_bytes(int m) {
+  return ((VAR == kInt8 ? 2 : 1) * m * xs_pitch<VAR>() + 9 * m * 4 + 15) / 16 *
+         16;
+}
+template <int VAR> __host__ __device__ constexpr int smem_bytes(int m) {
+  return kWarps * warp_bytes<VAR>(m) + 2 * kWarps * m * kRedPitch * 4;
+}
+
+/* The group's 8 tiles, tile tau against the B operands bf[tau], into two
+ * accumulator chains (even and odd tiles). */
+template <int H, int CB, int VAR, int T>
+__device__ __forceinline__ void
+km_tiles(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
+         const BFrags (&bf)[8], float (&cf)[2][4], int (&ci)[2][4]) {
+  if constexpr (T < 8) {
+    tile_mma<H, CB, VAR, T>(w, prev, bf[T], cf[T & 1], ci[T & 1]);
+    km_tiles<H, CB, VAR, T + 1>(w, prev, bf, cf, ci);
+  }
+}
+
+/* The end of a round of up to 8 n-tiles (`cols` columns from column c0):
+ * every warp's sums are in red[buf]; the CTA adds them in warp order into
+ * the partials. */
+__device__ __forceinline__ void km_round_end(const KParams &p, const float *red,
+                                             int nw, int split, int m,
+                                             int64_t row0, int64_t c0,
+                                             int cols) {
+  asm volatile("barrier.sync 1, %0;" ::"r"(kThreads) : "memory");
+  for (int o = threadIdx.x; o < m * 16 * kRound; o += kThreads) {
+    const int tok = o / (16 * kRound), c = o % (16 * kRound);
+    if (c >= cols)
+      continue;
+    float s = 0.f;
+    for (int w = 0; w < nw; ++w)
+      s += red[(w * m + tok) * kRedPitch + c];
+    p.partial[((int64_t)split * p.m + row0 + tok) * p.n + c0 + c] = s;
+  }
+}
+
+template <int H, int CB, int VAR>
+__global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) char smem_raw[];
+  constexpr int kStages = trl_direct_stages(H);
+  constexpr int64_t kGB = 128 * H;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int mb = (int)(blockIdx.x % p.m_blocks);
+  const int col = (int)(blockIdx.x / p.m_blocks % p.cols),
+            split = (int)(blockIdx.x / p.m_blocks / p.cols);
+  const int64_t row0 = (int64_t)mb * p.rows;
+  const int m = (int)(p.m - row0 < p.rows ? p.m - row0 : p.rows);
+  const int64_t kslices = p.k / 128, ntiles = p.n / 16;
+  const int64_t kg = (int64_t)split * kWarps + warp;
+  const bool active = kg < kslices;
+  const int nw = (int)(kslices - (int64_t)split * kWarps < kWarps
+                           ? kslices - (int64_t)split * kWarps
+                           : kWarps);
+  const int64_t nt0 = ntiles * col / p.cols,
+                count = ntiles * (col + 1) / p.cols - nt0; /* n-tiles */
+  const int rounds = (int)((count + kRound - 1) / kRound);
+  const int total = active ? (int)count : 0;
+
+  /* 1. The first groups: they depend on nothing the previous kernel
+   * writes. The warp's groups are contiguous. */
+  LaneCursor<H> cur;
+  cur.at(reinterpret_cast<const char *>(p.payload) + (kg * ntiles + nt0) * kGB,
+         lane);
+  uint32_t ring[kStages][H];
+#pragma unroll
+  for (int s = 0; s < kStages; ++s)
+    if (s < total) {
+      cur.load(ring[s]);
+      cur.advance(kGB);
+    }
+
+  /* 2. x, once the previous kernel is done with it: the warp's slice,
+   * rotated, its B operands into registers. */
+  griddep_wait();
+  const uint32_t base = (uint32_t)__cvta_generic_to_shared(smem_raw);
+  char *wbase = smem_raw + warp * warp_bytes<VAR>(m);
+  const int rows = (VAR == kInt8 ? 2 : 1) * m;
+  Smem sm;
+  sm.base = wbase;
+  sm.xs_pitch = xs_pitch<VAR>();
+  sm.m = m;
+  sm.wbufs = 0;
+  sm.off_sumx = (uint32_t)(rows * xs_pitch<VAR>());
+  sm.off_scale = sm.off_sumx + 8 * m * 4;
+  sm.off_wpart = sm.off_cbuf = sm.off_park = 0;
+  if (active)
+    for (int tok = 0; tok < m; ++tok) {
+      float h[4], s[4];
+      const int64_t c = kg * 128 + 4 * lane;
+      load4_as_float((trellis_dtype)p.in_dtype, p.x, (row0 + tok) * p.k + c, h);
+      load4_f16(p.s_in, c, s);
+      stage_unit<VAR>(sm, m, tok, 0, lane, h, s);
+    }
+  griddep_launch_dependents();
+  __syncwarp();
+  BFrags bf[8];
+  float sc = 0.f, bx = 0.f; /* int8: token t's limb scale, constant term */
+  float xsum[2] = {};       /* affine: tokens 2t, 2t + 1's sums of x */
+  {
+    const uint32_t xl = x_lane_base<VAR>(
+        base + (uint32_t)(warp * warp_bytes<VAR>(m)), xs_pitch<VAR>(), lane);
+    const bool xv = active && x_row_valid<VAR>(lane, m);
+#pragma unroll
+    for (int tau = 0; tau < 8; ++tau)
+      bf[tau] = b_frags<VAR>(load_x<VAR>(xl + x_tile_bytes<VAR>() * tau, xv));
+    if constexpr (VAR == kInt8) {
+      const int t = lane & 3;
+      if (active && t < m) {
+        const float *sx = reinterpret_cast<const float *>(wbase + sm.off_sumx);
+        float xsum = 0.f;
+        for (int kt = 0; kt < 8; ++kt)
+          xsum += sx[kt * m + t];
+        sc = reinterpret_cast<const float *>(wbase + sm.off_scale)[t];
+        bx = (kMul1C + 1024.f * kMul1A) * xsum;
+      }
+    } else if constexpr (VAR == kAffine) {
+      const float *sx = reinterpret_cast<const float *>(wbase + sm.off_sumx);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = 2 * (lane & 3) + e;
+        if (active && tok < m)
+          for (int kt = 0; kt < 8; ++kt)
+            xsum[e] += sx[kt * m + tok];
+      }
+    }
+  }
+  float *red0 =
+      reinterpret_cast<float *>(smem_raw + kWarps * warp_bytes<VAR>(m));
+  const int g = lane >> 2, t = lane & 3;
+
+  /* 3. Stream: one n-tile a group; a round is up to 8 of them. */
+  const auto round_cols = [&](int r) {
+    return (int)(16 *
+                 (count - kRound * r < kRound ? count - kRound * r : kRound));
+  };
+  if (!active) {
+    for (int r = 0; r < rounds; ++r)
+      km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split, m,
+                   row0, (nt0 + kRound * r) * 16, round_cols(r));
+  } else {
+    int j = 0, r = 0;
+    for (int b = 0; b < total; b += kStages) {
+#pragma unroll
+      for (int s = 0; s < kStages; ++s) {
+        const int i = b + s;
+        if (i < total) {
+          uint32_t prev[2 * H];
+          lower_bits<H>(ring[s], lane, prev);
+          float cf[2][4] = {};
+          int ci[2][4] = {};
+          km_tiles<H, CB, VAR, 0>(ring[s], prev, bf, cf, ci);
+          if (i + kStages < total) {
+            cur.load(ring[s]);
+            cur.advance(kGB);
+          }
+          float *red = red0 + ((r & 1) * kWarps + warp) * m * kRedPitch;
+          const int c0 = 16 * j + g;
+          if constexpr (VAR == kInt8) {
+            /* cols 2t, 2t + 1: token t's high and low limb */
+            if (t < m) {
+              const int q0 = (int)((uint32_t)(ci[0][0] + ci[1][0]) * 128u +
+                                   (uint32_t)(ci[0][1] + ci[1][1]));
+              const int q2 = (int)((uint32_t)(ci[0][2] + ci[1][2]) * 128u +
+                                   (uint32_t)(ci[0][3] + ci[1][3]));
+              red[t * kRedPitch + c0] = fmaf(sc, (float)q0, 0.f) + bx;
+              red[t * kRedPitch + c0 + 8] = fmaf(sc, (float)q2, 0.f) + bx;
+            }
+          } else {
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              v[e] = cf[0][e] + cf[1][e];
+              if constexpr (VAR == kAffine)
+                v[e] = fmaf(kMul1A, v[e], kMul1C * xsum[e & 1]);
+            }
+            if (2 * t < m)
+              red[2 * t * kRedPitch + c0] = v[0],
+                                      red[2 * t * kRedPitch + c0 + 8] = v[2];
+            if (2 * t + 1 < m)
+              red[(2 * t + 1) * kRedPitch + c0] = v[1],
+                                            red[(2 * t + 1) * kRedPitch + c0 +
+                                                8] = v[3];
+          }
+          if (++j == kRound || i + 1 == total) {
+            km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split,
+                         m, row0, (nt0 + kRound * r) * 16, round_cols(r));
+            j = 0, ++r;
+          }
+        }
+      }
+    }
+  }
+#else
+  (void)p;
+#endif
+}
+
+/* ------------------------------------------------------ family -- */
+
+struct KMajor {
+  static constexpr const char *kName = "k-major decode-GEMM";
+  using Axes = dispatch::Axes<RateAxis, DirectCodebookAxis, VarAxis>;
+  static constexpr int kUnits = Direct::kUnits; /* the same unit files */
+  struct Args {
+    const trl_direct_launch *launch;
+    const trl_kmajor_grid *grid;
+    cudaStream_t stream;
+  };
+  template <int H, int CB, int VAR> static constexpr bool exists() {
+    return trl_direct_variant_exists(H, CB, VAR);
+  }
+  template <int H, int CB, int VAR> static int prepare(Args &) {
+    return (int)cudaFuncSetAttribute(
+        kmajor_kernel<H, CB, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        smem_bytes<VAR>(block_rows<VAR>()));
+  }
+  template <int H, int CB, int VAR> static int launch(Args &a) {
+    const trl_direct_launch &l = *a.launch;
+    const trl_kmajor_grid &g = *a.grid;
+    KParams p;
+    p.payload = l.payload;
+    p.x = l.x;
+    p.s_in = l.s_in;
+    p.partial = l.partial;
+    p.m = l.m;
+    p.k = l.k;
+    p.n = l.n;
+    p.in_dtype = l.in_dtype;
+    p.rows = g.rows;
+    p.m_blocks = g.m_blocks;
+    p.splits = g.splits;
+    p.cols = g.cols;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1] = {pdl_attribute()};
+    cfg.gridDim = dim3((unsigned)(g.splits * g.cols * g.m_blocks));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = (size_t)smem_bytes<VAR>(g.rows);
+    cfg.stream = a.stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = l.pdl ? 1 : 0;
+    return (int)cudaLaunchKernelEx(&cfg, kmajor_kernel<H, CB, VAR>, p);
+  }
+};
+
+} // namespace kmajor
+} // namespace trl
+
+#endif
