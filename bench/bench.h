@@ -180,7 +180,17 @@ const char *bench_row_rate(const bench_row *r, char *buf, size_t size);
  * axis. */
 const char *bench_row_format(const bench_row *r, char *buf, size_t size);
 /* The plan flags --force names: one table for the parser and the reports
- * (bench_flags_name). */
+ * (bench_flags_name). BENCH_FLAG_KMAJOR is the benchmark's own: weights
+ * uploaded in the k-major layout (TRELLIS_LAYOUT_KMAJOR), never passed to
+ * a plan (bench_plan_flags). */
+#define BENCH_FLAG_KMAJOR (1u << 30)
+static inline uint32_t bench_plan_flags(uint32_t flags) {
+  return flags & ~BENCH_FLAG_KMAJOR;
+}
+static inline trellis_layout bench_layout(uint32_t flags) {
+  return flags & BENCH_FLAG_KMAJOR ? TRELLIS_LAYOUT_KMAJOR
+                                   : TRELLIS_LAYOUT_LANES;
+}
 typedef struct bench_flag {
   uint32_t bit; /* TRELLIS_PLAN_* */
   const char *name;

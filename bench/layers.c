@@ -167,7 +167,8 @@ static int run_layer(const bench_options *o, const bench_env *env,
   BENCH_ALLOC(plans, copies);
   BENCH_ALLOC(gplans, copies);
   for (int i = 0; i < copies; i++) {
-    BENCH_TRELLIS(trellis_weight_upload(&hl.w, &dw[i]));
+    BENCH_TRELLIS(
+        trellis_weight_upload_layout(&hl.w, bench_layout(o->flags), &dw[i]));
     uploaded = i + 1;
   }
   BENCH_CUDA(cudaDeviceSynchronize()); /* uploads done before the refills */
@@ -181,7 +182,7 @@ static int run_layer(const bench_options *o, const bench_env *env,
   desc.max_m = env->max_m;
   desc.input_dtype = TRELLIS_F16;
   desc.output_dtype = TRELLIS_F16;
-  desc.flags = o->flags;
+  desc.flags = bench_plan_flags(o->flags);
   for (int i = 0; i < copies; i++) {
     BENCH_TRELLIS(trellis_plan_create(trellis_device_weight_view(dw[i]), &desc,
                                       &plans[i]));

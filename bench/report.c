@@ -85,6 +85,7 @@ const bench_flag bench_flags[] = {
     {TRELLIS_PLAN_LEGACY_KERNELS, "legacy"},
     {TRELLIS_PLAN_EXACT_WEIGHTS, "exact"},
     {TRELLIS_PLAN_NO_DEPENDENT_LAUNCH, "nopdl"},
+    {BENCH_FLAG_KMAJOR, "kmajor"},
 };
 const int bench_nflags = (int)(sizeof bench_flags / sizeof bench_flags[0]);
 

@@ -99,9 +99,12 @@ static int upload_preset(step_engine *e, size_t i, int copy,
   v->trellis = (const int16_t *)base;
   v->suh = (const uint16_t *)(base + payload);
   v->svh = (const uint16_t *)(base + payload + 2 * (size_t)l->k);
-  /* the words are the checkpoint's; plans read the lane layout */
-  BENCH_TRELLIS(trellis_weight_repack(v, (int16_t *)base, NULL, stream));
-  v->layout = TRELLIS_LAYOUT_LANES;
+  /* the words are the checkpoint's; plans read the lane layout. Random
+   * words in the k-major layout are as much a payload (of another random
+   * checkpoint): they stay as they are. */
+  if (e->layout == TRELLIS_LAYOUT_LANES)
+    BENCH_TRELLIS(trellis_weight_repack(v, (int16_t *)base, NULL, stream));
+  v->layout = e->layout;
   r = CLI_OK;
 done:
   return r;
@@ -131,7 +134,7 @@ static int upload_dir(step_engine *e, size_t i, const trellis_layer *hl) {
   }
   for (int c = 0; c < e->copies; c++) {
     const size_t slot = (size_t)c * e->model->count + i;
-    BENCH_TRELLIS(trellis_weight_upload(&w, &e->dw[slot]));
+    BENCH_TRELLIS(trellis_weight_upload_layout(&w, e->layout, &e->dw[slot]));
     e->views[slot] = *trellis_device_weight_view(e->dw[slot]);
     e->weight_bytes += trellis_weight_payload_bytes(&w) +
                        2 * (size_t)(l->k + l->n) +
@@ -285,6 +288,7 @@ int step_engine_open(step_engine *e, const step_model *model, int copies,
   memset(e, 0, sizeof *e);
   e->model = model;
   e->copies = copies < 1 ? 1 : copies;
+  e->layout = bench_layout(flags);
   trellis_buffers_init(&e->b);
   trellis_buffers_init(&e->owned);
   e->max_m = 1;
@@ -304,7 +308,7 @@ int step_engine_open(step_engine *e, const step_model *model, int copies,
   desc.max_m = e->max_m;
   desc.input_dtype = TRELLIS_F16;
   desc.output_dtype = TRELLIS_F16;
-  desc.flags = flags;
+  desc.flags = bench_plan_flags(flags);
   for (size_t s = 0; s < slots; s++) {
     BENCH_TRELLIS(trellis_plan_create(&e->views[s], &desc, &e->plans[s]));
     e->nplans = s + 1;

@@ -206,6 +206,7 @@ typedef struct step_engine {
   const step_model *model;
   int copies;
   int64_t max_m;
+  trellis_layout layout;      /* the weights' (BENCH_FLAG_KMAJOR: k-major) */
   trellis_device_weight **dw; /* [copies * count] (a directory's layers) */
   void **raw;                 /* [copies * count] (a preset's layers) */
   trellis_weight *views;      /* [copies * count] device views */

@@ -104,14 +104,19 @@ static void test_options(void **state) {
 
   /* --force names the plan flags of one table, which also names them in
    * the reports. */
-  const char *every_flag[] = {"--force",
-                              "generic,decode,dense,legacy,exact,nopdl", NULL};
+  const char *every_flag[] = {
+      "--force", "generic,decode,dense,legacy,exact,nopdl,kmajor", NULL};
   assert_int_equal(parse(&o, every_flag), CLI_PARSED);
   uint32_t all = 0;
   for (int i = 0; i < bench_nflags; i++)
     all |= bench_flags[i].bit;
   assert_int_equal(o.flags, all);
-  assert_int_equal(bench_nflags, 6);
+  assert_int_equal(bench_nflags, 7);
+  /* kmajor is the benchmark's own: the upload's layout, not a plan flag */
+  assert_int_equal(bench_plan_flags(o.flags), all & ~BENCH_FLAG_KMAJOR);
+  assert_int_equal(bench_layout(o.flags), TRELLIS_LAYOUT_KMAJOR);
+  assert_int_equal(bench_layout(TRELLIS_PLAN_FORCE_DENSE),
+                   TRELLIS_LAYOUT_LANES);
   const char *legacy_exact[] = {"--force", "exact,legacy", NULL};
   assert_int_equal(parse(&o, legacy_exact), CLI_PARSED);
   assert_int_equal(o.flags,
