@@ -21,12 +21,15 @@
 # fetched), and runs the package's pytest suite (the GPU tests included,
 # with the machine's torch) and python/examples/swap_linears.py. Sanitizers (SAN_JOBS runs at
 # once, default 6): memcheck with the leak check on every GPU test;
-# synccheck on gpu_direct, gpu_ownership and gpu_fused; initcheck on
-# gpu_direct's dtype test and on gpu_ownership's every-path test; racecheck
-# on gpu_direct's dtype test (the reduced configurations:
+# synccheck on gpu_direct, gpu_ownership, gpu_fused and gpu_kmajor;
+# initcheck on gpu_direct's dtype test, gpu_ownership's every-path test and
+# gpu_kmajor; racecheck on gpu_direct's dtype test and gpu_kmajor (the
+# reduced configurations:
 # TRELLIS_TEST_SMALL and TRELLIS_TEST_FILTER); any report or timeout fails
 # the stage. A probe (scripts/sanitizer-probes) shows where a tool
-# misjudges correct code; only what a probe shows is discounted.
+# misjudges correct code; only what a probe shows is discounted, and
+# cuBLAS's own kernels (nvjet) are left out of racecheck: they are not
+# this project's code.
 # SAN_TESTS limits memcheck to the tests named (default: every gpu_* test),
 # SAN_TOOLS the tools (default all four), SAN_TIMEOUT bounds each run (400 s).
 # The benchmark runs `trellis bench --with-generic` (what targets 1 and 3-7
@@ -232,14 +235,23 @@ if [ "$what" = all ] || [ "$what" = sanitize ]; then
   # racecheck is the slowest: the register-direct kernel's dtype test
   # (its shared-memory rounds and the cluster reduce), started first
   [[ $tools != *" racecheck "* ]] || sanitize racecheck gpu_direct 1 test_dtypes
+  # the k-major kernel's rounds (cuBLAS's own kernels, run by its dense
+  # path, are not ours to judge: racecheck flags nvjet's)
+  [[ $tools != *" racecheck "* ]] ||
+    sanitize racecheck gpu_kmajor 1 "" --kernel-name-exclude kns=nvjet
   if [[ $tools == *" initcheck "* ]]; then
     sanitize initcheck gpu_direct 1 test_dtypes""
     excl=()
     [ $cublas_limit = 0 ] || excl=(--kernel-name-exclude kns=bias_convert_kernel)
     sanitize initcheck gpu_ownership 1 test_prepare_twice "${excl[@]}" # every path once
+    # the k-major payload's paths; its dense path's output stage reads
+    # cuBLAS's output (rot_out_kernel, as the half rates')
+    kexcl=()
+    [ $cublas_limit = 0 ] || kexcl=(--kernel-name-exclude kns=rot_out_kernel)
+    sanitize initcheck gpu_kmajor 1 "" "${kexcl[@]}"
   fi
   if [[ $tools == *" synccheck "* ]]; then
-    for t in gpu_direct gpu_ownership gpu_fused; do
+    for t in gpu_direct gpu_ownership gpu_fused gpu_kmajor; do
       sanitize synccheck "$t" 1 ""
     done
   fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Instructions per 16x16 tile in the register-direct kernel's stream loop
-(and the k-major measurement build's, kmajor_gemm.cu), from the SASS of a
+(and the k-major kernel's, kmajor_gemm.cuh), from the SASS of a
 compiled unit (cuobjdump -sass), for every kernel in it.
 
   scripts/sass-loop.py build/src/CMakeFiles/trellis_objects.dir/cuda/direct_u6.cu.o

@@ -333,8 +333,10 @@ static void test_refusals(void **state) {
 int main(void) {
   if (trellis_cuda_device_count() == 0)
     return 77;
-  if (!gu_is_hopper()) /* the k-major kernel needs sm_90 */
+  if (!gu_is_hopper()) {
+    printf("the k-major kernel runs on sm_90 only: skipped\n");
     return 77;
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_rate),
       cmocka_unit_test(test_shapes),
@@ -344,5 +346,5 @@ int main(void) {
       cmocka_unit_test(test_device_repack),
       cmocka_unit_test(test_refusals),
   };
-  return cmocka_run_group_tests_name("gpu_kmajor", tests, NULL, NULL);
+  return TU_RUN_TESTS("gpu_kmajor", tests);
 }
