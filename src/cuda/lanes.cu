@@ -69,32 +69,29 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+/* groups of 8 tiles, ntiles as repack_lanes_kernel takes it */
+int launch_repack(const int16_t *src, int16_t *dst, int64_t groups, int h,
+                  int64_t ntiles, void *stream) {
+  if (groups <= 0)
+    return 0;
+  const int64_t blocks = (groups + kWarps - 1) / kWarps;
+  repack_lanes_kernel<<<(unsigned)blocks, 32 * kWarps, 0,
+                        (cudaStream_t)stream>>>(
+      reinterpret_cast<const uint32_t *>(src),
+      reinterpret_cast<uint32_t *>(dst), groups, h, ntiles);
+  return (int)cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" int trl_launch_repack_lanes(const int16_t *src, int16_t *dst,
                                        int64_t k, int64_t n, int h,
                                        void *stream) {
-  const int64_t groups = (k / 16) * (n / 128);
-  if (groups <= 0)
-    return 0;
-  const int64_t blocks = (groups + kWarps - 1) / kWarps;
-  repack_lanes_kernel<<<(unsigned)blocks, 32 * kWarps, 0,
-                        (cudaStream_t)stream>>>(
-      reinterpret_cast<const uint32_t *>(src),
-      reinterpret_cast<uint32_t *>(dst), groups, h, 0);
-  return (int)cudaGetLastError();
+  return launch_repack(src, dst, (k / 16) * (n / 128), h, 0, stream);
 }
 
 extern "C" int trl_launch_repack_kmajor(const int16_t *src, int16_t *dst,
                                         int64_t k, int64_t n, int h,
                                         void *stream) {
-  const int64_t groups = (k / 128) * (n / 16);
-  if (groups <= 0)
-    return 0;
-  const int64_t blocks = (groups + kWarps - 1) / kWarps;
-  repack_lanes_kernel<<<(unsigned)blocks, 32 * kWarps, 0,
-                        (cudaStream_t)stream>>>(
-      reinterpret_cast<const uint32_t *>(src),
-      reinterpret_cast<uint32_t *>(dst), groups, h, n / 16);
-  return (int)cudaGetLastError();
+  return launch_repack(src, dst, (k / 128) * (n / 16), h, n / 16, stream);
 }
