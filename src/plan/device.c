@@ -244,18 +244,21 @@ trellis_status trellis_weight_upload_layout(const trellis_weight *host,
   v->trellis1 = host->pair != TRELLIS_PAIR_NONE
                     ? (const int16_t *)(base + off_payload + record0)
                     : NULL;
-  /* the lane layout, in place (the copies above are complete: the legacy
-   * stream orders the kernel after them) */
-  if (layout == TRELLIS_LAYOUT_LANES) {
+  /* the lane layout, in place (the legacy stream orders the kernel after
+   * the copies); then everything complete before the handle is returned:
+   * a copy from pageable memory may still be in flight when cudaMemcpy
+   * returns, and the caller's streams may be non-blocking ones */
+  if (layout == TRELLIS_LAYOUT_LANES)
     st = repack_records(v, layout, (int16_t *)v->trellis,
                         (int16_t *)v->trellis1, NULL);
-    if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
-      st = trl_cuda_fail(e, "weight repack");
-    if (st != TRELLIS_OK) {
-      cudaFree(base);
-      free(dw);
-      return st;
-    }
+  if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
+    st = trl_cuda_fail(e, layout == TRELLIS_LAYOUT_LANES
+                              ? "weight repack"
+                              : "weight upload (copies)");
+  if (st != TRELLIS_OK) {
+    cudaFree(base);
+    free(dw);
+    return st;
   }
   v->layout = layout;
   v->suh = host->suh ? (const uint16_t *)(base + off_in) : NULL;
