@@ -139,10 +139,16 @@ trellis_status trl_check_target_layout(const trellis_weight *w,
   return trl_weight_kmajor_supported(w, who);
 }
 
-/* Whether [a, a + bytes) and [b, b + bytes) overlap. */
-static int overlaps(const void *a, const void *b, size_t bytes) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return x < y + bytes && y < x + bytes;
+trellis_status trl_check_kmajor_out(const trellis_weight *w, const void *out,
+                                    const char *who) {
+  const uintptr_t x = (uintptr_t)w->trellis, y = (uintptr_t)out;
+  const size_t bytes = trellis_weight_payload_bytes(w);
+  if (x < y + bytes && y < x + bytes)
+    return trl_fail(TRELLIS_ERR_BUFFER,
+                    "%s: the k-major layout is not written in place (out "
+                    "overlaps the payload)",
+                    who);
+  return TRELLIS_OK;
 }
 
 trellis_status trellis_weight_repack_host(const trellis_weight *w, int16_t *out,
@@ -167,11 +173,9 @@ trellis_status trellis_weight_repack_host_layout(const trellis_weight *w,
                     "weight_repack_host: %s is NULL",
                     out == NULL ? "out" : "out1 (a pair's record1)");
   if (layout == TRELLIS_LAYOUT_KMAJOR) {
-    const size_t bytes = trellis_weight_payload_bytes(&full);
-    if (overlaps(full.trellis, out, bytes))
-      return trl_fail(TRELLIS_ERR_BUFFER,
-                      "weight_repack_host: the k-major layout is not written "
-                      "in place (out overlaps the payload)");
+    if ((st = trl_check_kmajor_out(&full, out, "weight_repack_host")) !=
+        TRELLIS_OK)
+      return st;
     return trl_lanes_kmajor(full.trellis, out, full.k, full.n,
                             trl_lanes_rate(full.bits, full.half));
   }

@@ -95,6 +95,11 @@ trellis_status trl_lanes_kmajor(const int16_t *src, int16_t *dst, int64_t k,
 trellis_status trl_check_target_layout(const trellis_weight *w,
                                        trellis_layout layout, const char *who);
 
+/* TRELLIS_OK when `out` does not overlap w's payload (the k-major repack
+ * is never in place); else TRELLIS_ERR_BUFFER naming `who`. */
+trellis_status trl_check_kmajor_out(const trellis_weight *w, const void *out,
+                                    const char *who);
+
 #ifdef __cplusplus
 }
 #endif

@@ -101,14 +101,9 @@ trellis_status trellis_weight_repack_layout(const trellis_weight *device_w,
       return trl_fail(TRELLIS_ERR_BUFFER,
                       "weight_repack: %s is not 16-byte aligned", names[i]);
   }
-  if (layout == TRELLIS_LAYOUT_KMAJOR) {
-    const uintptr_t a = (uintptr_t)w.trellis, b = (uintptr_t)out;
-    const size_t bytes = trellis_weight_payload_bytes(&w);
-    if (a < b + bytes && b < a + bytes)
-      return trl_fail(TRELLIS_ERR_BUFFER,
-                      "weight_repack: the k-major layout is not written in "
-                      "place (out overlaps the payload)");
-  }
+  if (layout == TRELLIS_LAYOUT_KMAJOR &&
+      (st = trl_check_kmajor_out(&w, out, "weight_repack")) != TRELLIS_OK)
+    return st;
   return repack_records(&w, layout, out, out1, stream);
 }
 
@@ -202,7 +197,8 @@ trellis_status trellis_weight_upload_layout(const trellis_weight *host,
   int16_t *kmajor = NULL;
   if (layout == TRELLIS_LAYOUT_KMAJOR) {
     kmajor = malloc(payload);
-    st = kmajor ? trellis_weight_repack_host_layout(host, layout, kmajor, NULL)
+    st = kmajor ? trl_lanes_kmajor(host->trellis, kmajor, host->k, host->n,
+                                   trl_lanes_rate(host->bits, host->half))
                 : trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
                            "weight upload: %zu bytes of host memory for the "
                            "k-major copy",
