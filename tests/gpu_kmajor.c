@@ -95,19 +95,19 @@ static void test_every_rate(void **state) {
       }
 }
 
-/* A layer of few slices (512: four of a CTA's eight warps idle), one
- * n-tile per CTA column, and the large shapes' grids on their own
- * layers at m = 1, 4 and 8. */
+/* Layers of fewer than 8 slices of k (512: two groups of four warps share
+ * a CTA's n-tiles; 128: eight groups of one, one n-tile per CTA column;
+ * 256: four groups of two; 384: two groups of three and two idle warps),
+ * and the large shapes' grids on their own layers at m = 1, 4 and 8. */
 static void test_shapes(void **state) {
   (void)state;
   static const struct {
     int64_t k, n;
     int bits;
     trellis_codebook cb;
-  } s[] = {{512, 6144, 6, TRELLIS_CB_MCG},
-           {128, 128, 4, TRELLIS_CB_MUL1},
-           {6144, 1024, 6, TRELLIS_CB_MCG},
-           {2048, 4096, 4, TRELLIS_CB_MUL1},
+  } s[] = {{512, 6144, 6, TRELLIS_CB_MCG},   {128, 128, 4, TRELLIS_CB_MUL1},
+           {256, 1024, 2, TRELLIS_CB_3INST}, {384, 2048, 5, TRELLIS_CB_MUL1},
+           {6144, 1024, 6, TRELLIS_CB_MCG},  {2048, 4096, 4, TRELLIS_CB_MUL1},
            {8192, 2048, 3, TRELLIS_CB_3INST}};
   for (size_t i = 0; i < sizeof s / sizeof s[0]; ++i) {
     gw w;

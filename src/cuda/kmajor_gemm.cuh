@@ -8,7 +8,9 @@
  *    lane-packed, at index kg * (n / 16) + nt: the groups a warp walks
  *    along n are one contiguous stream.
  *  - Warp w of a CTA of k-split `split` owns the 128-k slice kg = 8 split
- *    + w: it rotates its slice of x itself (x * suh, H128, fp16: the input
+ *    + w (a layer of 1, 2 or 4 slices: w mod slices, the CTA's n-tiles
+ *    shared among 8 / slices groups of warps, Share): it rotates its slice
+ *    of x itself (x * suh, H128, fp16: the input
  *    rotation kernel's arithmetic) and keeps the slice's B operands of all
  *    8 k-tiles in registers; it walks the n-tiles of its CTA column (a
  *    contiguous range), one group each, and its accumulators are one
@@ -84,22 +86,41 @@ km_tiles(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
   }
 }
 
-/* The end of a round of up to 8 n-tiles (`cols` columns from column c0):
- * every warp's sums are in red[buf]; the CTA adds them in warp order into
- * the partials. */
+/* A CTA's work: `per` slices of k (8, or all of them where k has fewer,
+ * k < 1024), `nw` of them in k (the last split's may be fewer), taken by
+ * `groups` groups of `per` warps (8 / per: a layer of 1, 2 or 4 slices puts
+ * the warps its slices leave over to work on the CTA's n-tiles instead of
+ * idling). Group i walks the n-tiles [first(i), first(i) + tiles(i)) of
+ * the CTA's [nt0, nt0 + count). */
+struct Share {
+  int per, groups, nw;
+  int64_t nt0, count;
+  __device__ __forceinline__ int64_t first(int i) const {
+    return nt0 + count * i / groups;
+  }
+  __device__ __forceinline__ int64_t tiles(int i) const {
+    return count * (i + 1) / groups - count * i / groups;
+  }
+};
+
+/* The end of round r (up to 8 n-tiles a group): every warp's sums are in
+ * red[buf]; the CTA adds each group's in warp order into the partials. */
 __device__ __forceinline__ void km_round_end(const KParams &p, const float *red,
-                                             int nw, int split, int m,
-                                             int64_t row0, int64_t c0,
-                                             int cols) {
+                                             const Share &sh, int split, int m,
+                                             int64_t row0, int r) {
   asm volatile("barrier.sync 1, %0;" ::"r"(kThreads) : "memory");
-  for (int o = threadIdx.x; o < m * 16 * kRound; o += kThreads) {
-    const int tok = o / (16 * kRound), c = o % (16 * kRound);
-    if (c >= cols)
+  const int per_group = m * 16 * kRound;
+  for (int o = threadIdx.x; o < sh.groups * per_group; o += kThreads) {
+    const int gi = o / per_group, tok = o % per_group / (16 * kRound),
+              c = o % (16 * kRound);
+    const int64_t left = sh.tiles(gi) - (int64_t)kRound * r; /* may be < 1 */
+    if (c >= 16 * (left < kRound ? left : kRound))
       continue;
     float s = 0.f;
-    for (int w = 0; w < nw; ++w)
-      s += red[(w * m + tok) * kRedPitch + c];
-    p.partial[((int64_t)split * p.m + row0 + tok) * p.n + c0 + c] = s;
+    for (int w = 0; w < sh.nw; ++w)
+      s += red[((gi * sh.per + w) * m + tok) * kRedPitch + c];
+    p.partial[((int64_t)split * p.m + row0 + tok) * p.n +
+              (sh.first(gi) + (int64_t)kRound * r) * 16 + c] = s;
   }
 }
 
@@ -116,20 +137,27 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
   const int64_t row0 = (int64_t)mb * p.rows;
   const int m = (int)(p.m - row0 < p.rows ? p.m - row0 : p.rows);
   const int64_t kslices = p.k / 128, ntiles = p.n / 16;
-  const int64_t kg = (int64_t)split * kWarps + warp;
-  const bool active = kg < kslices;
-  const int nw = (int)(kslices - (int64_t)split * kWarps < kWarps
-                           ? kslices - (int64_t)split * kWarps
-                           : kWarps);
-  const int64_t nt0 = ntiles * col / p.cols,
-                count = ntiles * (col + 1) / p.cols - nt0; /* n-tiles */
-  const int rounds = (int)((count + kRound - 1) / kRound);
-  const int total = active ? (int)count : 0;
+  Share sh;
+  sh.per = kslices < kWarps ? (int)kslices : kWarps;
+  sh.groups = kWarps / sh.per;
+  sh.nw = (int)(kslices - (int64_t)split * kWarps < sh.per
+                    ? kslices - (int64_t)split * kWarps
+                    : sh.per);
+  sh.nt0 = ntiles * col / p.cols;
+  sh.count = ntiles * (col + 1) / p.cols - sh.nt0; /* n-tiles */
+  const int gi = warp / sh.per;
+  const int64_t kg = (int64_t)split * kWarps + warp % sh.per;
+  const bool active = gi < sh.groups && kg < kslices;
+  /* every group meets the CTA at the rounds of the largest share */
+  const int rounds =
+      (int)(((sh.count + sh.groups - 1) / sh.groups + kRound - 1) / kRound);
+  const int total = active ? (int)sh.tiles(gi) : 0;
 
   /* 1. The first groups: they depend on nothing the previous kernel
    * writes. The warp's groups are contiguous. */
   LaneCursor<H> cur;
-  cur.at(reinterpret_cast<const char *>(p.payload) + (kg * ntiles + nt0) * kGB,
+  cur.at(reinterpret_cast<const char *>(p.payload) +
+             (kg * ntiles + (active ? sh.first(gi) : 0)) * kGB,
          lane);
   uint32_t ring[kStages][H];
 #pragma unroll
@@ -199,16 +227,9 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
   const int g = lane >> 2, t = lane & 3;
 
   /* 3. Stream: one n-tile a group; a round is up to 8 of them. */
-  const auto round_cols = [&](int r) {
-    return (int)(16 *
-                 (count - kRound * r < kRound ? count - kRound * r : kRound));
-  };
-  if (!active) {
-    for (int r = 0; r < rounds; ++r)
-      km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split, m,
-                   row0, (nt0 + kRound * r) * 16, round_cols(r));
-  } else {
-    int j = 0, r = 0;
+  int r = 0;
+  if (active) {
+    int j = 0;
     for (int b = 0; b < total; b += kStages) {
 #pragma unroll
       for (int s = 0; s < kStages; ++s) {
@@ -252,14 +273,18 @@ __global__ void __launch_bounds__(kThreads, 2) kmajor_kernel(const KParams p) {
                                                 8] = v[3];
           }
           if (++j == kRound || i + 1 == total) {
-            km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, nw, split,
-                         m, row0, (nt0 + kRound * r) * 16, round_cols(r));
+            km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, sh, split,
+                         m, row0, r);
             j = 0, ++r;
           }
         }
       }
     }
   }
+  /* an idle warp, or a group with fewer rounds, still meets the CTA */
+  for (; r < rounds; ++r)
+    km_round_end(p, red0 + (r & 1) * kWarps * m * kRedPitch, sh, split, m, row0,
+                 r);
 #else
   (void)p;
 #endif
