@@ -410,33 +410,58 @@ __device__ __forceinline__ void affine_pairs(const uint32_t (&s)[8],
   }
 }
 
+/* Tile T of a group, decoded: the A operand words of its MMAs (kHalves:
+ * 8 fp16 pairs; kAffine: 4 pairs of (1024 + S); kInt8: the 8 u8x4
+ * products). */
+template <int H, int CB, int VAR, int T>
+__device__ __forceinline__ void tile_operands(const uint32_t (&w)[H],
+                                              const uint32_t (&prev)[2 * H],
+                                              uint32_t (&a)[8]) {
+  uint32_t s[8];
+  tile_states<H, T, VAR == kHalves>(w, prev, s);
+  if constexpr (VAR == kHalves) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      a[j] = codebook_halves<CB>(s[j]);
+  } else if constexpr (VAR == kAffine) {
+    uint32_t u[4];
+    affine_pairs(s, u);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      a[j] = u[j], a[j + 4] = 0u;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      a[j] = s[j] * TRL_MUL_MUL1;
+  }
+}
+
+/* A decoded tile's MMAs against B operands x, accumulating into f (fp32)
+ * or, kInt8, i (int32). */
+template <int VAR>
+__device__ __forceinline__ void tile_apply(const uint32_t (&a)[8],
+                                           const BFrags &x, float (&f)[4],
+                                           int (&i)[4]) {
+  if constexpr (VAR == kHalves) {
+    hmma(f, a[0], a[4], a[2], a[6], x.b0, x.b1);
+    hmma(f, a[1], a[5], a[3], a[7], x.b2, x.b3);
+  } else if constexpr (VAR == kAffine) {
+    hmma(f, a[0], a[2], a[1], a[3], x.b0, x.b1);
+  } else {
+    imma(i, a[0], a[4], a[2], a[6], x.b0, x.b1);
+    imma(i, a[1], a[5], a[3], a[7], x.b2, x.b3);
+  }
+}
+
 /* Tile T of a group: its 8 states, decoded, into the MMAs with B operands
- * x, accumulating into f (fp32) or, kInt8, i (int32). */
+ * x. */
 template <int H, int CB, int VAR, int T>
 __device__ __forceinline__ void
 tile_mma(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H], const BFrags &x,
          float (&f)[4], int (&i)[4]) {
-  uint32_t s[8];
-  tile_states<H, T, VAR == kHalves>(w, prev, s);
-  if constexpr (VAR == kHalves) {
-    uint32_t y[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      y[j] = codebook_halves<CB>(s[j]);
-    hmma(f, y[0], y[4], y[2], y[6], x.b0, x.b1);
-    hmma(f, y[1], y[5], y[3], y[7], x.b2, x.b3);
-  } else if constexpr (VAR == kAffine) {
-    uint32_t u[4];
-    affine_pairs(s, u);
-    hmma(f, u[0], u[2], u[1], u[3], x.b0, x.b1);
-  } else {
-    uint32_t pr[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-      pr[j] = s[j] * TRL_MUL_MUL1;
-    imma(i, pr[0], pr[4], pr[2], pr[6], x.b0, x.b1);
-    imma(i, pr[1], pr[5], pr[3], pr[7], x.b2, x.b3);
-  }
+  uint32_t a[8];
+  tile_operands<H, CB, VAR, T>(w, prev, a);
+  tile_apply<VAR>(a, x, f, i);
 }
 
 /* A group's 8 tiles against one k-tile's B operands: tile T into its own
