@@ -10,14 +10,15 @@ The loop is the backward branch that holds the most MMAs. Its rare regions
 (forward branches over code with I2FP, BAR or STS and no MMA: the int8
 slice conversion, a round's end) are left out, so "hot" is what one group
 of 8 tiles issues on its common path; per tile = hot / (8 x groups in the
-loop), with 2 MMAs per tile (1 for the affine form)."""
+loop), with 2 MMAs per tile (1 for the affine form), times the k-major
+kernel's 8-row sub-blocks."""
 import collections
 import re
 import subprocess
 import sys
 
 NAME = re.compile(r'_ZN3trl(?:6direct13direct_kernel|6kmajor13kmajor_kernel)'
-                  r'ILi(\d+)ELi(\d+)ELi(\d+)EEEvNS0_(?:6Params|7KParams)E')
+                  r'ILi(\d+)ELi(\d+)ELi(\d+)E(?:Li(\d+)E)?EEvNS0_(?:6Params|7KParams)E')
 FORMS = {'0': 'halves', '1': 'affine', '2': 'int8'}
 CODEBOOKS = {'0': '3inst', '1': 'mcg', '2': 'mul1'}
 
@@ -67,11 +68,13 @@ def main():
                         and not any('MMA' in x for _, x in seg):
                     rare.update(x for x, _ in seg)
         hot = [t for a, t in body if a not in rare]
-        per_tile_mma = 1 if m.group(3) == '1' else 2
+        # a k-major kernel of NB 8-row sub-blocks multiplies each tile NB times
+        nb = int(m.group(4) or 1)
+        per_tile_mma = (1 if m.group(3) == '1' else 2) * nb
         tiles = mmas / per_tile_mma
         ops = collections.Counter(re.sub(r'^@!?U?P\w+\s+', '', t).split()[0].split('.')[0]
                                   for t in hot)
-        kind = 'kmajor ' if 'kmajor' in name else ''
+        kind = f'kmajor x{nb} ' if 'kmajor' in name else ''
         print(f'{kind}H {m.group(1):>2} {CODEBOOKS[m.group(2)]:5} {FORMS[m.group(3)]:6} '
               f'hot {len(hot):4}  per tile {len(hot) / tiles:5.1f}  '
               + ' '.join(f'{k} {v}' for k, v in ops.most_common(8)))

@@ -19,7 +19,7 @@
 #define KM_REL 2e-3
 #define KM_MAX 2e-3
 
-static const int64_t kRows[] = {1, 3, 4, 5, 8, 9, 17, 32};
+static const int64_t kRows[] = {1, 3, 4, 5, 8, 9, 16, 17, 24, 32};
 #define ROW_COUNT (sizeof kRows / sizeof kRows[0])
 
 /* The family run executes for m rows of plan g. */
@@ -98,7 +98,8 @@ static void test_every_rate(void **state) {
 /* Layers of fewer than 8 slices of k (512: two groups of four warps share
  * a CTA's n-tiles; 128: eight groups of one, one n-tile per CTA column;
  * 256: four groups of two; 384: two groups of three and two idle warps),
- * and the large shapes' grids on their own layers at m = 1, 4 and 8. */
+ * and the large shapes' grids on their own layers at m = 1, 4, 8, 16 and
+ * 32 (one, two and four 8-row sub-blocks a CTA). */
 static void test_shapes(void **state) {
   (void)state;
   static const struct {
@@ -112,13 +113,13 @@ static void test_shapes(void **state) {
   for (size_t i = 0; i < sizeof s / sizeof s[0]; ++i) {
     gw w;
     gw_random(&w, s[i].k, s[i].n, s[i].bits, s[i].cb, 0, 1, 40 + i);
-    trellis_plan_desc d = gu_desc(8, TRELLIS_F16, TRELLIS_F16, 0);
+    trellis_plan_desc d = gu_desc(32, TRELLIS_F16, TRELLIS_F16, 0);
     grun g;
     grun_open_layout(&g, &w.w, &d, TRELLIS_LAYOUT_KMAJOR);
     char what[96];
     snprintf(what, sizeof what, "%lldx%lld", (long long)s[i].k,
              (long long)s[i].n);
-    for (int64_t m = 1; m <= 8; m = m == 1 ? 4 : m * 2)
+    for (int64_t m = 1; m <= 32; m = m == 1 ? 4 : m * 2)
       check_rows(&g, &w.w, m, 60 + (uint64_t)m, what);
     grun_close(&g);
     gw_free(&w);
@@ -127,7 +128,7 @@ static void test_shapes(void **state) {
 
 /* Past 32 rows and under FORCE_DENSE the dense path's plain k-major W_hat
  * (and its output rotation); FORCE_DECODE keeps the k-major kernel at
- * every m (8-row blocks). */
+ * every m (blocks of 32 rows: 33 is a full block and one of a row). */
 static void test_dense_and_forced(void **state) {
   (void)state;
   static const struct {
@@ -203,6 +204,7 @@ static void test_capture_and_workspace(void **state) {
   } v[] = {{4, TRELLIS_CB_MUL1, 1},
            {4, TRELLIS_CB_MUL1, 8},
            {6, TRELLIS_CB_MCG, 3},
+           {5, TRELLIS_CB_MUL1, 12},
            {2, TRELLIS_CB_3INST, 17}};
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

@@ -371,22 +371,27 @@ static void check(const pcase *c, const trl_path_plan *pp,
     break;
   }
   case TRL_FAMILY_KMAJOR: {
-    /* trl_kmajor_shape's launch: blocks of 8 rows (int8: 4, m <= 4), a
-     * CTA column per split and block at least, an n-tile a column at most,
-     * about two CTAs an SM */
+    /* trl_kmajor_shape's launch: blocks of 8, 16 or 32 rows (int8: 4,
+     * m <= 4), the fewest that hold m up to 32; a CTA column per split and
+     * block at least, an n-tile a column at most, about the CTAs the SMs
+     * hold */
     const trl_kmajor_grid *g = &d.layout.kmajor_grid;
     const trl_kmajor_grid e =
         trl_kmajor_shape(c->k, c->n, m, c->cb, lp->sm_count);
     assert_true(d.layout.kmajor);
     assert_memory_equal(g, &e, sizeof e);
     assert_int_equal(g->var, trl_direct_var(c->cb, m));
-    assert_int_equal(g->rows, g->var == TRL_DIRECT_INT8 ? 4 : 8);
+    assert_int_equal(g->rows, g->var == TRL_DIRECT_INT8 ? 4 : 8 * g->blocks);
+    assert_true(g->blocks == 1 || g->blocks == 2 || g->blocks == 4);
+    assert_true(g->var != TRL_DIRECT_INT8 || g->blocks == 1);
+    assert_true(g->blocks == 1 || 4 * g->blocks < m); /* the fewest */
     assert_true((int64_t)g->m_blocks * g->rows >= m &&
                 (int64_t)(g->m_blocks - 1) * g->rows < m);
     assert_int_equal(g->splits, (c->k / 128 + 7) / 8);
     assert_true(g->cols >= 1 && g->cols <= c->n / 16);
-    assert_true(g->cols == 1 || (int64_t)g->splits * g->m_blocks * g->cols <=
-                                    2 * (int64_t)lp->sm_count);
+    assert_true(g->cols == 1 ||
+                (int64_t)g->splits * g->m_blocks * g->cols <=
+                    trl_kmajor_ctas_per_sm(g->blocks) * (int64_t)lp->sm_count);
     assert_int_equal(d.layout.splits, g->splits);
     assert_int_equal(d.input, TRL_INPUT_NONE);
     assert_int_equal(d.output, TRL_OUTPUT_NONE);

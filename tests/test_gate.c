@@ -663,32 +663,55 @@ static void test_path_kmajor(void **state) {
   assert_non_null(strstr(r, "EXACT_WEIGHTS"));
 }
 
-/* The k-major kernel's launch (trl_kmajor_shape): 8-row blocks (4 for
- * MUL1's int8 form at m <= 4), one split per 1024 of k, CTA columns for
- * about two CTAs an SM, never fewer than one nor more than the n-tiles. */
+/* The k-major kernel's launch (trl_kmajor_shape): blocks of the fewest
+ * 8-row sub-blocks (1, 2, 4) that hold m (4 rows for MUL1's int8 form at
+ * m <= 4), one split per 1024 of k, CTA columns for about the CTAs the SMs
+ * hold (two an SM, one at four sub-blocks), never fewer than one nor more
+ * than the n-tiles. */
 static void test_kmajor_shape(void **state) {
   (void)state;
+  assert_int_equal(TRL_KMAJOR_MAX_BLOCKS * TRL_DIRECT_MAX_M + 1,
+                   TRL_KMAJOR_DENSE_MIN_M);
   trl_kmajor_grid g = trl_kmajor_shape(8192, 28672, 1, TRELLIS_CB_MCG, 132);
   assert_int_equal(g.var, TRL_DIRECT_HALVES);
+  assert_int_equal(g.blocks, 1);
   assert_int_equal(g.rows, 8);
   assert_int_equal(g.m_blocks, 1);
   assert_int_equal(g.splits, 8);
   assert_int_equal(g.cols, 33); /* 264 / 8 */
   g = trl_kmajor_shape(8192, 28672, 4, TRELLIS_CB_MUL1, 132);
   assert_int_equal(g.var, TRL_DIRECT_INT8);
+  assert_int_equal(g.blocks, 1);
   assert_int_equal(g.rows, 4);
   assert_int_equal(g.m_blocks, 1);
   g = trl_kmajor_shape(8192, 28672, 5, TRELLIS_CB_MUL1, 132);
   assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+  assert_int_equal(g.blocks, 1);
   assert_int_equal(g.rows, 8);
+  g = trl_kmajor_shape(8192, 28672, 9, TRELLIS_CB_MUL1, 132);
+  assert_int_equal(g.var, TRL_DIRECT_AFFINE);
+  assert_int_equal(g.blocks, 2);
+  assert_int_equal(g.rows, 16);
+  assert_int_equal(g.m_blocks, 1);
+  assert_int_equal(g.cols, 33); /* still two CTAs an SM */
   g = trl_kmajor_shape(8192, 28672, 17, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.blocks, 4);
+  assert_int_equal(g.rows, 32);
+  assert_int_equal(g.m_blocks, 1);
+  assert_int_equal(g.cols, 16); /* 132 / 8: one CTA an SM */
+  g = trl_kmajor_shape(8192, 28672, 32, TRELLIS_CB_3INST, 132);
+  assert_int_equal(g.blocks, 4);
+  assert_int_equal(g.m_blocks, 1);
+  /* FORCE_DECODE past 32 rows: more blocks of 32 */
+  g = trl_kmajor_shape(8192, 28672, 65, TRELLIS_CB_MCG, 132);
+  assert_int_equal(g.rows, 32);
   assert_int_equal(g.m_blocks, 3);
-  assert_int_equal(g.cols, 11); /* 264 / 24 */
+  assert_int_equal(g.cols, 5); /* 132 / 24 */
   g = trl_kmajor_shape(28672, 8192, 1, TRELLIS_CB_MCG, 132);
   assert_int_equal(g.splits, 28);
   assert_int_equal(g.cols, 9);
   g = trl_kmajor_shape(512, 6144, 1, TRELLIS_CB_MCG, 132);
-  assert_int_equal(g.splits, 1); /* 4 slices: half the warps idle */
+  assert_int_equal(g.splits, 1); /* 4 slices: two warp groups */
   assert_int_equal(g.cols, 264);
   g = trl_kmajor_shape(1024, 128, 1, TRELLIS_CB_MCG, 132);
   assert_int_equal(g.cols, 8); /* one n-tile a column */

@@ -360,36 +360,56 @@ typedef struct trl_direct_launch {
 /* ------------------------------------------------ the k-major kernel -- */
 /* cuda/kmajor_gemm.cuh, on a k-major payload (TRELLIS_LAYOUT_KMAJOR):
  * warp w of a CTA of k-split s owns the 128-k slice 8 s + w and walks a
- * contiguous range of n-tiles (the CTA's column); blocks of up to 8 rows
- * (4 for int8) each take their own CTAs, the block index varying fastest
- * so one weight range is read by its blocks at about the same time. The
- * k-splits' fp32 sums always go through the workspace partials and one
- * finishing launch. */
-/* Up to 4 row blocks, then the dense path (docs/TUNING.md). */
+ * contiguous range of n-tiles (the CTA's column); a CTA serves a block of
+ * up to 8, 16 or 32 rows (4 for int8) with one decode of each tile, the
+ * blocks of larger m each taking their own CTAs, the block index varying
+ * fastest so one weight range is read by its blocks at about the same
+ * time. The k-splits' fp32 sums always go through the workspace partials
+ * and one finishing launch. */
+/* Up to 32 rows, then the dense path (docs/TUNING.md). */
 #define TRL_KMAJOR_DENSE_MIN_M 33
-#define TRL_KMAJOR_CTAS_PER_SM 2 /* its launch bounds */
+/* 8-row sub-blocks a CTA serves at most: 1, 2 or 4 (the kernel's
+ * variants). A tuning constant (docs/TUNING.md); measurement builds may
+ * set it. */
+#ifndef TRL_KMAJOR_MAX_BLOCKS
+#define TRL_KMAJOR_MAX_BLOCKS 4
+#endif
+
+/* CTAs an SM hold (the kernel's launch bounds): 32 rows' activations and
+ * sums leave shared memory for one. */
+TRL_DIRECT_FN int trl_kmajor_ctas_per_sm(int blocks) {
+  return blocks >= 4 ? 1 : 2;
+}
 
 typedef struct trl_kmajor_grid {
   int var;      /* TRL_DIRECT_* multiply (trl_direct_var of m) */
-  int rows;     /* rows a block: 8, or 4 for int8 */
+  int blocks;   /* 8-row sub-blocks a CTA serves: 1, 2 or 4 (int8: 1) */
+  int rows;     /* rows a block: 8 blocks, or 4 for int8 */
   int m_blocks; /* row blocks */
   int splits;   /* k-splits (CTA rows): ceil(k / 1024) */
   int cols;     /* CTA columns: contiguous ranges of n-tiles */
 } trl_kmajor_grid;
 
-/* Its launch for m >= 1 rows of a k x n layer on sm_count SMs: as many
- * CTAs as two a SM hold (at least one column a split and block, at most an
+/* Its launch for m >= 1 rows of a k x n layer on sm_count SMs: the fewest
+ * sub-blocks (1, 2, 4) that hold m, up to TRL_KMAJOR_MAX_BLOCKS; as many
+ * CTAs as the SMs hold (at least one column a split and block, at most an
  * n-tile a column). */
 static inline trl_kmajor_grid trl_kmajor_shape(int64_t k, int64_t n, int64_t m,
                                                trellis_codebook cb,
                                                int sm_count) {
   trl_kmajor_grid g;
   g.var = trl_direct_var(cb, m);
-  g.rows = g.var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M : TRL_DIRECT_MAX_M;
+  g.blocks = 1;
+  if (g.var != TRL_DIRECT_INT8)
+    while (g.blocks < TRL_KMAJOR_MAX_BLOCKS &&
+           (int64_t)g.blocks * TRL_DIRECT_MAX_M < m)
+      g.blocks *= 2;
+  g.rows = g.var == TRL_DIRECT_INT8 ? TRL_DIRECT_INT8_MAX_M
+                                    : g.blocks * TRL_DIRECT_MAX_M;
   g.m_blocks = (int)((m + g.rows - 1) / g.rows);
   g.splits = (int)((k / 128 + TRL_DIRECT_WARPS - 1) / TRL_DIRECT_WARPS);
-  int64_t c = (int64_t)TRL_KMAJOR_CTAS_PER_SM * (sm_count > 0 ? sm_count : 1) /
-              ((int64_t)g.splits * g.m_blocks);
+  int64_t c = (int64_t)trl_kmajor_ctas_per_sm(g.blocks) *
+              (sm_count > 0 ? sm_count : 1) / ((int64_t)g.splits * g.m_blocks);
   if (c > n / 16)
     c = n / 16;
   g.cols = c < 1 ? 1 : (int)c;

@@ -42,8 +42,8 @@ typedef struct trl_path_plan {
 /* The smallest m the generic side sends to the dense path (unless forced):
  * 257 on Hopper with k >= 1024, where the wgmma decode-GEMM stays faster
  * up to two m-blocks, else 192 (docs/TUNING.md, "Dense crossover"); a
- * k-major payload TRL_KMAJOR_DENSE_MIN_M (its kernel reads the weights
- * once per 8 rows). */
+ * k-major payload TRL_KMAJOR_DENSE_MIN_M (its kernel decodes the weights
+ * once per 32 rows). */
 int64_t trl_path_dense_min_m(const trl_path_plan *p);
 
 /* Whether a plan can read a k-major payload: fp16 compute, the library's
