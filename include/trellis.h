@@ -724,7 +724,9 @@ TRELLIS_API trellis_status trellis_weight_repack(const trellis_weight *device_w,
  * above write, in place or not) or KMAJOR (a uniform EXL3-codebook layer
  * only, else TRELLIS_ERR_UNSUPPORTED; never in place: its out must not
  * overlap the source, TRELLIS_ERR_BUFFER otherwise). CHECKPOINT is
- * refused (TRELLIS_ERR_INVALID_ARGUMENT). */
+ * refused (TRELLIS_ERR_INVALID_ARGUMENT). A KMAJOR upload stages the
+ * checkpoint payload in a second device allocation of its size, which the
+ * device repack reads and which is freed before the call returns. */
 TRELLIS_API trellis_status
 trellis_weight_upload_layout(const trellis_weight *host, trellis_layout layout,
                              trellis_device_weight **out);

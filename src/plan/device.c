@@ -192,31 +192,27 @@ trellis_status trellis_weight_upload_layout(const trellis_weight *host,
                     "cudaMalloc of %zu bytes for the weight failed: %s", total,
                     cudaGetErrorString(e));
   }
-  /* the k-major layout is a permutation across groups: written on the
-   * host into a copy (format/lanes.c), then copied as it is */
-  int16_t *kmajor = NULL;
-  if (layout == TRELLIS_LAYOUT_KMAJOR) {
-    kmajor = malloc(payload);
-    st = kmajor ? trl_lanes_kmajor(host->trellis, kmajor, host->k, host->n,
-                                   trl_lanes_rate(host->bits, host->half))
-                : trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
-                           "weight upload: %zu bytes of host memory for the "
-                           "k-major copy",
-                           payload);
-    if (st != TRELLIS_OK) {
-      free(kmajor);
-      cudaFree(base);
-      free(dw);
-      return st;
-    }
+  /* the k-major layout is a permutation across groups, never written in
+   * place: the checkpoint layout goes to a staging allocation, which the
+   * device repack reads (the host's repack of a large layer takes seconds;
+   * the device's, microseconds) */
+  int16_t *staging = NULL;
+  if (layout == TRELLIS_LAYOUT_KMAJOR &&
+      (e = cudaMalloc((void **)&staging, payload)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    cudaFree(base);
+    free(dw);
+    return trl_fail(TRELLIS_ERR_OUT_OF_MEMORY,
+                    "cudaMalloc of %zu bytes for the k-major upload's staging "
+                    "copy failed: %s",
+                    payload, cudaGetErrorString(e));
   }
   const void *src_in =
       host->suh ? (const void *)host->suh : (const void *)host->su;
   const void *src_out =
       host->svh ? (const void *)host->svh : (const void *)host->sv;
-  e = cudaMemcpy(base + off_payload, kmajor ? kmajor : host->trellis, record0,
-                 cudaMemcpyHostToDevice);
-  free(kmajor);
+  e = cudaMemcpy(staging ? (void *)staging : (void *)(base + off_payload),
+                 host->trellis, record0, cudaMemcpyHostToDevice);
   if (e ||
       (payload > record0 &&
        (e = cudaMemcpy(base + off_payload + record0, host->trellis1,
@@ -227,6 +223,7 @@ trellis_status trellis_weight_upload_layout(const trellis_weight *host,
                       cudaMemcpyHostToDevice)) ||
       (bias_bytes && (e = cudaMemcpy(base + off_bias, host->bias, bias_bytes,
                                      cudaMemcpyHostToDevice)))) {
+    cudaFree(staging);
     cudaFree(base);
     free(dw);
     return trl_fail(TRELLIS_ERR_CUDA,
@@ -240,17 +237,22 @@ trellis_status trellis_weight_upload_layout(const trellis_weight *host,
   v->trellis1 = host->pair != TRELLIS_PAIR_NONE
                     ? (const int16_t *)(base + off_payload + record0)
                     : NULL;
-  /* the lane layout, in place (the legacy stream orders the kernel after
-   * the copies); then everything complete before the handle is returned:
-   * a copy from pageable memory may still be in flight when cudaMemcpy
-   * returns, and the caller's streams may be non-blocking ones */
-  if (layout == TRELLIS_LAYOUT_LANES)
+  /* the lane layout in place, the k-major one from the staging copy (the
+   * legacy stream orders the kernel after the copies); then everything
+   * complete before the handle is returned: a copy from pageable memory
+   * may still be in flight when cudaMemcpy returns, and the caller's
+   * streams may be non-blocking ones */
+  if (layout == TRELLIS_LAYOUT_LANES) {
     st = repack_records(v, layout, (int16_t *)v->trellis,
                         (int16_t *)v->trellis1, NULL);
+  } else {
+    trellis_weight sw = *v;
+    sw.trellis = staging;
+    st = repack_records(&sw, layout, (int16_t *)v->trellis, NULL, NULL);
+  }
   if (st == TRELLIS_OK && (e = cudaDeviceSynchronize()) != cudaSuccess)
-    st = trl_cuda_fail(e, layout == TRELLIS_LAYOUT_LANES
-                              ? "weight repack"
-                              : "weight upload (copies)");
+    st = trl_cuda_fail(e, "weight repack");
+  cudaFree(staging);
   if (st != TRELLIS_OK) {
     cudaFree(base);
     free(dw);
