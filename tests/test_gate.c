@@ -720,6 +720,33 @@ static void test_kmajor_shape(void **state) {
   assert_int_equal(g.cols, 1);
 }
 
+/* The warp groups of a k-major CTA (trl_kmajor_group_*): 8 / per groups of
+ * per warps, a power of two; their ranges tile the CTA's n-tiles in order,
+ * none longer than ceil(count / groups) (the kernel's rounds), each what
+ * a division would give. */
+static void test_kmajor_groups(void **state) {
+  (void)state;
+  for (int64_t kslices = 1; kslices <= 20; kslices++) {
+    const int per = trl_kmajor_group_warps(kslices);
+    assert_int_equal(per, kslices < 8 ? kslices : 8);
+    const int lg = trl_kmajor_group_log2(per), groups = 1 << lg;
+    assert_int_equal(groups, TRL_DIRECT_WARPS / per);
+    assert_true(groups * per <= TRL_DIRECT_WARPS);
+    for (int64_t count = 0; count <= 300; count++) {
+      int64_t at = 0;
+      for (int i = 0; i < groups; i++) {
+        assert_int_equal(trl_kmajor_group_first(count, i, lg), at);
+        assert_int_equal(trl_kmajor_group_first(count, i, lg),
+                         count * i / groups);
+        const int64_t t = trl_kmajor_group_tiles(count, i, lg);
+        assert_true(t >= 0 && t <= (count + groups - 1) / groups);
+        at += t;
+      }
+      assert_int_equal(at, count);
+    }
+  }
+}
+
 /* The path for m: fused through the gate, then the crossover and the
  * flags; a half rate like an integer one (the generic kernels take it). */
 static void test_path_for(void **state) {
@@ -865,6 +892,7 @@ int main(void) {
       cmocka_unit_test(test_layout_generic),
       cmocka_unit_test(test_path_kmajor),
       cmocka_unit_test(test_kmajor_shape),
+      cmocka_unit_test(test_kmajor_groups),
       cmocka_unit_test(test_layout_pair_k),
       cmocka_unit_test(test_layout_callback_and_dense),
   };

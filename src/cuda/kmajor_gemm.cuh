@@ -107,18 +107,19 @@ km_tiles(const uint32_t (&w)[H], const uint32_t (&prev)[2 * H],
 
 /* A CTA's work: `per` slices of k (8, or all of them where k has fewer,
  * k < 1024), `nw` of them in k (the last split's may be fewer), taken by
- * `groups` groups of `per` warps (8 / per: a layer of 1, 2 or 4 slices puts
- * the warps its slices leave over to work on the CTA's n-tiles instead of
- * idling). Group i walks the n-tiles [first(i), first(i) + tiles(i)) of
- * the CTA's [nt0, nt0 + count). */
+ * `groups` = 1 << lg groups of `per` warps (8 / per: a layer of 1, 2 or 4
+ * slices puts the warps its slices leave over to work on the CTA's n-tiles
+ * instead of idling). Group i walks the n-tiles [first(i), first(i) +
+ * tiles(i)) of the CTA's [nt0, nt0 + count) (trl_kmajor_group_*, the
+ * host's rules). */
 struct Share {
-  int per, groups, lg, nw; /* groups = 1 << lg: 1, 2, 4 or 8 */
+  int per, groups, lg, nw;
   int64_t nt0, count;
   __device__ __forceinline__ int64_t first(int i) const {
-    return nt0 + (count * i >> lg);
+    return nt0 + trl_kmajor_group_first(count, i, lg);
   }
   __device__ __forceinline__ int64_t tiles(int i) const {
-    return (count * (i + 1) >> lg) - (count * i >> lg);
+    return trl_kmajor_group_tiles(count, i, lg);
   }
 };
 
@@ -170,9 +171,9 @@ __global__ void __launch_bounds__(kThreads, trl_kmajor_ctas_per_sm(NB))
   const int m = (int)(p.m - row0 < p.rows ? p.m - row0 : p.rows);
   const int64_t kslices = p.k / 128, ntiles = p.n / 16;
   Share sh;
-  sh.per = kslices < kWarps ? (int)kslices : kWarps;
-  sh.groups = kWarps / sh.per;
-  sh.lg = __ffs(sh.groups) - 1;
+  sh.per = trl_kmajor_group_warps(kslices);
+  sh.lg = trl_kmajor_group_log2(sh.per);
+  sh.groups = 1 << sh.lg;
   sh.nw = (int)(kslices - (int64_t)split * kWarps < sh.per
                     ? kslices - (int64_t)split * kWarps
                     : sh.per);

@@ -381,6 +381,24 @@ TRL_DIRECT_FN int trl_kmajor_ctas_per_sm(int blocks) {
   return blocks >= 4 ? 1 : 2;
 }
 
+/* How a CTA's n-tiles [nt0, nt0 + count) are shared among its warp groups:
+ * a layer of fewer than 8 slices of k (k < 1024) puts the warps of its
+ * `per` slices (trl_kmajor_group_warps) into 8 / per groups, 1, 2, 4 or 8 =
+ * 1 << lg (trl_kmajor_group_log2), so a group's range is worked out with
+ * shifts; group i takes the n-tiles nt0 + first .. + tiles - 1. */
+TRL_DIRECT_FN int trl_kmajor_group_warps(int64_t kslices) {
+  return kslices < TRL_DIRECT_WARPS ? (int)kslices : TRL_DIRECT_WARPS;
+}
+TRL_DIRECT_FN int trl_kmajor_group_log2(int per) {
+  return per <= 1 ? 3 : per == 2 ? 2 : per <= 4 ? 1 : 0;
+}
+TRL_DIRECT_FN int64_t trl_kmajor_group_first(int64_t count, int i, int lg) {
+  return (count * i) >> lg;
+}
+TRL_DIRECT_FN int64_t trl_kmajor_group_tiles(int64_t count, int i, int lg) {
+  return ((count * (i + 1)) >> lg) - ((count * i) >> lg);
+}
+
 typedef struct trl_kmajor_grid {
   int var;      /* TRL_DIRECT_* multiply (trl_direct_var of m) */
   int blocks;   /* 8-row sub-blocks a CTA serves: 1, 2 or 4 (int8: 1) */
