@@ -3,12 +3,17 @@
 # One call on a GPU machine: build for sm_90a, run every test (GPU and CPU),
 # the GPU tests under compute-sanitizer, optionally the benchmark and the
 # Python package's tests, and print a short summary last.
-#   scripts/device-check.sh [all|tests|sanitize|bench|step|python|direct] [BENCH ARGS...]
+#   scripts/device-check.sh [all|tests|sanitize|bench|step|python|direct|kmajor] [BENCH ARGS...]
 # `direct` builds only the register-direct kernel's test and the CLI, runs
 # gpu_direct and `trellis bench` with BENCH ARGS (default: its rows at
 # m = 1, 4, 16 on the bench shapes, K6 and K4, MCG and MUL1), then, when
 # SKETCH names a folder with a stream.cu of the same shape's standalone
 # comparison, builds and runs it (`quick`) in the same call.
+# `kmajor` builds gpu_kmajor and the CLI, runs gpu_kmajor, counts the
+# k-major loop's SASS per tile (scripts/sass-loop.py), and times the layer
+# rows (BENCH ARGS; default the bench shapes at m = 1..32, K6/K4, MCG/MUL1)
+# and the glm-tp4 3.36 step (STEP_M, default 1,4,16) on the default path
+# and under --force kmajor in the same call, side by side.
 # `all` = tests, sanitize, bench and python. `step` (or STEP_BENCH=1 with
 # `bench` or `all`) runs the decode-step benchmark, `trellis bench --model
 # preset:P --bits B --m 1,8,32,128`, for llama-3.1-8b, llama-3.1-70b and
@@ -160,6 +165,42 @@ if [ "$what" = direct ]; then
       /tmp/sketch-stream quick >"$OUT/sketch.txt" 2>&1
     grep -E "STREAM|device" "$OUT/sketch.txt" | head -30
   fi
+  exit 0
+fi
+if [ "$what" = kmajor ]; then
+  t0=$(date +%s)
+  # shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
+  configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
+    { tail -30 "$OUT/build.log"; exit 1; }
+  cmake --build "$BUILD" -j"$(nproc)" --target gpu_kmajor trellis_cli >>"$OUT/build.log" 2>&1 ||
+    { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+  echo "build: $(($(date +%s) - t0)) s"
+  timeout 200 "$BUILD/tests/gpu_kmajor" >"$OUT/gpu-kmajor.log" 2>&1
+  echo "gpu_kmajor: rc $?"
+  grep -E "^\[ +(OK|FAILED|PASSED) |Error|error|rel L2" "$OUT/gpu-kmajor.log" | head -20
+  for u in 6 8; do # K4 and K6: instructions per tile at 1, 2 and 4 sub-blocks
+    timeout 60 python3 scripts/sass-loop.py \
+      "$BUILD/src/CMakeFiles/trellis_objects.dir/cuda/direct_u$u.cu.o" 2>&1 | grep kmajor
+  done
+  [ $# -gt 0 ] || set -- --shapes "8192,28672;28672,8192;4096,4096;2048,4096;6144,1024;512,6144" \
+    --m 1,4,8,16,32 --bits 6,4 --codebook mcg,mul1 --reps 20 --warmup-ms 20
+  rows() { awk -F"|" '/^\| [0-9]/ {s = $2 "-K" $3 $4; gsub(/ /, "", s); print s, $5, $6, $7}' "$1"; }
+  for v in default kmajor; do
+    f=()
+    [ $v = kmajor ] && f=(--force kmajor)
+    timeout 280 "$BUILD/trellis" bench "$@" "${f[@]}" --csv "$OUT/bench-$v.csv" >"$OUT/bench-$v.txt" 2>&1
+    echo "bench $v: rc $?"
+  done
+  echo "layer M | k-major path us | default path us"
+  paste -d" " <(rows "$OUT/bench-kmajor.txt") <(rows "$OUT/bench-default.txt" | awk '{print "|", $3, $4}')
+  for v in default kmajor; do
+    f=()
+    [ $v = kmajor ] && f=(--force kmajor)
+    timeout 250 "$BUILD/trellis" bench --model preset:glm-tp4 --bits 3.36 --m "${STEP_M:-1,4,16}" \
+      "${f[@]}" --reps 10 --warmup-ms 20 >"$OUT/step-glm-tp4-3.36-$v.txt" 2>&1
+    echo "step glm-tp4 3.36 $v: rc $?"
+    grep -E "^\| +[0-9]" "$OUT/step-glm-tp4-3.36-$v.txt" | head -8
+  done
   exit 0
 fi
 if [ "$what" != python ]; then
