@@ -60,13 +60,20 @@ shift || true
 
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv,noheader)
 echo "$gpu"
-if [ "$what" = direct ]; then
+# build_targets TARGET...: configures $BUILD and builds only those targets
+# (the direct and kmajor modes); exits with the build's errors on failure.
+build_targets() {
+  local t0
   t0=$(date +%s)
+  # shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
   configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
     { tail -30 "$OUT/build.log"; exit 1; }
-  cmake --build "$BUILD" -j"$(nproc)" --target gpu_direct trellis_cli >>"$OUT/build.log" 2>&1 ||
+  cmake --build "$BUILD" -j"$(nproc)" --target "$@" >>"$OUT/build.log" 2>&1 ||
     { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
   echo "build: $(($(date +%s) - t0)) s"
+}
+if [ "$what" = direct ]; then
+  build_targets gpu_direct trellis_cli
   timeout 400 "$BUILD/tests/gpu_direct" >"$OUT/gpu-direct.log" 2>&1
   echo "gpu_direct: rc $?"
   grep -E "^\[ +(OK|FAILED|PASSED) |Error|error|worst|rel L2" "$OUT/gpu-direct.log" | head -40
@@ -168,13 +175,7 @@ if [ "$what" = direct ]; then
   exit 0
 fi
 if [ "$what" = kmajor ]; then
-  t0=$(date +%s)
-  # shellcheck disable=SC2086 # TRELLIS_CMAKE_ARGS holds several arguments
-  configure_device_build "$BUILD" ${TRELLIS_CMAKE_ARGS:-} >"$OUT/build.log" 2>&1 ||
-    { tail -30 "$OUT/build.log"; exit 1; }
-  cmake --build "$BUILD" -j"$(nproc)" --target gpu_kmajor trellis_cli >>"$OUT/build.log" 2>&1 ||
-    { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
-  echo "build: $(($(date +%s) - t0)) s"
+  build_targets gpu_kmajor trellis_cli
   timeout 200 "$BUILD/tests/gpu_kmajor" >"$OUT/gpu-kmajor.log" 2>&1
   echo "gpu_kmajor: rc $?"
   grep -E "^\[ +(OK|FAILED|PASSED) |Error|error|rel L2" "$OUT/gpu-kmajor.log" | head -20
