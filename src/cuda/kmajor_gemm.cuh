@@ -72,8 +72,11 @@ template <int VAR> __host__ __device__ constexpr int warp_bytes(int m) {
   return ((VAR == kInt8 ? 2 : 1) * m * xs_pitch<VAR>() + 9 * m * 4 + 15) / 16 *
          16;
 }
-template <int VAR, int NB> __host__ __device__ constexpr int smem_bytes(int m) {
-  return kWarps * warp_bytes<VAR>(m) + 2 * kWarps * m * red_pitch<NB>() * 4;
+/* a CTA's shared memory: every warp's region for the block's rows, and
+ * the round's two buffers of sums */
+template <int VAR, int NB> __host__ __device__ constexpr int smem_bytes() {
+  return kWarps * warp_bytes<VAR>(block_rows<VAR, NB>()) +
+         2 * kWarps * block_rows<VAR, NB>() * red_pitch<NB>() * 4;
 }
 
 /* The group's 8 tiles. Tile tau is decoded once; sub-block 0 multiplies it
@@ -376,8 +379,7 @@ struct KMajor {
   template <int H, int CB, int VAR, int NB> static int prepare(Args &) {
     return (int)cudaFuncSetAttribute(
         kmajor_kernel<H, CB, VAR, NB>,
-        cudaFuncAttributeMaxDynamicSharedMemorySize,
-        smem_bytes<VAR, NB>(block_rows<VAR, NB>()));
+        cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<VAR, NB>());
   }
   template <int H, int CB, int VAR, int NB> static int launch(Args &a) {
     const trl_direct_launch &l = *a.launch;
@@ -399,7 +401,7 @@ struct KMajor {
     cudaLaunchAttribute attr[1] = {pdl_attribute()};
     cfg.gridDim = dim3((unsigned)(g.splits * g.cols * g.m_blocks));
     cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = (size_t)smem_bytes<VAR, NB>(g.rows);
+    cfg.dynamicSmemBytes = (size_t)smem_bytes<VAR, NB>();
     cfg.stream = a.stream;
     cfg.attrs = attr;
     cfg.numAttrs = l.pdl ? 1 : 0;

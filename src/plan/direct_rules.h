@@ -402,7 +402,7 @@ TRL_DIRECT_FN int64_t trl_kmajor_group_tiles(int64_t count, int i, int lg) {
 typedef struct trl_kmajor_grid {
   int var;      /* TRL_DIRECT_* multiply (trl_direct_var of m) */
   int blocks;   /* 8-row sub-blocks a CTA serves: 1, 2 or 4 (int8: 1) */
-  int rows;     /* rows a block: 8 blocks, or 4 for int8 */
+  int rows;     /* rows a block: 8 x blocks, or 4 for int8 */
   int m_blocks; /* row blocks */
   int splits;   /* k-splits (CTA rows): ceil(k / 1024) */
   int cols;     /* CTA columns: contiguous ranges of n-tiles */
